@@ -1,0 +1,86 @@
+#include "core/buffer.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <utility>
+
+#include "core/error.h"
+
+namespace hd {
+
+namespace {
+// 256, not just a cache line: the arena hands out 256-aligned offsets from one Buffer.
+constexpr size_t kHostAlignment = 256;
+const DeviceAllocator* g_allocators[3] = {};
+}  // namespace
+
+void register_device_allocator(DeviceType type, const DeviceAllocator* allocator) {
+  g_allocators[static_cast<int>(type)] = allocator;
+}
+
+const DeviceAllocator& device_allocator(DeviceType type) {
+  const DeviceAllocator* a = g_allocators[static_cast<int>(type)];
+  if (a == nullptr) {
+    const char* preset = type == DeviceType::kCuda ? "cuda" : "hip";
+    throw Error(ErrorKind::kUnsupported,
+                str_cat("this build of hipDiffusion has no ", preset,
+                        " support; configure with `cmake --preset ", preset, "`"));
+  }
+  return *a;
+}
+
+std::string format_bytes(size_t bytes) {
+  char text[32];
+  if (bytes >= (size_t(1) << 30)) {
+    std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(size_t(1) << 30));
+  } else if (bytes >= (size_t(1) << 20)) {
+    std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(size_t(1) << 20));
+  } else if (bytes >= 1024) {
+    std::snprintf(text, sizeof text, "%.1f KiB", double(bytes) / 1024.0);
+  } else {
+    std::snprintf(text, sizeof text, "%zu B", bytes);
+  }
+  return text;
+}
+
+Buffer::Buffer(Device device, size_t bytes) : device_(device), size_(bytes) {
+  if (bytes == 0) return;
+  if (device.is_cpu()) {
+    const size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+    HD_CHECK_KIND(rounded >= bytes, ErrorKind::kOutOfMemory, "cannot allocate ", bytes, " bytes");
+    data_ = std::aligned_alloc(kHostAlignment, rounded);
+    HD_CHECK_KIND(data_ != nullptr, ErrorKind::kOutOfMemory, "out of host memory allocating ",
+                  format_bytes(bytes));
+  } else {
+    data_ = device_allocator(device.type).allocate(device, bytes);
+  }
+}
+
+Buffer::~Buffer() { reset(); }
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : device_(other.device_), data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    reset();
+    device_ = other.device_;
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void Buffer::reset() noexcept {
+  if (data_ == nullptr) return;
+  if (device_.is_cpu()) {
+    std::free(data_);
+  } else {
+    g_allocators[static_cast<int>(device_.type)]->release(device_, data_);
+  }
+  data_ = nullptr;
+  size_ = 0;
+}
+
+}  // namespace hd

@@ -1,0 +1,215 @@
+#include "io/model_source.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "io/checkpoint_format.h"
+
+namespace hd {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Component prefixes of single-file LDM checkpoints (SD1.x/2.x: cond_stage_model; SDXL: conditioner).
+struct LdmPrefix {
+  std::string_view prefix;
+  std::string_view component;
+};
+constexpr LdmPrefix kLdmPrefixes[] = {
+    {"model.diffusion_model.", "unet"},
+    {"first_stage_model.", "vae"},
+    {"cond_stage_model.", "text_encoder"},
+    {"conditioner.embedders.0.", "text_encoder"},
+    {"conditioner.embedders.1.", "text_encoder_2"},
+};
+
+// Components of a diffusers folder that hold weights, in pipeline order.
+constexpr std::string_view kFolderComponents[] = {"text_encoder", "text_encoder_2", "unet", "vae"};
+
+std::string read_text_file(const fs::path& p, size_t limit = 16u << 20) {
+  std::error_code ec;
+  const auto size = fs::file_size(p, ec);
+  HD_CHECK(!ec, p.string(), ": cannot read: ", ec.message());
+  HD_CHECK(size <= limit, p.string(), ": ", size, " bytes is larger than expected for this file");
+  std::ifstream in(p, std::ios::binary);
+  HD_CHECK(in.good(), p.string(), ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<uint8_t> read_prefix(const fs::path& p, size_t n) {
+  std::ifstream in(p, std::ios::binary);
+  std::vector<uint8_t> b(n);
+  in.read(reinterpret_cast<char*>(b.data()), std::streamsize(n));
+  b.resize(size_t(in.gcount()));
+  return b;
+}
+
+void sort_tensors(ModelComponent& c) {
+  std::sort(c.tensors.begin(), c.tensors.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+}
+
+// Weight files of one diffusers component folder: a single file, or the shards its index names.
+std::vector<fs::path> component_weight_files(const fs::path& dir) {
+  for (const char* base : {"diffusion_pytorch_model", "model"}) {
+    for (const char* variant : {"", ".fp16"}) {
+      const fs::path single = dir / (std::string(base) + variant + ".safetensors");
+      if (fs::is_regular_file(single)) return {single};
+      const fs::path index = dir / (std::string(base) + variant + ".safetensors.index.json");
+      if (!fs::is_regular_file(index)) continue;
+      nlohmann::json j = nlohmann::json::parse(read_text_file(index), nullptr, false);
+      HD_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), index.string(),
+               ": malformed shard index (no weight_map object)");
+      std::set<std::string> shards;
+      for (const auto& [tensor, file] : j["weight_map"].items()) {
+        HD_CHECK(file.is_string(), index.string(), ": weight_map entry '", tensor, "' is not a file name");
+        const std::string name = file.get<std::string>();
+        HD_CHECK(name.find('/') == std::string::npos && name != ".." && !name.empty(), index.string(),
+                 ": shard name '", name, "' must be a plain file name");
+        shards.insert(name);
+      }
+      std::vector<fs::path> out;
+      for (const auto& s : shards) out.push_back(dir / s);
+      return out;
+    }
+  }
+  for (const char* pickle : {"diffusion_pytorch_model.bin", "pytorch_model.bin", "diffusion_pytorch_model.fp16.bin",
+                             "pytorch_model.fp16.bin"}) {
+    const fs::path p = dir / pickle;
+    if (fs::is_regular_file(p)) require_safetensors(p.string(), sniff_checkpoint_format(read_prefix(p, 16)));
+  }
+  return {};
+}
+
+}  // namespace
+
+const TensorRef* ModelComponent::find(std::string_view tensor_name) const {
+  const auto it = std::lower_bound(tensors.begin(), tensors.end(), tensor_name,
+                                   [](const TensorRef& t, std::string_view n) { return t.name < n; });
+  return it != tensors.end() && it->name == tensor_name ? &*it : nullptr;
+}
+
+ModelSource ModelSource::open(const std::string& path) {
+  ModelSource m;
+  m.path_ = path;
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  HD_CHECK(fs::exists(status), path, ": no such file or directory");
+  if (fs::is_directory(status)) {
+    m.layout_ = ModelLayout::kDiffusersFolder;
+    m.open_folder();
+  } else {
+    m.open_single_file();
+  }
+  return m;
+}
+
+const ModelComponent* ModelSource::component(std::string_view name) const {
+  for (const auto& c : components_)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+const SafetensorsFile& ModelSource::add_file(const std::string& path) {
+  files_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(path)));
+  return *files_.back();
+}
+
+void ModelSource::open_folder() {
+  const fs::path root(path_);
+  for (std::string_view name : kFolderComponents) {
+    const fs::path dir = root / name;
+    if (!fs::is_directory(dir)) continue;
+    const auto weight_files = component_weight_files(dir);
+    if (weight_files.empty()) continue;
+    ModelComponent c;
+    c.name = std::string(name);
+    std::set<std::string> seen;
+    for (const auto& f : weight_files) {
+      const SafetensorsFile& st = add_file(f.string());
+      for (const auto& e : st.entries()) {
+        HD_CHECK(seen.insert(e.name).second, f.string(), ": tensor '", e.name, "' also appears in another shard");
+        c.tensors.push_back({e.name, &st, &e});
+      }
+    }
+    sort_tensors(c);
+    components_.push_back(std::move(c));
+  }
+  HD_CHECK(!components_.empty(), path_,
+           ": not a diffusers model folder (no unet/, vae/ or text_encoder/ holding safetensors weights)");
+  if (const fs::path p = root / "scheduler" / "scheduler_config.json"; fs::is_regular_file(p)) {
+    scheduler_config_ = read_text_file(p);
+  }
+  if (fs::is_regular_file(root / "tokenizer" / "vocab.json") && fs::is_regular_file(root / "tokenizer" / "merges.txt")) {
+    tokenizer_files_ = "vocab.json + merges.txt";
+  } else if (fs::is_regular_file(root / "tokenizer" / "tokenizer.json")) {
+    tokenizer_files_ = "tokenizer.json";
+  }
+}
+
+void ModelSource::open_single_file() {
+  require_safetensors(path_, sniff_checkpoint_format(read_prefix(path_, 16)));
+  const SafetensorsFile& st = add_file(path_);
+
+  bool ldm = false;
+  for (const auto& e : st.entries()) {
+    for (const auto& p : kLdmPrefixes) ldm = ldm || e.name.starts_with(p.prefix);
+  }
+  if (!ldm) {
+    // One component with diffusers' own names; which one is told by a tensor only it has.
+    layout_ = ModelLayout::kSingleComponent;
+    ModelComponent c;
+    if (st.find("time_embedding.linear_1.weight")) {
+      c.name = "unet";
+    } else if (st.find("decoder.conv_in.weight") || st.find("encoder.conv_in.weight")) {
+      c.name = "vae";
+    } else if (st.find("text_model.embeddings.token_embedding.weight")) {
+      c.name = "text_encoder";
+    } else {
+      c.name = "other";
+    }
+    for (const auto& e : st.entries()) c.tensors.push_back({e.name, &st, &e});
+    sort_tensors(c);
+    components_.push_back(std::move(c));
+    return;
+  }
+
+  layout_ = ModelLayout::kSingleFileLdm;
+  std::map<std::string, ModelComponent> by_prefix;
+  for (const auto& e : st.entries()) {
+    const LdmPrefix* match = nullptr;
+    for (const auto& p : kLdmPrefixes)
+      if (e.name.starts_with(p.prefix)) match = &p;
+    const std::string prefix = match ? std::string(match->prefix) : "";
+    auto& c = by_prefix[prefix];
+    c.name = match ? std::string(match->component) : "other";
+    c.prefix = prefix;
+    c.tensors.push_back({e.name.substr(prefix.size()), &st, &e});
+  }
+  for (std::string_view order : {"text_encoder", "text_encoder_2", "unet", "vae", "other"}) {
+    for (auto& [prefix, c] : by_prefix) {
+      if (c.name != order) continue;
+      sort_tensors(c);
+      components_.push_back(std::move(c));
+    }
+  }
+}
+
+std::string_view layout_name(ModelLayout layout) {
+  switch (layout) {
+    case ModelLayout::kDiffusersFolder: return "diffusers folder";
+    case ModelLayout::kSingleFileLdm: return "single-file checkpoint (LDM names)";
+    case ModelLayout::kSingleComponent: return "single component (diffusers names)";
+  }
+  return "?";
+}
+
+}  // namespace hd

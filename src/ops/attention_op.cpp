@@ -1,0 +1,24 @@
+// Front half of attention: argument checks, then the device's kernel.
+#include "ops/cpu/cpu_ops.h"
+#include "ops/op_checks.h"
+#include "ops/ops.h"
+
+namespace hd::ops {
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out) {
+  const Device& dev = q.device;
+  for (const auto& [what, t] : {std::pair{"query", &q}, {"key", &k}, {"value", &v}, {"output", &out}}) {
+    check_operand("attention", what, *t, dev);
+    check_rank("attention", what, *t, 3);
+  }
+  HD_CHECK(p.heads >= 1 && q.dim(2) % p.heads == 0, "attention: width ", q.dim(2), " of query ",
+           q.shape.to_string(), " is not divisible into ", p.heads, " heads");
+  check_shape("attention", "key", k, Shape{q.dim(0), k.dim(1), q.dim(2)});
+  check_shape("attention", "value", v, k.shape);
+  check_shape("attention", "output", out, q.shape);
+  HD_CHECK(k.dim(1) > 0 || q.dim(1) == 0, "attention: no keys for ", q.dim(1), " queries");
+  if (!dev.is_cpu()) no_kernel("attention", dev);
+  cpu::attention(q, k, v, p, out);
+}
+
+}  // namespace hd::ops

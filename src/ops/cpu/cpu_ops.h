@@ -1,0 +1,44 @@
+// The CPU reference kernels (f32, dense, channels last). Arguments arrive validated by the op API in
+// src/ops/*.cpp; these functions only compute. BLAS calls run on the caller's thread and use
+// OpenBLAS's own threads; other loops use hd::ThreadPool::global().
+#pragma once
+
+#include <cstdint>
+
+#include "ops/ops.h"
+
+namespace hd::ops::cpu {
+
+// C[m, n] = alpha · op(A) · op(B) + beta · C, row-major; lda/ldb/ldc in elements.
+void sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, Conv2dParams p,
+            const Tensor& out);
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
+void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha,
+                    const Tensor& out);
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out);
+void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,
+                const Tensor& out);
+void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out);
+
+enum class Activation { kGeluErf, kGeluTanh, kQuickGelu, kSilu };
+void activation(const Tensor& x, Activation kind, const Tensor& out);
+void geglu(const Tensor& x, GeluApproximation approximation, const Tensor& out);
+void softmax_rows(const float* x, float* out, int64_t rows, int64_t cols);
+
+enum class BinaryOp { kAdd, kMul };
+void binary(const Tensor& a, const Tensor& b, BinaryOp op, const Tensor& out);
+void scale(const Tensor& x, float factor, const Tensor& out);
+
+void upsample_nearest_2x(const Tensor& x, const Tensor& out);
+void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out);
+void timestep_embedding(const Tensor& timesteps, TimestepEmbeddingParams p, const Tensor& out);
+
+// Scalar forms shared by the kernels and the tests' references.
+float gelu_erf(float x);
+float gelu_tanh(float x);
+float silu(float x);
+
+}  // namespace hd::ops::cpu

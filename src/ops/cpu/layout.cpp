@@ -1,0 +1,56 @@
+// Layout ops and the timestep embedding on the CPU.
+#include <cmath>
+#include <cstring>
+
+#include "core/thread_pool.h"
+#include "ops/cpu/cpu_ops.h"
+
+namespace hd::ops::cpu {
+
+void upsample_nearest_2x(const Tensor& x, const Tensor& out) {
+  const int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  const float* xp = x.ptr<float>();
+  float* yp = out.ptr<float>();
+  ThreadPool::global().parallel_for(n * 2 * h, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {  // row of the output: (sample, oy)
+      const int64_t b = row / (2 * h), oy = row % (2 * h);
+      const float* src = xp + (b * h + oy / 2) * w * c;
+      float* dst = yp + row * 2 * w * c;
+      for (int64_t ox = 0; ox < 2 * w; ++ox) std::memcpy(dst + ox * c, src + ox / 2 * c, size_t(c) * sizeof(float));
+    }
+  });
+}
+
+void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t ca = a.dim(-1), cb = b.dim(-1), c = ca + cb;
+  const int64_t rows = c == 0 ? 0 : out.numel() / c;
+  const float* ap = a.ptr<float>();
+  const float* bp = b.ptr<float>();
+  float* yp = out.ptr<float>();
+  ThreadPool::global().parallel_for(rows, 256, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      std::memcpy(yp + r * c, ap + r * ca, size_t(ca) * sizeof(float));
+      std::memcpy(yp + r * c + ca, bp + r * cb, size_t(cb) * sizeof(float));
+    }
+  });
+}
+
+void timestep_embedding(const Tensor& timesteps, TimestepEmbeddingParams p, const Tensor& out) {
+  const int64_t n = out.dim(0), dim = out.dim(1), half = dim / 2;
+  const float* t = timesteps.ptr<float>();
+  float* yp = out.ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = yp + i * dim;
+    for (int64_t j = 0; j < half; ++j) {
+      // diffusers' arithmetic, in its f32 order: exp(-ln(max_period) · j / (half - shift)) · t · scale.
+      const float exponent = float(-std::log(double(p.max_period))) * float(j) / (float(half) - p.downscale_freq_shift);
+      const float arg = p.scale * (t[i] * std::exp(exponent));
+      const float s = std::sin(arg), co = std::cos(arg);
+      row[j] = p.flip_sin_to_cos ? co : s;
+      row[half + j] = p.flip_sin_to_cos ? s : co;
+    }
+    if (dim % 2 == 1) row[dim - 1] = 0.0f;  // odd widths are zero-padded, as in diffusers
+  }
+}
+
+}  // namespace hd::ops::cpu

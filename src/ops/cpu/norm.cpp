@@ -1,0 +1,66 @@
+// GroupNorm and LayerNorm on the CPU. Statistics accumulate in double: a 64x64x320 group sums 40960
+// values, where f32 sums would lose the digits the GPU kernels are later compared against.
+#include <cmath>
+
+#include "core/thread_pool.h"
+#include "ops/cpu/cpu_ops.h"
+
+namespace hd::ops::cpu {
+
+void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,
+                const Tensor& out) {
+  const int64_t n = x.dim(0), c = x.dim(-1), positions = x.numel() / std::max<int64_t>(n * c, 1);
+  const int64_t group_size = c / groups;
+  const float* xp = x.ptr<float>();
+  const float* g = gamma.ptr<float>();
+  const float* bt = beta.ptr<float>();
+  float* yp = out.ptr<float>();
+  ThreadPool::global().parallel_for(n * groups, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t sample = task / groups, c0 = task % groups * group_size;
+      const float* xs = xp + sample * positions * c;
+      float* ys = yp + sample * positions * c;
+      double sum = 0.0, sum_sq = 0.0;
+      for (int64_t pos = 0; pos < positions; ++pos) {
+        for (int64_t j = 0; j < group_size; ++j) {
+          const double v = xs[pos * c + c0 + j];
+          sum += v;
+          sum_sq += v * v;
+        }
+      }
+      const double count = double(positions * group_size);
+      const double mean = sum / count;
+      const double var = std::max(0.0, sum_sq / count - mean * mean);
+      const float inv_std = float(1.0 / std::sqrt(var + double(eps)));
+      for (int64_t pos = 0; pos < positions; ++pos) {
+        for (int64_t j = 0; j < group_size; ++j) {
+          const int64_t ch = c0 + j;
+          float v = float(xs[pos * c + ch] - mean) * inv_std * g[ch] + bt[ch];
+          ys[pos * c + ch] = fuse_silu ? silu(v) : v;
+        }
+      }
+    }
+  });
+}
+
+void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out) {
+  const int64_t c = x.dim(-1), rows = c == 0 ? 0 : x.numel() / c;
+  const float* xp = x.ptr<float>();
+  const float* g = gamma.ptr<float>();
+  const float* bt = beta.ptr<float>();
+  float* yp = out.ptr<float>();
+  ThreadPool::global().parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = xp + r * c;
+      double sum = 0.0;
+      for (int64_t j = 0; j < c; ++j) sum += xr[j];
+      const double mean = sum / double(c);
+      double sq = 0.0;  // two passes: the row is short and in cache, and this avoids cancellation
+      for (int64_t j = 0; j < c; ++j) sq += (xr[j] - mean) * (xr[j] - mean);
+      const double inv_std = 1.0 / std::sqrt(sq / double(c) + double(eps));
+      for (int64_t j = 0; j < c; ++j) yp[r * c + j] = float((xr[j] - mean) * inv_std) * g[j] + bt[j];
+    }
+  });
+}
+
+}  // namespace hd::ops::cpu

@@ -1,0 +1,38 @@
+// The one header every GPU source includes. It picks the vendor mapping, defines the warp width as a
+// compile-time constant and the checked-call macro. No kernel includes a vendor header directly.
+#pragma once
+
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+#include "ops/gpu/vendor/hip.h"
+#else
+#include "ops/gpu/vendor/cuda.h"
+#endif
+
+#include <cstdint>
+
+#include "core/device.h"
+#include "core/error.h"
+
+namespace hd::gpu {
+
+// Threads that execute in lockstep: 64 on AMD CDNA (gfx90a), 32 on RDNA (gfx1030) and on NVIDIA.
+// Reductions and lane masks derive from this; the literal 32 never appears in a kernel.
+#if defined(__AMDGCN_WAVEFRONT_SIZE)
+inline constexpr int kWarpSize = __AMDGCN_WAVEFRONT_SIZE;
+#else
+inline constexpr int kWarpSize = 32;
+#endif
+
+// Throws hd::Error naming the statement, file:line and the vendor's message.
+[[noreturn]] void throw_gpu_error(cudaError_t status, const char* statement, const char* file, int line);
+
+}  // namespace hd::gpu
+
+#define HD_GPU_CHECK(statement)                                                         \
+  do {                                                                                  \
+    const cudaError_t hd_status_ = (statement);                                         \
+    if (hd_status_ != cudaSuccess) ::hd::gpu::throw_gpu_error(hd_status_, #statement, __FILE__, __LINE__); \
+  } while (0)
+
+// After every kernel launch: reports a bad launch configuration at its call site.
+#define HD_GPU_CHECK_LAUNCH() HD_GPU_CHECK(cudaGetLastError())

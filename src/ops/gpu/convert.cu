@@ -1,0 +1,57 @@
+// Element type conversion on the GPU. The bf16 and f16 roundings are written out in integer
+// arithmetic, the same on every vendor, so that the result is bit-identical to the CPU's hd::convert
+// (and does not depend on which bf16 header a ROCm release ships).
+#include <algorithm>
+
+#include "ops/gpu/common.cuh"
+#include "ops/gpu/gpu_ops.h"
+
+namespace hd::gpu {
+
+namespace {
+
+__device__ float load_element(const void* p, DType t, int64_t i) {
+  if (t == DType::kF32) return static_cast<const float*>(p)[i];
+  const uint16_t bits = static_cast<const uint16_t*>(p)[i];
+  if (t == DType::kBF16) return __uint_as_float(uint32_t(bits) << 16);
+  return __half2float(__ushort_as_half(bits));
+}
+
+__device__ uint16_t float_to_bf16_bits(float f) {
+  const uint32_t x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x0040u);  // quiet NaN
+  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+__device__ uint16_t float_to_half_bits(float f) {
+  // The vendor's intrinsic rounds to nearest even; NaN is made quiet as on the CPU.
+  const uint32_t x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t(((x >> 16) & 0x8000u) | 0x7e00u | ((x >> 13) & 0x3ffu));
+  return __half_as_ushort(__float2half_rn(f));
+}
+
+__global__ void convert_kernel(const void* src, DType src_type, void* dst, DType dst_type, int64_t count) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const float v = load_element(src, src_type, i);
+    if (dst_type == DType::kF32) {
+      static_cast<float*>(dst)[i] = v;
+    } else {
+      static_cast<uint16_t*>(dst)[i] = dst_type == DType::kBF16 ? float_to_bf16_bits(v) : float_to_half_bits(v);
+    }
+  }
+}
+
+}  // namespace
+
+void convert(const Tensor& src, const Tensor& dst) {
+  const int64_t count = src.numel();
+  if (count == 0) return;
+  constexpr int kThreads = 256;
+  const int64_t blocks = std::min<int64_t>((count + kThreads - 1) / kThreads, 65535);
+  HD_GPU_CHECK(cudaSetDevice(src.device.index));
+  convert_kernel<<<unsigned(blocks), kThreads>>>(src.data, src.dtype, dst.data, dst.dtype, count);
+  HD_GPU_CHECK_LAUNCH();
+}
+
+}  // namespace hd::gpu

@@ -1,0 +1,82 @@
+// Device discovery, the device allocator that core's Buffer uses, copies, and error reporting.
+#include <cstdio>
+
+#include "ops/gpu/common.cuh"
+#include "ops/gpu/gpu_runtime.h"
+
+namespace hd::gpu {
+
+void throw_gpu_error(cudaError_t status, const char* statement, const char* file, int line) {
+  int device = -1;
+  (void)cudaGetDevice(&device);
+  const ErrorKind kind = status == cudaErrorMemoryAllocation ? ErrorKind::kOutOfMemory : ErrorKind::kRuntime;
+  throw Error(kind, str_cat(HD_GPU_VENDOR, " error '", cudaGetErrorString(status), "' from `", statement, "` at ",
+                            file, ":", line, " on device ", device));
+}
+
+namespace {
+
+void* allocate(Device device, size_t bytes) {
+  HD_GPU_CHECK(cudaSetDevice(device.index));
+  void* p = nullptr;
+  const cudaError_t status = cudaMalloc(&p, bytes);
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // clear the sticky-free error so later calls are not blamed
+    size_t free = 0, total = 0;
+    (void)cudaMemGetInfo(&free, &total);
+    throw Error(ErrorKind::kOutOfMemory,
+                str_cat("out of memory on ", device.to_string(), " allocating ", format_bytes(bytes), " (",
+                        format_bytes(free), " free of ", format_bytes(total), ")"));
+  }
+  HD_GPU_CHECK(status);
+  return p;
+}
+
+void release(Device device, void* p) noexcept {
+  // A failure to free cannot be reported from a destructor; the driver's state is the only loss.
+  (void)cudaSetDevice(device.index);
+  (void)cudaFree(p);
+}
+
+constexpr DeviceAllocator kAllocator{allocate, release};
+
+}  // namespace
+
+DeviceType build_device_type() { return HD_GPU_DEVICE_TYPE; }
+
+void initialize() { register_device_allocator(HD_GPU_DEVICE_TYPE, &kAllocator); }
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::string device_name(int index) {
+  cudaDeviceProp prop{};
+  HD_GPU_CHECK(cudaGetDeviceProperties(&prop, index));
+  return prop.name;
+}
+
+void copy(const Tensor& src, const Tensor& dst) {
+  HD_CHECK(src.shape == dst.shape && src.dtype == dst.dtype, "gpu copy: ", src.describe(), " does not match ",
+           dst.describe());
+  HD_CHECK(src.is_contiguous() && dst.is_contiguous(), "gpu copy: both tensors must be contiguous");
+  HD_CHECK(src.device.is_gpu() || dst.device.is_gpu(), "gpu copy: neither tensor is on a GPU");
+  const auto kind = src.device.is_cpu()   ? cudaMemcpyHostToDevice
+                    : dst.device.is_cpu() ? cudaMemcpyDeviceToHost
+                                          : cudaMemcpyDeviceToDevice;
+  if (src.nbytes() == 0) return;
+  HD_GPU_CHECK(cudaSetDevice(src.device.is_gpu() ? src.device.index : dst.device.index));
+  HD_GPU_CHECK(cudaMemcpy(dst.data, src.data, src.nbytes(), kind));
+}
+
+void synchronize(const Device& device) {
+  HD_GPU_CHECK(cudaSetDevice(device.index));
+  HD_GPU_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace hd::gpu

@@ -1,0 +1,49 @@
+// Front half of the layout ops and the timestep embedding.
+#include <cmath>
+
+#include "ops/cpu/cpu_ops.h"
+#include "ops/op_checks.h"
+#include "ops/ops.h"
+
+namespace hd::ops {
+
+void upsample_nearest_2x(const Tensor& x, const Tensor& out) {
+  check_operand("upsample_nearest_2x", "input", x, x.device);
+  check_operand("upsample_nearest_2x", "output", out, x.device);
+  check_rank("upsample_nearest_2x", "input", x, 4);
+  check_shape("upsample_nearest_2x", "output", out, Shape{x.dim(0), 2 * x.dim(1), 2 * x.dim(2), x.dim(3)});
+  if (!x.device.is_cpu()) no_kernel("upsample_nearest_2x", x.device);
+  cpu::upsample_nearest_2x(x, out);
+}
+
+void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_operand("concat_channels", "a", a, a.device);
+  check_operand("concat_channels", "b", b, a.device);
+  check_operand("concat_channels", "output", out, a.device);
+  HD_CHECK(a.rank() >= 1 && a.rank() == b.rank(), "concat_channels: cannot concatenate ", a.shape.to_string(),
+           " and ", b.shape.to_string());
+  Shape expected = a.shape;
+  for (int i = 0; i + 1 < a.rank(); ++i) {
+    HD_CHECK(a.shape[i] == b.shape[i], "concat_channels: shapes ", a.shape.to_string(), " and ",
+             b.shape.to_string(), " differ outside the channel dimension");
+  }
+  expected[a.rank() - 1] = a.dim(-1) + b.dim(-1);
+  check_shape("concat_channels", "output", out, expected);
+  if (!a.device.is_cpu()) no_kernel("concat_channels", a.device);
+  cpu::concat_channels(a, b, out);
+}
+
+void timestep_embedding(const Tensor& timesteps, TimestepEmbeddingParams p, const Tensor& out) {
+  check_operand("timestep_embedding", "timesteps", timesteps, timesteps.device);
+  check_operand("timestep_embedding", "output", out, timesteps.device);
+  check_rank("timestep_embedding", "timesteps", timesteps, 1);
+  check_rank("timestep_embedding", "output", out, 2);
+  HD_CHECK(out.dim(0) == timesteps.dim(0) && out.dim(1) >= 2, "timestep_embedding: output ",
+           out.shape.to_string(), " does not fit ", timesteps.dim(0), " timesteps");
+  HD_CHECK(std::isfinite(p.max_period) && p.max_period > 0 && float(out.dim(1) / 2) != p.downscale_freq_shift,
+           "timestep_embedding: max_period must be positive and downscale_freq_shift differ from dim/2");
+  if (!timesteps.device.is_cpu()) no_kernel("timestep_embedding", timesteps.device);
+  cpu::timestep_embedding(timesteps, p, out);
+}
+
+}  // namespace hd::ops

@@ -1,0 +1,78 @@
+// Front half of conv2d, linear and batched_matmul: argument checks, then the device's kernel.
+#include "ops/cpu/cpu_ops.h"
+#include "ops/op_checks.h"
+#include "ops/ops.h"
+
+namespace hd::ops {
+
+Shape conv2d_output_shape(const Shape& x, const Shape& w, Conv2dParams p) {
+  HD_CHECK(x.rank() == 4, "conv2d: input has shape ", x.to_string(), ", expected [N, H, W, Cin]");
+  HD_CHECK(w.rank() == 4, "conv2d: weight has shape ", w.to_string(), ", expected [Cout, kh, kw, Cin]");
+  HD_CHECK(w[3] == x[3], "conv2d: weight ", w.to_string(), " expects ", w[3], " input channels but the input ",
+           x.to_string(), " has ", x[3]);
+  HD_CHECK(p.stride >= 1 && p.padding >= 0, "conv2d: stride ", p.stride, " and padding ", p.padding,
+           " must be >= 1 and >= 0");
+  HD_CHECK(w[1] >= 1 && w[2] >= 1, "conv2d: empty kernel ", w.to_string());
+  const int64_t h = x[1] + 2 * p.padding - w[1], wd = x[2] + 2 * p.padding - w[2];
+  HD_CHECK(h >= 0 && wd >= 0, "conv2d: kernel ", w[1], "x", w[2], " does not fit the padded ", x[1], "x", x[2],
+           " input");
+  return Shape{x[0], h / p.stride + 1, wd / p.stride + 1, w[0]};
+}
+
+void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, Conv2dParams p,
+            const Tensor& out) {
+  const Device& dev = x.device;
+  check_operand("conv2d", "input", x, dev);
+  check_operand("conv2d", "weight", w, dev);
+  check_operand("conv2d", "output", out, dev);
+  const Shape expected = conv2d_output_shape(x.shape, w.shape, p);
+  check_shape("conv2d", "output", out, expected);
+  if (bias) {
+    check_operand("conv2d", "bias", *bias, dev);
+    check_shape("conv2d", "bias", *bias, Shape{w.dim(0)});
+  }
+  if (residual) {
+    check_operand("conv2d", "residual", *residual, dev);
+    check_shape("conv2d", "residual", *residual, expected);
+  }
+  if (!dev.is_cpu()) no_kernel("conv2d", dev);
+  cpu::conv2d(x, w, bias, residual, p, out);
+}
+
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+  const Device& dev = x.device;
+  check_operand("linear", "input", x, dev);
+  check_operand("linear", "weight", w, dev);
+  check_operand("linear", "output", out, dev);
+  check_rank("linear", "weight", w, 2);
+  HD_CHECK(x.rank() >= 1 && x.dim(-1) == w.dim(1), "linear: input has shape ", x.shape.to_string(),
+           " but the weight ", w.shape.to_string(), " expects ", w.dim(1), " features");
+  Shape expected = x.shape;
+  expected[expected.rank() - 1] = w.dim(0);
+  check_shape("linear", "output", out, expected);
+  if (bias) {
+    check_operand("linear", "bias", *bias, dev);
+    check_shape("linear", "bias", *bias, Shape{w.dim(0)});
+  }
+  if (!dev.is_cpu()) no_kernel("linear", dev);
+  cpu::linear(x, w, bias, out);
+}
+
+void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha,
+                    const Tensor& out) {
+  const Device& dev = a.device;
+  check_operand("batched_matmul", "a", a, dev);
+  check_operand("batched_matmul", "b", b, dev);
+  check_operand("batched_matmul", "output", out, dev);
+  check_rank("batched_matmul", "a", a, 3);
+  check_rank("batched_matmul", "b", b, 3);
+  const int64_t m = transpose_a ? a.dim(2) : a.dim(1), ka = transpose_a ? a.dim(1) : a.dim(2);
+  const int64_t kb = transpose_b ? b.dim(2) : b.dim(1), n = transpose_b ? b.dim(1) : b.dim(2);
+  HD_CHECK(a.dim(0) == b.dim(0) && ka == kb, "batched_matmul: cannot multiply ", a.shape.to_string(),
+           transpose_a ? "ᵀ" : "", " by ", b.shape.to_string(), transpose_b ? "ᵀ" : "");
+  check_shape("batched_matmul", "output", out, Shape{a.dim(0), m, n});
+  if (!dev.is_cpu()) no_kernel("batched_matmul", dev);
+  cpu::batched_matmul(a, b, transpose_a, transpose_b, alpha, out);
+}
+
+}  // namespace hd::ops

@@ -1,0 +1,29 @@
+#include "ops/op_checks.h"
+
+namespace hd::ops {
+
+void check_operand(std::string_view op, std::string_view what, const Tensor& t, const Device& device) {
+  HD_CHECK(t.data != nullptr || t.numel() == 0, op, ": ", what, " has no data");
+  HD_CHECK(t.device == device, op, ": ", what, " is on ", t.device.to_string(), " but the op runs on ",
+           device.to_string());
+  HD_CHECK_KIND(t.dtype == DType::kF32 || !device.is_cpu(), ErrorKind::kUnsupported, op, ": ", what, " is ",
+                dtype_name(t.dtype), "; the CPU ops compute in f32");
+  HD_CHECK_KIND(t.is_contiguous(), ErrorKind::kUnsupported, op, ": ", what, " ", t.describe(),
+                " is not contiguous");
+}
+
+void check_shape(std::string_view op, std::string_view what, const Tensor& t, const Shape& expected) {
+  HD_CHECK(t.shape == expected, op, ": ", what, " has shape ", t.shape.to_string(), ", expected ",
+           expected.to_string());
+}
+
+void check_rank(std::string_view op, std::string_view what, const Tensor& t, int rank) {
+  HD_CHECK(t.rank() == rank, op, ": ", what, " has shape ", t.shape.to_string(), ", expected rank ", rank);
+}
+
+void no_kernel(std::string_view op, const Device& device) {
+  throw Error(ErrorKind::kUnsupported,
+              str_cat(op, ": no kernel for ", device.to_string(), " yet; the GPU backend is not built (run on cpu)"));
+}
+
+}  // namespace hd::ops

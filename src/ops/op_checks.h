@@ -1,0 +1,19 @@
+// Checks shared by every op's front half, so that each backend receives validated arguments and every
+// op words its errors the same way: "<op>: <what> has shape [..], expected [..]".
+#pragma once
+
+#include <string_view>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace hd::ops {
+
+// All tensors on one device, of the op's dtype, dense (views with gaps are not accepted yet).
+void check_operand(std::string_view op, std::string_view what, const Tensor& t, const Device& device);
+void check_shape(std::string_view op, std::string_view what, const Tensor& t, const Shape& expected);
+void check_rank(std::string_view op, std::string_view what, const Tensor& t, int rank);
+// The error for an op whose kernel for `device` does not exist yet.
+[[noreturn]] void no_kernel(std::string_view op, const Device& device);
+
+}  // namespace hd::ops

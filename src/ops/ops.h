@@ -1,0 +1,94 @@
+// The op API: every computation the models are built from. Each op takes views (inputs and a
+// preallocated output, so that outputs can come from the arena), checks shapes, dtypes and devices
+// with errors that name both shapes, and runs on the device of its tensors.
+//
+// Layout is NHWC throughout: images are [N, H, W, C], token sequences [N, L, C]. Convolution weights
+// are [Cout, kh, kw, Cin] (converted once at load time). The CPU reference computes in f32.
+// Ops are callable from outside the engine: the PyTorch extension of a later issue calls these.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace hd::ops {
+
+// ---- element types ----
+
+// dst = src converted between f32, f16 and bf16 (round to nearest even); same shape, same device.
+void convert(const Tensor& src, const Tensor& dst);
+
+// ---- convolution and matrix products ----
+
+struct Conv2dParams {
+  int stride = 1;
+  int padding = 0;  // zero padding on all four sides
+};
+// Output shape of conv2d for input x [N, H, W, Cin] and weight w [Cout, kh, kw, Cin]; throws when the
+// kernel does not fit or the shapes disagree.
+Shape conv2d_output_shape(const Shape& x, const Shape& w, Conv2dParams p);
+// out = conv(x, w) + bias + residual. bias [Cout] and residual [N, Ho, Wo, Cout] may be null;
+// residual may alias out.
+void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, Conv2dParams p,
+            const Tensor& out);
+
+// out [..., N] = x [..., K] · w[N, K]ᵀ + bias [N] (bias may be null).
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
+
+// out [B, M, N] = alpha · op(a) · op(b), op(a) = a [B, M, K] or, transposed, a [B, K, M]; likewise b.
+void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha,
+                    const Tensor& out);
+
+// ---- attention ----
+
+struct AttentionParams {
+  int heads = 1;
+  bool causal = false;  // query i sees keys j <= i (top-left aligned, as torch's is_causal)
+  float scale = 0.0f;   // 0 means 1/sqrt(head_dim)
+};
+// out [B, Lq, H·D] = softmax(q kᵀ · scale) v per head, with q [B, Lq, H·D], k and v [B, Lk, H·D].
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out);
+
+// ---- normalisation ----
+
+// GroupNorm over channels-last x [N, ..., C]: each of `groups` contiguous channel groups is normalised
+// over all positions of its sample; then · gamma[C] + beta[C]; then SiLU if fuse_silu.
+void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,
+                const Tensor& out);
+// LayerNorm over the last dimension of x [..., C], then · gamma[C] + beta[C].
+void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out);
+
+// ---- activations (out may alias x) ----
+
+enum class GeluApproximation { kNone, kTanh };  // erf form, or the tanh approximation
+void gelu(const Tensor& x, GeluApproximation approximation, const Tensor& out);
+void quick_gelu(const Tensor& x, const Tensor& out);  // x · sigmoid(1.702 x), as CLIP ViT-L uses
+void silu(const Tensor& x, const Tensor& out);
+// out [..., N] = x[..., :N] · gelu(x[..., N:]) for x [..., 2N] (diffusers' GEGLU after its projection).
+void geglu(const Tensor& x, GeluApproximation approximation, const Tensor& out);
+// Softmax over the last dimension.
+void softmax(const Tensor& x, const Tensor& out);
+
+// ---- elementwise, with numpy broadcasting (out may alias an input of its shape) ----
+
+void add(const Tensor& a, const Tensor& b, const Tensor& out);
+void mul(const Tensor& a, const Tensor& b, const Tensor& out);
+void scale(const Tensor& x, float factor, const Tensor& out);
+
+// ---- layout ----
+
+// [N, H, W, C] -> [N, 2H, 2W, C], each pixel repeated 2x2.
+void upsample_nearest_2x(const Tensor& x, const Tensor& out);
+// Concatenation along the last (channel) dimension: [..., Ca] ++ [..., Cb] -> [..., Ca + Cb].
+void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out);
+
+// ---- embeddings ----
+
+// diffusers' get_timestep_embedding: out [N, dim] from timesteps [N] (f32).
+struct TimestepEmbeddingParams {
+  bool flip_sin_to_cos = true;       // SD's UNet: cos first
+  float downscale_freq_shift = 0.0f;  // SD's UNet: 0
+  float max_period = 10000.0f;
+  float scale = 1.0f;
+};
+void timestep_embedding(const Tensor& timesteps, TimestepEmbeddingParams p, const Tensor& out);
+
+}  // namespace hd::ops

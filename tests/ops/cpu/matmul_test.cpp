@@ -1,0 +1,65 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+namespace hd {
+namespace {
+
+TEST(Linear, MatchesScalarReferenceWithAndWithoutBias) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  for (bool with_bias : {false, true}) {
+    const auto x = test::random_tensor(rng, Shape{2, 7, 13});
+    const auto w = test::random_tensor(rng, Shape{11, 13});
+    const auto b = test::random_tensor(rng, Shape{11});
+    auto out = test::poisoned_tensor(Shape{2, 7, 11});
+    ops::linear(x, w, with_bias ? &b.view() : nullptr, out);
+    std::vector<double> ref(2 * 7 * 11);
+    for (int64_t r = 0; r < 14; ++r)
+      for (int64_t o = 0; o < 11; ++o) {
+        double acc = with_bias ? b.ptr<float>()[o] : 0.0;
+        for (int64_t i = 0; i < 13; ++i) acc += double(x.ptr<float>()[r * 13 + i]) * w.ptr<float>()[o * 13 + i];
+        ref[size_t(r * 11 + o)] = acc;
+      }
+    EXPECT_LT(test::relative_l2(out, ref), 1e-6);
+  }
+}
+
+TEST(Linear, RejectsMismatchedFeatures) {
+  OwnedTensor x(Shape{3, 5}, DType::kF32), w(Shape{4, 6}, DType::kF32), out(Shape{3, 4}, DType::kF32);
+  EXPECT_THROW(ops::linear(x, w, nullptr, out), Error);
+}
+
+TEST(BatchedMatmul, AllTransposeCombinations) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const int64_t batch = 3, m = 5, n = 6, k = 7;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const auto a = test::random_tensor(rng, ta ? Shape{batch, k, m} : Shape{batch, m, k});
+      const auto b = test::random_tensor(rng, tb ? Shape{batch, n, k} : Shape{batch, k, n});
+      auto out = test::poisoned_tensor(Shape{batch, m, n});
+      ops::batched_matmul(a, b, ta, tb, 0.5f, out);
+      std::vector<double> ref(size_t(batch * m * n));
+      for (int64_t i = 0; i < batch; ++i)
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < n; ++c) {
+            double acc = 0.0;
+            for (int64_t j = 0; j < k; ++j) {
+              const float av = ta ? a.ptr<float>()[(i * k + j) * m + r] : a.ptr<float>()[(i * m + r) * k + j];
+              const float bv = tb ? b.ptr<float>()[(i * n + c) * k + j] : b.ptr<float>()[(i * k + j) * n + c];
+              acc += double(av) * bv;
+            }
+            ref[size_t((i * m + r) * n + c)] = 0.5 * acc;
+          }
+      EXPECT_LT(test::relative_l2(out, ref), 1e-6) << "ta " << ta << " tb " << tb;
+    }
+  }
+  OwnedTensor a(Shape{2, 3, 4}, DType::kF32), b(Shape{2, 5, 6}, DType::kF32), out(Shape{2, 3, 6}, DType::kF32);
+  EXPECT_THROW(ops::batched_matmul(a, b, false, false, 1.0f, out), Error);
+}
+
+}  // namespace
+}  // namespace hd

@@ -1,0 +1,57 @@
+// The GPU runtime: discovery, allocation through core's Buffer, copies, out-of-memory reporting.
+#include "ops/gpu/gpu_runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/error.h"
+#include "test_util.h"
+
+namespace hd {
+namespace {
+
+Device gpu0() { return Device{gpu::build_device_type(), 0}; }
+
+class GpuRuntime : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    gpu::initialize();
+    ASSERT_GT(gpu::device_count(), 0) << "no GPU visible: the gpu tests need one";
+  }
+};
+
+TEST_F(GpuRuntime, RoundTripThroughDeviceMemory) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  std::printf("device 0: %s\n", gpu::device_name(0).c_str());
+  const auto host = test::random_tensor(rng, Shape{3, 1000});
+  OwnedTensor device(Shape{3, 1000}, DType::kF32, gpu0());
+  OwnedTensor device2(Shape{3, 1000}, DType::kF32, gpu0());
+  auto back = test::poisoned_tensor(Shape{3, 1000});
+  gpu::copy(host, device);
+  gpu::copy(device, device2);
+  gpu::copy(device2, back);
+  EXPECT_EQ(std::memcmp(host.view().data, back.view().data, host.view().nbytes()), 0);
+}
+
+TEST_F(GpuRuntime, ImpossibleAllocationIsAClearOutOfMemoryError) {
+  try {
+    Buffer b(gpu0(), size_t(1) << 50);  // 1 PiB
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kOutOfMemory);
+    EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
+  }
+  // The failed allocation leaves the device usable.
+  OwnedTensor ok(Shape{16}, DType::kF32, gpu0());
+  EXPECT_NE(ok.view().data, nullptr);
+}
+
+TEST_F(GpuRuntime, MismatchedCopiesAreErrors) {
+  OwnedTensor a(Shape{4}, DType::kF32), b(Shape{5}, DType::kF32, gpu0());
+  EXPECT_THROW(gpu::copy(a, b), Error);
+}
+
+}  // namespace
+}  // namespace hd

@@ -1,0 +1,56 @@
+// hipdiffusion: the command-line front end. Parses the subcommand and maps failures to exit codes;
+// the work is done by the subcommands and the library below them.
+#include <cstdio>
+#include <new>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "tools/cli/commands.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: hipdiffusion <command> [arguments]\n"
+    "\n"
+    "commands:\n"
+    "  info PATH     describe a model: a .safetensors checkpoint or a diffusers folder\n"
+    "  --version     print the version\n"
+    "  --help        print this help\n";
+
+int dispatch(std::span<const std::string_view> args) {
+  if (args.empty()) throw hd::cli::UsageError{"missing command"};
+  const std::string_view command = args[0];
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::fputs(kUsage, stdout);
+    return hd::cli::kExitOk;
+  }
+  if (command == "--version") {
+    std::printf("hipdiffusion %s\n", HD_VERSION);
+    return hd::cli::kExitOk;
+  }
+  if (command == "info") return hd::cli::run_info(args.subspan(1));
+  throw hd::cli::UsageError{"unknown command '" + std::string(command) + "'"};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  try {
+    return dispatch(args);
+  } catch (const hd::cli::UsageError& e) {
+    std::fprintf(stderr, "hipdiffusion: %s\n\n%s", e.message.c_str(), kUsage);
+    return hd::cli::kExitUsage;
+  } catch (const hd::Error& e) {
+    std::fprintf(stderr, "hipdiffusion: error: %s\n", e.what());
+    return hd::cli::kExitFailure;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "hipdiffusion: error: out of host memory\n");
+    return hd::cli::kExitFailure;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hipdiffusion: internal error: %s\n", e.what());
+    return hd::cli::kExitFailure;
+  }
+}

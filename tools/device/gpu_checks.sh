@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Run on the device machine (NVIDIA H100/H200, no package registry): builds the `cuda` preset against
+# Debian packages carried in .deps/ (see README: "Running the GPU tests"), runs the gpu and cpu test
+# labels and the CPU benchmark, and leaves logs in $OUT.
+set -euo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT" /tmp/deps
+for f in .deps/*.deb; do dpkg-deb -x "$f" /tmp/deps; done
+export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+  nvcc --version | tail -2
+  cmake --version | head -1
+  git rev-parse HEAD 2>/dev/null || true
+} 2>&1 | tee "$OUT/env.txt"
+cmake --preset cuda -DCMAKE_PREFIX_PATH=/tmp/deps/usr -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON > "$OUT/configure.log" 2>&1 \
+  || { tail -30 "$OUT/configure.log"; exit 1; }
+cmake --build --preset cuda -j 16 > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; exit 1; }
+status=0
+ctest --preset cuda-gpu --output-on-failure 2>&1 | tee "$OUT/ctest-gpu.log" || status=1
+ctest --preset cuda-cpu -j 16 2>&1 | tail -5 | tee "$OUT/ctest-cpu.log" || status=1
+exit $status

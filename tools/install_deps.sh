@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs what building and testing hipDiffusion's CPU build needs on Debian 12, from Debian's own
+# packages. Run as root. The README says why each package is there.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends \
+  ca-certificates g++ make cmake ninja-build pkg-config python3 \
+  libopenblas-dev nlohmann-json3-dev libgtest-dev
