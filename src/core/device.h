@@ -1,6 +1,7 @@
 // Where a tensor lives: the CPU, or GPU N of a vendor. Parsed from "cpu", "cuda:0", "hip:1".
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 

@@ -1,5 +1,6 @@
 // GroupNorm and LayerNorm on the CPU. Statistics accumulate in double: a 64x64x320 group sums 40960
 // values, where f32 sums would lose the digits the GPU kernels are later compared against.
+#include <algorithm>
 #include <cmath>
 
 #include "core/thread_pool.h"
