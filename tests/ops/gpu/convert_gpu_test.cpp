@@ -65,7 +65,15 @@ TEST(GpuConvert, BitIdenticalToCpu) {
     ops::convert(dev_narrow, dev_wide);
     gpu::copy(dev_wide, wide);
     ops::convert(cpu_narrow, cpu_wide);
-    EXPECT_EQ(std::memcmp(wide.view().data, cpu_wide.view().data, size_t(n) * 4), 0);
+    const auto* w = static_cast<const uint32_t*>(wide.view().data);
+    const auto* c = static_cast<const uint32_t*>(cpu_wide.view().data);
+    int64_t wide_mismatches = 0, first = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      if (w[i] != c[i] && first < 0) first = i;
+      wide_mismatches += w[i] != c[i];
+    }
+    EXPECT_EQ(wide_mismatches, 0) << "first at " << first << ": gpu 0x" << std::hex << (first >= 0 ? w[first] : 0)
+                                  << " cpu 0x" << (first >= 0 ? c[first] : 0);
   }
 }
 
