@@ -350,6 +350,7 @@ OwnedTensor SafetensorsFile::load(const SafetensorsEntry& e, DType as) const {
   HD_CHECK_KIND(e.dtype.has_value() && is_floating(*e.dtype), ErrorKind::kUnsupported, name_, ": tensor '",
                 e.name, "' has dtype ", e.dtype_name, "; only F32, F16 and BF16 tensors load as ", dtype_name(as));
   OwnedTensor out(to_shape(name_, e), as);
+  if (e.numel == 0) return out;  // an empty tensor has no buffer to copy into (memcpy(null, ..., 0) is UB)
   if (*e.dtype == as) {
     std::memcpy(out.view().data, data_.data() + e.begin, e.nbytes());
   } else {

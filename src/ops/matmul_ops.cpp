@@ -12,7 +12,7 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, Conv2dParams p) {
            x.to_string(), " has ", x[3]);
   HD_CHECK(p.stride >= 1 && p.padding >= 0, "conv2d: stride ", p.stride, " and padding ", p.padding,
            " must be >= 1 and >= 0");
-  HD_CHECK(w[1] >= 1 && w[2] >= 1, "conv2d: empty kernel ", w.to_string());
+  HD_CHECK(w[1] >= 1 && w[2] >= 1 && w[3] >= 1, "conv2d: empty kernel ", w.to_string());
   const int64_t h = x[1] + 2 * p.padding - w[1], wd = x[2] + 2 * p.padding - w[2];
   HD_CHECK(h >= 0 && wd >= 0, "conv2d: kernel ", w[1], "x", w[2], " does not fit the padded ", x[1], "x", x[2],
            " input");
