@@ -68,6 +68,8 @@ ArchitectureInfo detect_architecture(const ModelSource& model) {
     if (width == 768) info.family = ModelFamily::kSD1;
     if (width == 1024) info.family = ModelFamily::kSD2;
     info.evidence = width ? "text encoder width " + std::to_string(width) : "no UNet";
+  } else {
+    info.evidence = "no UNet or text encoder found";
   }
 
   // Prediction type: a diffusers folder says it; a single file rarely does.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on the device machine (NVIDIA H100/H200, no package registry): builds the `cuda` preset against
-# Debian packages carried in .deps/ (see README: "Running the GPU tests"), runs the gpu and cpu test
-# labels and the CPU benchmark, and leaves logs in $OUT.
+# Debian packages carried in .deps/ (the README's "Building for GPUs" says how to fetch them), runs the
+# gpu and cpu test labels, and leaves logs in $OUT.
 set -euo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" /tmp/deps

@@ -1,0 +1,27 @@
+// Access to the fixtures in tests/fixtures/, which tools/make_fixtures.py recorded from PyTorch and
+// diffusers: the file, its JSON case list, and tensors as f32 vectors.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace hd::test {
+
+class Fixture {
+ public:
+  explicit Fixture(const std::string& relative_path);  // under tests/fixtures/
+
+  const nlohmann::json& cases() const { return cases_; }
+  std::vector<float> floats(const std::string& tensor_name) const;
+  const std::vector<int64_t>& shape(const std::string& tensor_name) const;
+  bool has(const std::string& tensor_name) const { return file_.find(tensor_name) != nullptr; }
+
+ private:
+  SafetensorsFile file_;
+  nlohmann::json cases_;
+};
+
+}  // namespace hd::test

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Records what PyTorch and diffusers themselves compute, as fixtures for hipDiffusion's tests.
+
+Runs where PyTorch is (the device machine), with diffusers installed from a carried wheel:
+    python3 tools/make_fixtures.py --only sampling --out tests/fixtures
+
+Sections:
+  sampling  torch's CPU generator (torch.randn after manual_seed) and the diffusers schedulers that
+            `hipdiffusion generate` reproduces (EulerDiscrete, EulerAncestralDiscrete, DDIM,
+            DPMSolverMultistep), over every timestep spacing, schedule and prediction type.
+The model sections (tokenizer, text encoders, UNet, VAE, whole pipelines) come with the CPU engine.
+
+Fixtures are safetensors files (NCHW tensors, as diffusers holds them) with a JSON description of
+each case in the header's __metadata__.
+"""
+import argparse
+import json
+import os
+from pathlib import Path
+
+import torch
+
+
+def save(tensors: dict, meta: dict, path: Path) -> None:
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path),
+              metadata={"cases": json.dumps(meta, sort_keys=True), "torch": torch.__version__})
+    print(f"wrote {path} ({path.stat().st_size} bytes, {len(tensors)} tensors)")
+
+
+# ---------------------------------------------------------------------------------------------------
+# torch's CPU generator
+
+RNG_CASES = [
+    # (seed, list of shapes drawn one after another from the same generator)
+    (0, [[1, 4, 8, 8]]),                  # a multiple of 16: the vectorised Box-Muller path only
+    (42, [[2, 4, 9, 7], [3]]),           # 504 values (tail of 16 recomputed), then 3 (< 16: scalar path)
+    (1234, [[5], [7], [16]]),             # scalar path twice (with its cached second sample), then 16
+    (2**32 + 7, [[1, 4, 4, 4]]),          # a seed above 32 bits
+    (2**63 - 25, [[1, 4, 3, 3], [2]]),
+]
+
+
+def rng_fixtures(out: Path) -> None:
+    tensors, meta = {}, []
+    for seed, shapes in RNG_CASES:
+        g = torch.Generator("cpu").manual_seed(seed)
+        for i, shape in enumerate(shapes):
+            name = f"seed{seed}_draw{i}"
+            tensors[name] = torch.randn(shape, generator=g, dtype=torch.float32)
+            meta.append({"name": name, "seed": str(seed), "draw": i, "shape": shape})
+    save(tensors, meta, out / "sampling" / "torch_randn.safetensors")
+
+
+# ---------------------------------------------------------------------------------------------------
+# schedulers
+
+# Stable Diffusion's own scheduler settings (v1-5 and 2-1 scheduler_config.json).
+SD_CONFIG = dict(num_train_timesteps=1000, beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                 steps_offset=1)
+SAMPLERS = ["euler", "euler_a", "ddim", "dpmpp_2m"]
+SCHEDULES = ["discrete", "karras"]
+SPACINGS = ["leading", "trailing", "linspace"]
+PREDICTIONS = ["epsilon", "v_prediction"]
+STEPS = 7  # odd, so that DPM-Solver++(2M)'s lower-order final step is exercised
+SHAPE = [1, 4, 6, 8]  # [N, C, H, W], not square, so that a transposition error shows
+
+
+def make_scheduler(sampler: str, schedule: str, spacing: str, prediction: str):
+    import diffusers
+
+    cfg = dict(SD_CONFIG, timestep_spacing=spacing, prediction_type=prediction)
+    karras = schedule == "karras"
+    if sampler == "euler":
+        return diffusers.EulerDiscreteScheduler(**cfg, use_karras_sigmas=karras)
+    if sampler == "euler_a":
+        if karras:
+            return None  # EulerAncestralDiscreteScheduler has no Karras option in diffusers
+        return diffusers.EulerAncestralDiscreteScheduler(**cfg)
+    if sampler == "ddim":
+        if karras:
+            return None  # neither has DDIMScheduler
+        return diffusers.DDIMScheduler(**cfg, clip_sample=False, set_alpha_to_one=False)
+    if sampler == "dpmpp_2m":
+        return diffusers.DPMSolverMultistepScheduler(**cfg, algorithm_type="dpmsolver++", solver_order=2,
+                                                     lower_order_final=True, use_karras_sigmas=karras)
+    raise ValueError(sampler)
+
+
+def fake_model(scaled: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """A smooth stand-in for a UNet: depends on the input and the timestep, like the real one."""
+    phase = float(t) / 1000.0
+    return torch.tanh(0.7 * scaled + phase) - 0.3 * torch.roll(scaled, shifts=1, dims=1) * phase
+
+
+def scheduler_fixtures(out: Path) -> None:
+    tensors, meta = {}, []
+    seed = 7
+    for sampler in SAMPLERS:
+        for schedule in SCHEDULES:
+            for spacing in SPACINGS:
+                for prediction in PREDICTIONS:
+                    sched = make_scheduler(sampler, schedule, spacing, prediction)
+                    if sched is None:
+                        continue
+                    name = f"{sampler}_{schedule}_{spacing}_{prediction}"
+                    sched.set_timesteps(STEPS)
+                    g = torch.Generator("cpu").manual_seed(seed)
+                    # As the pipelines do: initial noise from the generator, scaled by init_noise_sigma;
+                    # ancestral steps draw further noise from the same generator.
+                    sample = torch.randn(SHAPE, generator=g, dtype=torch.float32) * sched.init_noise_sigma
+                    tensors[f"{name}.timesteps"] = sched.timesteps.to(torch.float32)
+                    if hasattr(sched, "sigmas") and sched.sigmas is not None:
+                        tensors[f"{name}.sigmas"] = torch.as_tensor(sched.sigmas, dtype=torch.float32)
+                    tensors[f"{name}.sample0"] = sample.clone()
+                    for i, t in enumerate(sched.timesteps):
+                        scaled = sched.scale_model_input(sample, t)
+                        model_output = fake_model(scaled, t)
+                        kwargs = {"generator": g} if sampler == "euler_a" else {}
+                        if sampler == "ddim":
+                            kwargs["eta"] = 0.0
+                        sample = sched.step(model_output, t, sample, **kwargs).prev_sample
+                        tensors[f"{name}.scaled{i}"] = scaled.clone()
+                        tensors[f"{name}.model_output{i}"] = model_output.clone()
+                        tensors[f"{name}.sample{i + 1}"] = sample.clone()
+                    meta.append({"name": name, "sampler": sampler, "schedule": schedule, "spacing": spacing,
+                                 "prediction": prediction, "steps": STEPS, "seed": seed, "shape": SHAPE,
+                                 "init_noise_sigma": float(sched.init_noise_sigma)})
+    save(tensors, {"config": SD_CONFIG, "cases": meta}, out / "sampling" / "schedulers.safetensors")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["sampling"], default="sampling")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tests/fixtures")))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    import diffusers
+
+    print(f"torch {torch.__version__}, diffusers {diffusers.__version__}")
+    if args.only == "sampling":
+        rng_fixtures(args.out)
+        scheduler_fixtures(args.out)
+
+
+if __name__ == "__main__":
+    main()
