@@ -1,0 +1,58 @@
+// The samplers of `hipdiffusion generate`, each reproducing a diffusers scheduler step for step:
+//   euler     EulerDiscreteScheduler            (discrete or Karras sigmas)
+//   euler_a   EulerAncestralDiscreteScheduler   (discrete sigmas)
+//   ddim      DDIMScheduler, eta = 0
+//   dpmpp_2m  DPMSolverMultistepScheduler, dpmsolver++, order 2, midpoint, lower-order final steps
+//             (discrete or Karras sigmas)
+// with epsilon or v-prediction and leading, trailing or linspace timestep spacing. A sampler works on
+// a flat array of latent values; only the ancestral noise cares about layout, and it comes from the
+// caller's NoiseSource (which draws in diffusers' NCHW order and stores in the engine's layout).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "sampling/noise_schedule.h"
+
+namespace hd {
+
+enum class SamplerKind { kEuler, kEulerAncestral, kDdim, kDpmpp2m };
+enum class SigmaSchedule { kDiscrete, kKarras };
+
+SamplerKind parse_sampler(std::string_view name);         // euler | euler_a | ddim | dpmpp_2m
+SigmaSchedule parse_sigma_schedule(std::string_view name);  // discrete | karras
+std::string_view sampler_name(SamplerKind kind);
+
+// Fills out[0, count) with fresh standard normal noise.
+using NoiseSource = std::function<void(float* out, int64_t count)>;
+
+class Sampler {
+ public:
+  // Throws Error for a combination diffusers does not offer (Karras sigmas with euler_a or ddim).
+  static std::unique_ptr<Sampler> create(SamplerKind kind, SigmaSchedule schedule, const SchedulerConfig& config,
+                                         int steps);
+  virtual ~Sampler() = default;
+
+  int steps() const { return int(timesteps_.size()); }
+  // The timestep the model is given at step i (fractional for Euler with Karras or linspace).
+  float timestep(int i) const { return timesteps_[size_t(i)]; }
+  const std::vector<float>& timesteps() const { return timesteps_; }
+  // What the initial noise is multiplied by.
+  float init_noise_sigma() const { return init_noise_sigma_; }
+  // out = the model's input at step i (scale_model_input); out may alias sample.
+  virtual void scale_model_input(int i, const float* sample, float* out, int64_t count) const;
+  // Advances `sample` by step i, given the model's output at step i. Steps run in order 0, 1, ...
+  virtual void step(int i, const float* model_output, float* sample, int64_t count, const NoiseSource& noise) = 0;
+
+ protected:
+  Sampler(const SchedulerConfig& config) : config_(config) {}
+
+  SchedulerConfig config_;
+  std::vector<float> timesteps_;
+  float init_noise_sigma_ = 1.0f;
+};
+
+}  // namespace hd
