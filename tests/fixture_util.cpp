@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/error.h"
+
 namespace hd::test {
 
 Fixture::Fixture(const std::string& relative_path)
@@ -12,6 +14,14 @@ std::vector<float> Fixture::floats(const std::string& tensor_name) const {
   const OwnedTensor t = file_.load(file_.at(tensor_name), DType::kF32);
   const float* p = t.ptr<float>();
   return std::vector<float>(p, p + t.view().numel());
+}
+
+std::vector<int64_t> Fixture::ints(const std::string& tensor_name) const {
+  const SafetensorsEntry& e = file_.at(tensor_name);
+  HD_CHECK(e.dtype_name == "I64", tensor_name, " is ", e.dtype_name, ", not I64");
+  std::vector<int64_t> v(size_t(e.numel));
+  if (!v.empty()) std::memcpy(v.data(), file_.raw(e).data(), e.nbytes());
+  return v;
 }
 
 const std::vector<int64_t>& Fixture::shape(const std::string& tensor_name) const {

@@ -16,6 +16,7 @@ class Fixture {
 
   const nlohmann::json& cases() const { return cases_; }
   std::vector<float> floats(const std::string& tensor_name) const;
+  std::vector<int64_t> ints(const std::string& tensor_name) const;  // an I64 tensor
   const std::vector<int64_t>& shape(const std::string& tensor_name) const;
   bool has(const std::string& tensor_name) const { return file_.find(tensor_name) != nullptr; }
 

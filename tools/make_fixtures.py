@@ -8,7 +8,11 @@ Sections:
   sampling  torch's CPU generator (torch.randn after manual_seed) and the diffusers schedulers that
             `hipdiffusion generate` reproduces (EulerDiscrete, EulerAncestralDiscrete, DDIM,
             DPMSolverMultistep), over every timestep spacing, schedule and prediction type.
-The model sections (tokenizer, text encoders, UNet, VAE, whole pipelines) come with the CPU engine.
+  tokenizer CLIP's byte-level BPE vocabulary (rebuilt from the merges file that the open_clip_torch
+            package ships, which is the vocabulary of openai/clip-vit-large-patch14) saved as
+            vocab.json + merges.txt, and transformers' CLIPTokenizer ids for tricky prompts, with both
+            pad tokens that Stable Diffusion uses (SD1.x pads with <|endoftext|>, SD2.x with "!").
+The model sections (text encoders, UNet, VAE, whole pipelines) come with the CPU engine.
 
 Fixtures are safetensors files (NCHW tensors, as diffusers holds them) with a JSON description of
 each case in the header's __metadata__.
@@ -131,9 +135,70 @@ def scheduler_fixtures(out: Path) -> None:
     save(tensors, {"config": SD_CONFIG, "cases": meta}, out / "sampling" / "schedulers.safetensors")
 
 
+# ---------------------------------------------------------------------------------------------------
+# tokenizer
+
+PROMPTS = [
+    "a photograph of an astronaut riding a horse",
+    "A Photo OF a CAT, 4k; highly-detailed!!",
+    "  multiple   spaces\tand\ttabs\nand newlines  ",
+    "it's the artist's dog -- they'll say they've seen what we'd do",
+    "numbers 1234567 and 3.14159 and 1,000,000 and 42nd street",
+    "Café crème, naïve façade, Ångström, ÆØÅ, straße",
+    "日本語のテキスト and 中文 mixed",
+    "emoji 🐱🚀 and symbols ©®™ and math ∑∫√",
+    "(masterpiece:1.2), [best quality], {detailed}, <lora:abc:0.5>",
+    "ΣΊΣΥΦΟΣ ΟΔΟΣ Ⅻ ①",
+    "",
+    " ".join(["a very long prompt"] * 30),
+]
+
+
+def bytes_to_unicode() -> dict:
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    codes = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            codes.append(256 + extra)
+            extra += 1
+    return dict(zip(printable, [chr(c) for c in codes]))
+
+
+def tokenizer_fixtures(out: Path, bpe_gz: Path) -> None:
+    import gzip
+    from transformers import CLIPTokenizer
+
+    lines = gzip.open(bpe_gz).read().decode("utf-8").split("\n")
+    merges = lines[1:49152 - 256 - 2 + 1]
+    base = list(bytes_to_unicode().values())
+    vocab = base + [v + "</w>" for v in base] + ["".join(m.split()) for m in merges] + \
+        ["<|startoftext|>", "<|endoftext|>"]
+    folder = out / "tokenizer" / "clip"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.json").write_text(json.dumps({v: i for i, v in enumerate(vocab)}, ensure_ascii=False))
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
+    tensors, meta = {}, []
+    for pad in ["<|endoftext|>", "!"]:
+        tok = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), pad_token=pad)
+        for i, prompt in enumerate(PROMPTS):
+            ids = tok(prompt, padding="max_length", max_length=77, truncation=True).input_ids
+            name = f"pad{0 if pad == '!' else 1}_prompt{i}"
+            tensors[name] = torch.tensor(ids, dtype=torch.int64)
+            meta.append({"name": name, "prompt": prompt, "pad_token": pad})
+    import transformers
+    print(f"transformers {transformers.__version__}, {type(tok).__name__}, "
+          f"ftfy used: {getattr(tok, 'fix_text', None) is not None}, backend: {getattr(tok, 'backend_tokenizer', None)}")
+    save(tensors, meta, out / "tokenizer" / "clip_token_ids.safetensors")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["sampling"], default="sampling")
+    parser.add_argument("--only", choices=["sampling", "tokenizer"], default="sampling")
+    parser.add_argument("--bpe", type=Path, default=Path(".whl/bpe_simple_vocab_16e6.txt.gz"),
+                        help="CLIP's BPE merges, as shipped in the open_clip_torch wheel")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tests/fixtures")))
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -143,6 +208,8 @@ def main() -> None:
     if args.only == "sampling":
         rng_fixtures(args.out)
         scheduler_fixtures(args.out)
+    if args.only == "tokenizer":
+        tokenizer_fixtures(args.out, args.bpe)
 
 
 if __name__ == "__main__":
