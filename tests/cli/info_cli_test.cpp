@@ -1,12 +1,10 @@
 // Runs the real `hipdiffusion` binary: exit codes, stdout and the one-line errors a user sees.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <string>
 
+#include "cli/cli_runner.h"
 #include "io/safetensors.h"
 #include "model_fixtures.h"
 #include "test_util.h"
@@ -14,24 +12,8 @@
 namespace hd {
 namespace {
 
-struct RunResult {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
-
-RunResult run_cli(const std::string& args) {
-  const std::string command = std::string(HD_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
+using test::quoted;
+using test::run_cli;
 
 TEST(InfoCli, DescribesTheBundledExample) {
   const auto r = run_cli(std::string("info ") + HD_SOURCE_DIR + "/data/tiny-sd15-structure.safetensors");

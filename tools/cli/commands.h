@@ -19,5 +19,6 @@ struct UsageError {
 };
 
 int run_info(std::span<const std::string_view> args);
+int run_tokenize(std::span<const std::string_view> args);
 
 }  // namespace hd::cli

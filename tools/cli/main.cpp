@@ -16,6 +16,8 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  info PATH     describe a model: a .safetensors checkpoint or a diffusers folder\n"
+    "  tokenize --model PATH --prompt TEXT [--vocab DIR]\n"
+    "                print the 77 CLIP token ids of a prompt\n"
     "  --version     print the version\n"
     "  --help        print this help\n";
 
@@ -31,6 +33,7 @@ int dispatch(std::span<const std::string_view> args) {
     return hd::cli::kExitOk;
   }
   if (command == "info") return hd::cli::run_info(args.subspan(1));
+  if (command == "tokenize") return hd::cli::run_tokenize(args.subspan(1));
   throw hd::cli::UsageError{"unknown command '" + std::string(command) + "'"};
 }
 
