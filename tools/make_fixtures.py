@@ -12,7 +12,11 @@ Sections:
             package ships, which is the vocabulary of openai/clip-vit-large-patch14) saved as
             vocab.json + merges.txt, and transformers' CLIPTokenizer ids for tricky prompts, with both
             pad tokens that Stable Diffusion uses (SD1.x pads with <|endoftext|>, SD2.x with "!").
-The model sections (text encoders, UNet, VAE, whole pipelines) come with the CPU engine.
+  text_encoders  tiny CLIP text encoders of the SD1.x kind (quick_gelu) and the SD2.x kind (gelu;
+            diffusers' SD2.x text encoder already ends at OpenCLIP's penultimate layer), with seeded
+            random weights perturbed so that no norm or bias is an identity, saved as diffusers saves
+            them, and their last hidden states for a batch of token ids.
+The UNet, VAE and whole-pipeline sections come with the rest of the CPU engine.
 
 Fixtures are safetensors files (NCHW tensors, as diffusers holds them) with a JSON description of
 each case in the header's __metadata__.
@@ -194,9 +198,45 @@ def tokenizer_fixtures(out: Path, bpe_gz: Path) -> None:
     save(tensors, meta, out / "tokenizer" / "clip_token_ids.safetensors")
 
 
+# ---------------------------------------------------------------------------------------------------
+# text encoders
+
+def perturb_(module: torch.nn.Module, seed: int, scale: float = 0.1) -> None:
+    """Adds noise to every parameter: a LayerNorm of ones and zeros would hide a missing gamma or beta."""
+    g = torch.Generator("cpu").manual_seed(seed)
+    with torch.no_grad():
+        for _, p in sorted(module.named_parameters()):
+            p.add_(torch.randn(p.shape, generator=g, dtype=p.dtype) * scale)
+
+
+def text_encoder_fixtures(out: Path) -> None:
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    for family, act in [("sd1", "quick_gelu"), ("sd2", "gelu")]:
+        torch.manual_seed(11)
+        config = CLIPTextConfig(vocab_size=1000, hidden_size=32, intermediate_size=37, num_hidden_layers=3,
+                                num_attention_heads=4, max_position_embeddings=77, hidden_act=act,
+                                layer_norm_eps=1e-5, bos_token_id=998, eos_token_id=999, pad_token_id=999)
+        model = CLIPTextModel(config).eval()
+        perturb_(model, 12)
+        folder = out / "models" / f"tiny_{family}" / "text_encoder"
+        model.save_pretrained(str(folder), safe_serialization=True)
+        g = torch.Generator("cpu").manual_seed(13)
+        ids = torch.randint(0, 998, (2, 77), generator=g)
+        ids[:, 0] = 998
+        ids[0, 9:] = 999  # a short prompt: eos, then eos padding (SD1.x style)
+        ids[1, 40] = 999
+        ids[1, 41:] = 0   # SD2.x style padding with id 0
+        with torch.no_grad():
+            hidden = model(ids).last_hidden_state
+        save({"input_ids": ids, "last_hidden_state": hidden},
+             [{"name": "last_hidden_state", "family": family, "hidden_act": act}],
+             out / "models" / f"tiny_{family}_text_encoder_outputs.safetensors")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["sampling", "tokenizer"], default="sampling")
+    parser.add_argument("--only", choices=["sampling", "tokenizer", "text_encoders"], default="sampling")
     parser.add_argument("--bpe", type=Path, default=Path(".whl/bpe_simple_vocab_16e6.txt.gz"),
                         help="CLIP's BPE merges, as shipped in the open_clip_torch wheel")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tests/fixtures")))
@@ -210,6 +250,8 @@ def main() -> None:
         scheduler_fixtures(args.out)
     if args.only == "tokenizer":
         tokenizer_fixtures(args.out, args.bpe)
+    if args.only == "text_encoders":
+        text_encoder_fixtures(args.out)
 
 
 if __name__ == "__main__":

@@ -141,6 +141,7 @@ void ModelSource::open_folder() {
       }
     }
     sort_tensors(c);
+    if (fs::is_regular_file(dir / "config.json")) c.config_json = read_text_file(dir / "config.json");
     components_.push_back(std::move(c));
   }
   HD_CHECK(!components_.empty(), path_,

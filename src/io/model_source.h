@@ -29,6 +29,7 @@ struct ModelComponent {
   std::string name;    // "unet", "vae", "text_encoder", "text_encoder_2", or "other"
   std::string prefix;  // the prefix stripped from a single file's names; empty in a folder
   std::vector<TensorRef> tensors;  // sorted by name
+  std::optional<std::string> config_json;  // the component's config.json in a diffusers folder
 
   const TensorRef* find(std::string_view tensor_name) const;
 };

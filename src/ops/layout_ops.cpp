@@ -33,6 +33,19 @@ void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out) {
   cpu::concat_channels(a, b, out);
 }
 
+void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+  HD_CHECK(ids.dtype == DType::kI32, "embedding: ids are ", dtype_name(ids.dtype), ", expected i32");
+  HD_CHECK(ids.device == table.device && ids.is_contiguous(), "embedding: ids must be dense and on the table's device");
+  check_operand("embedding", "table", table, table.device);
+  check_operand("embedding", "output", out, table.device);
+  check_rank("embedding", "table", table, 2);
+  Shape expected = ids.shape;
+  expected.push_back(table.dim(1));
+  check_shape("embedding", "output", out, expected);
+  if (!table.device.is_cpu()) no_kernel("embedding", table.device);
+  cpu::embedding(ids, table, out);
+}
+
 void timestep_embedding(const Tensor& timesteps, TimestepEmbeddingParams p, const Tensor& out) {
   check_operand("timestep_embedding", "timesteps", timesteps, timesteps.device);
   check_operand("timestep_embedding", "output", out, timesteps.device);

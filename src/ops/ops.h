@@ -82,6 +82,10 @@ void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out);
 
 // ---- embeddings ----
 
+// out [..., D] = table[ids[...]] for ids (i32) of any shape and table [V, D]; an id outside [0, V) is an
+// error naming it.
+void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
+
 // diffusers' get_timestep_embedding: out [N, dim] from timesteps [N] (f32).
 struct TimestepEmbeddingParams {
   bool flip_sin_to_cos = true;       // SD's UNet: cos first

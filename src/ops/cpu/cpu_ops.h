@@ -35,6 +35,7 @@ void scale(const Tensor& x, float factor, const Tensor& out);
 void upsample_nearest_2x(const Tensor& x, const Tensor& out);
 void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out);
 void timestep_embedding(const Tensor& timesteps, TimestepEmbeddingParams p, const Tensor& out);
+void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
 
 // Scalar forms shared by the kernels and the tests' references.
 float gelu_erf(float x);

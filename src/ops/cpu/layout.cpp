@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "ops/cpu/cpu_ops.h"
 
@@ -33,6 +34,18 @@ void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out) {
       std::memcpy(yp + r * c + ca, bp + r * cb, size_t(cb) * sizeof(float));
     }
   });
+}
+
+void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+  const int64_t vocab = table.dim(0), width = table.dim(1);
+  const int32_t* id = ids.ptr<int32_t>();
+  const float* tp = table.ptr<float>();
+  float* yp = out.ptr<float>();
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    HD_CHECK(id[i] >= 0 && id[i] < vocab, "embedding: token id ", id[i], " at position ", i,
+             " is outside the vocabulary of ", vocab);
+    std::memcpy(yp + i * width, tp + int64_t(id[i]) * width, size_t(width) * sizeof(float));
+  }
 }
 
 void timestep_embedding(const Tensor& timesteps, TimestepEmbeddingParams p, const Tensor& out) {

@@ -77,3 +77,27 @@ TEST(TimestepEmbedding, MatchesDiffusersFormula) {
 
 }  // namespace
 }  // namespace hd
+
+namespace hd {
+namespace {
+
+TEST(Embedding, GathersRowsAndRejectsOutOfRangeIds) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const auto table = test::random_tensor(rng, Shape{50, 6});
+  OwnedTensor ids(Shape{2, 5}, DType::kI32);
+  for (int i = 0; i < 10; ++i) ids.ptr<int32_t>()[i] = int32_t(rng.integer(0, 49));
+  auto out = test::poisoned_tensor(Shape{2, 5, 6});
+  ops::embedding(ids, table, out);
+  std::vector<double> ref;
+  for (int i = 0; i < 10; ++i)
+    for (int j = 0; j < 6; ++j) ref.push_back(table.ptr<float>()[ids.ptr<int32_t>()[i] * 6 + j]);
+  EXPECT_EQ(test::max_abs_diff(out, ref), 0.0);
+  ids.ptr<int32_t>()[7] = 50;
+  EXPECT_THROW(ops::embedding(ids, table, out), Error);
+  ids.ptr<int32_t>()[7] = -1;
+  EXPECT_THROW(ops::embedding(ids, table, out), Error);
+}
+
+}  // namespace
+}  // namespace hd

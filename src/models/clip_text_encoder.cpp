@@ -1,0 +1,130 @@
+#include "models/clip_text_encoder.h"
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/error.h"
+#include "models/weights.h"
+#include "ops/ops.h"
+
+namespace hd {
+
+namespace {
+
+// Where the encoder's names start: transformers 5 saves "embeddings...", transformers 4
+// "text_model.embeddings...", and a single-file SD1.x checkpoint "transformer.text_model.embeddings..."
+// (after its "cond_stage_model." component prefix).
+std::string find_prefix(const ModelComponent& c) {
+  for (const char* prefix : {"", "text_model.", "transformer.text_model."}) {
+    if (c.find(std::string(prefix) + "embeddings.token_embedding.weight")) return prefix;
+  }
+  HD_CHECK_KIND(!(c.find("model.token_embedding.weight") || c.find("token_embedding.weight")), ErrorKind::kUnsupported,
+                c.name, ": an OpenCLIP-format text encoder (SD2.x single-file checkpoint); converting its names is "
+                        "not implemented yet: use the diffusers folder of the model");
+  throw Error(ErrorKind::kInvalidInput,
+              str_cat(c.name, ": not a CLIP text encoder (no embeddings.token_embedding.weight)"));
+}
+
+std::string layer_name(int64_t i, const char* rest) { return "encoder.layers." + std::to_string(i) + "." + rest; }
+
+}  // namespace
+
+ClipTextConfig ClipTextConfig::detect(const ModelComponent& component) {
+  const WeightReader w(component, find_prefix(component));
+  ClipTextConfig c;
+  const auto tok = w.shape("embeddings.token_embedding.weight");
+  const auto pos = w.shape("embeddings.position_embedding.weight");
+  HD_CHECK(tok.size() == 2 && pos.size() == 2 && pos[1] == tok[1], component.name,
+           ": token and position embeddings disagree in shape");
+  c.vocab = tok[0];
+  c.width = tok[1];
+  c.max_positions = pos[0];
+  while (w.has(layer_name(c.layers, "layer_norm1.weight"))) ++c.layers;
+  HD_CHECK(c.layers > 0, component.name, ": no encoder layers found");
+  const auto fc1 = w.shape(layer_name(0, "mlp.fc1.weight"));
+  HD_CHECK(fc1.size() == 2, component.name, ": mlp.fc1.weight is not a matrix");
+  c.intermediate = fc1[0];
+  c.heads = c.width / 64;
+  c.quick_gelu = c.width == 768;
+  if (component.config_json) {
+    const auto j = nlohmann::json::parse(*component.config_json, nullptr, false);
+    HD_CHECK(j.is_object(), component.name, "/config.json is not a JSON object");
+    if (j.contains("num_attention_heads")) c.heads = j["num_attention_heads"].get<int64_t>();
+    if (j.contains("hidden_act")) {
+      const std::string act = j["hidden_act"].get<std::string>();
+      HD_CHECK_KIND(act == "quick_gelu" || act == "gelu", ErrorKind::kUnsupported, component.name,
+                    ": unsupported hidden_act '", act, "'");
+      c.quick_gelu = act == "quick_gelu";
+    }
+    if (j.contains("layer_norm_eps")) c.eps = j["layer_norm_eps"].get<float>();
+  }
+  HD_CHECK(c.heads > 0 && c.width % c.heads == 0, component.name, ": width ", c.width, " does not split into ",
+           c.heads, " heads");
+  return c;
+}
+
+ClipTextEncoder ClipTextEncoder::load(const ModelComponent& component) {
+  ClipTextEncoder e;
+  e.config_ = ClipTextConfig::detect(component);
+  const ClipTextConfig& c = e.config_;
+  const WeightReader w(component, find_prefix(component));
+  e.token_embedding_ = w.load("embeddings.token_embedding.weight", Shape{c.vocab, c.width});
+  e.position_embedding_ = w.load("embeddings.position_embedding.weight", Shape{c.max_positions, c.width});
+  const auto norm = [&](const std::string& name) {
+    return Norm{w.load(name + ".weight", Shape{c.width}), w.load(name + ".bias", Shape{c.width})};
+  };
+  const auto linear = [&](const std::string& name, int64_t out, int64_t in) {
+    return Linear{w.load(name + ".weight", Shape{out, in}), w.load(name + ".bias", Shape{out})};
+  };
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string p = "encoder.layers." + std::to_string(i) + ".";
+    e.layers_.push_back(Layer{norm(p + "layer_norm1"), norm(p + "layer_norm2"),
+                              linear(p + "self_attn.q_proj", c.width, c.width),
+                              linear(p + "self_attn.k_proj", c.width, c.width),
+                              linear(p + "self_attn.v_proj", c.width, c.width),
+                              linear(p + "self_attn.out_proj", c.width, c.width),
+                              linear(p + "mlp.fc1", c.intermediate, c.width),
+                              linear(p + "mlp.fc2", c.width, c.intermediate)});
+  }
+  e.final_norm_ = norm("final_layer_norm");
+  return e;
+}
+
+OwnedTensor ClipTextEncoder::forward(const Tensor& ids) const {
+  const ClipTextConfig& c = config_;
+  HD_CHECK(ids.rank() == 2 && ids.dim(1) <= c.max_positions, "text encoder: ids ", ids.shape.to_string(),
+           " must be [batch, <= ", c.max_positions, "]");
+  const int64_t b = ids.dim(0), l = ids.dim(1);
+  OwnedTensor x(Shape{b, l, c.width}, DType::kF32);  // the residual stream
+  ops::embedding(ids, token_embedding_, x);
+  ops::add(x, position_embedding_.view().slice(0, 0, l), x);
+
+  OwnedTensor h(Shape{b, l, c.width}, DType::kF32), q(h.view().shape, DType::kF32), k(h.view().shape, DType::kF32),
+      v(h.view().shape, DType::kF32), a(h.view().shape, DType::kF32);
+  OwnedTensor mlp(Shape{b, l, c.intermediate}, DType::kF32);
+  for (const Layer& layer : layers_) {
+    // Self-attention block, pre-norm, causal: token i sees tokens <= i.
+    ops::layer_norm(x, layer.norm1.gamma, layer.norm1.beta, c.eps, h);
+    ops::linear(h, layer.q.weight, &layer.q.bias.view(), q);
+    ops::linear(h, layer.k.weight, &layer.k.bias.view(), k);
+    ops::linear(h, layer.v.weight, &layer.v.bias.view(), v);
+    ops::attention(q, k, v, {int(c.heads), /*causal=*/true, 0.0f}, a);
+    ops::linear(a, layer.out.weight, &layer.out.bias.view(), h);
+    ops::add(x, h, x);
+    // MLP block.
+    ops::layer_norm(x, layer.norm2.gamma, layer.norm2.beta, c.eps, h);
+    ops::linear(h, layer.fc1.weight, &layer.fc1.bias.view(), mlp);  // [B, L, intermediate]
+    if (c.quick_gelu) {
+      ops::quick_gelu(mlp, mlp);
+    } else {
+      ops::gelu(mlp, ops::GeluApproximation::kNone, mlp);
+    }
+    ops::linear(mlp, layer.fc2.weight, &layer.fc2.bias.view(), h);
+    ops::add(x, h, x);
+  }
+  OwnedTensor out(Shape{b, l, c.width}, DType::kF32);
+  ops::layer_norm(x, final_norm_.gamma, final_norm_.beta, c.eps, out);
+  return out;
+}
+
+}  // namespace hd

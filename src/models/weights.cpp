@@ -1,0 +1,31 @@
+#include "models/weights.h"
+
+#include "core/error.h"
+
+namespace hd {
+
+WeightReader::WeightReader(const ModelComponent& component, std::string prefix)
+    : component_(component), prefix_(std::move(prefix)) {}
+
+bool WeightReader::has(std::string_view name) const { return component_.find(prefix_ + std::string(name)) != nullptr; }
+
+const TensorRef& WeightReader::find(std::string_view name) const {
+  const std::string full = prefix_ + std::string(name);
+  const TensorRef* t = component_.find(full);
+  HD_CHECK(t != nullptr, component_.name, ": missing tensor '", component_.prefix, full, "'");
+  return *t;
+}
+
+std::vector<int64_t> WeightReader::shape(std::string_view name) const { return find(name).entry->shape; }
+
+OwnedTensor WeightReader::load(std::string_view name, const Shape& expected) const {
+  const TensorRef& t = find(name);
+  Shape actual;
+  bool fits = t.entry->shape.size() <= size_t(kMaxRank);
+  for (size_t i = 0; fits && i < t.entry->shape.size(); ++i) actual.push_back(t.entry->shape[i]);
+  HD_CHECK(fits && actual == expected, component_.name, ": tensor '", component_.prefix, prefix_, name, "' has shape ",
+           fits ? actual.to_string() : "of rank > 6", ", expected ", expected.to_string());
+  return t.file->load(*t.entry, DType::kF32);
+}
+
+}  // namespace hd

@@ -1,0 +1,30 @@
+// Reads a component's weights by name as f32 host tensors, checking each shape against what the
+// model's configuration expects. Every failure names the component, the tensor and both shapes.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/tensor.h"
+#include "io/model_source.h"
+
+namespace hd {
+
+class WeightReader {
+ public:
+  // `prefix` is put before every name asked for (e.g. "text_model." where a checkpoint nests them).
+  WeightReader(const ModelComponent& component, std::string prefix);
+
+  bool has(std::string_view name) const;
+  // The shape stored in the file; throws "missing tensor" when absent.
+  std::vector<int64_t> shape(std::string_view name) const;
+  OwnedTensor load(std::string_view name, const Shape& expected) const;
+
+ private:
+  const TensorRef& find(std::string_view name) const;
+
+  const ModelComponent& component_;
+  std::string prefix_;
+};
+
+}  // namespace hd
