@@ -16,7 +16,9 @@ Sections:
             diffusers' SD2.x text encoder already ends at OpenCLIP's penultimate layer), with seeded
             random weights perturbed so that no norm or bias is an identity, saved as diffusers saves
             them, and their last hidden states for a batch of token ids.
-The UNet, VAE and whole-pipeline sections come with the rest of the CPU engine.
+  vae       tiny KL autoencoders (AutoencoderKL: two resolution levels, mid-block attention), seeded
+            and perturbed, saved as diffusers saves them, with their decoded images and encoded moments.
+The UNet and whole-pipeline sections come with the rest of the CPU engine.
 
 Fixtures are safetensors files (NCHW tensors, as diffusers holds them) with a JSON description of
 each case in the header's __metadata__.
@@ -234,9 +236,33 @@ def text_encoder_fixtures(out: Path) -> None:
              out / "models" / f"tiny_{family}_text_encoder_outputs.safetensors")
 
 
+# ---------------------------------------------------------------------------------------------------
+# VAE
+
+def vae_fixtures(out: Path) -> None:
+    from diffusers import AutoencoderKL
+
+    torch.manual_seed(21)
+    vae = AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
+                        up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(32, 64), layers_per_block=1,
+                        latent_channels=4, norm_num_groups=16, sample_size=32, scaling_factor=0.18215).eval()
+    perturb_(vae, 22, scale=0.05)
+    folder = out / "models" / "tiny_vae" / "vae"
+    vae.save_pretrained(str(folder), safe_serialization=True)
+    g = torch.Generator("cpu").manual_seed(23)
+    latents = torch.randn((2, 4, 6, 5), generator=g)      # not square: catches transposed indexing
+    image = torch.rand((1, 3, 12, 10), generator=g) * 2 - 1
+    with torch.no_grad():
+        decoded = vae.decode(latents).sample
+        moments = vae.encode(image).latent_dist.parameters  # [mean, logvar] after quant_conv
+    save({"latents": latents, "decoded": decoded, "image": image, "moments": moments},
+         [{"name": "tiny_vae", "note": "NCHW; moments = cat(mean, logvar)"}],
+         out / "models" / "tiny_vae_outputs.safetensors")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["sampling", "tokenizer", "text_encoders"], default="sampling")
+    parser.add_argument("--only", choices=["sampling", "tokenizer", "text_encoders", "vae"], default="sampling")
     parser.add_argument("--bpe", type=Path, default=Path(".whl/bpe_simple_vocab_16e6.txt.gz"),
                         help="CLIP's BPE merges, as shipped in the open_clip_torch wheel")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tests/fixtures")))
@@ -252,6 +278,8 @@ def main() -> None:
         tokenizer_fixtures(args.out, args.bpe)
     if args.only == "text_encoders":
         text_encoder_fixtures(args.out)
+    if args.only == "vae":
+        vae_fixtures(args.out)
 
 
 if __name__ == "__main__":

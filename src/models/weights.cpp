@@ -28,4 +28,16 @@ OwnedTensor WeightReader::load(std::string_view name, const Shape& expected) con
   return t.file->load(*t.entry, DType::kF32);
 }
 
+OwnedTensor WeightReader::load_conv(std::string_view name, int64_t out, int64_t in, int64_t kh, int64_t kw) const {
+  const OwnedTensor torch_layout = load(name, Shape{out, in, kh, kw});
+  OwnedTensor nhwc(Shape{out, kh, kw, in}, DType::kF32);
+  const float* src = torch_layout.ptr<float>();
+  float* dst = nhwc.ptr<float>();
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t c = 0; c < in; ++c)
+      for (int64_t y = 0; y < kh; ++y)
+        for (int64_t x = 0; x < kw; ++x) dst[((o * kh + y) * kw + x) * in + c] = src[((o * in + c) * kh + y) * kw + x];
+  return nhwc;
+}
+
 }  // namespace hd

@@ -19,6 +19,9 @@ class WeightReader {
   // The shape stored in the file; throws "missing tensor" when absent.
   std::vector<int64_t> shape(std::string_view name) const;
   OwnedTensor load(std::string_view name, const Shape& expected) const;
+  // A convolution kernel stored as PyTorch's [Cout, Cin, kh, kw], returned in the engine's
+  // [Cout, kh, kw, Cin] (the one conversion at load time that keeps every activation NHWC).
+  OwnedTensor load_conv(std::string_view name, int64_t out, int64_t in, int64_t kh, int64_t kw) const;
 
  private:
   const TensorRef& find(std::string_view name) const;

@@ -10,10 +10,11 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, Conv2dParams p) {
   HD_CHECK(w.rank() == 4, "conv2d: weight has shape ", w.to_string(), ", expected [Cout, kh, kw, Cin]");
   HD_CHECK(w[3] == x[3], "conv2d: weight ", w.to_string(), " expects ", w[3], " input channels but the input ",
            x.to_string(), " has ", x[3]);
-  HD_CHECK(p.stride >= 1 && p.padding >= 0, "conv2d: stride ", p.stride, " and padding ", p.padding,
-           " must be >= 1 and >= 0");
+  HD_CHECK(p.stride >= 1 && p.padding >= 0 && p.extra_end_padding >= 0, "conv2d: stride ", p.stride, " and padding ",
+           p.padding, "+", p.extra_end_padding, " must be >= 1 and >= 0");
   HD_CHECK(w[1] >= 1 && w[2] >= 1 && w[3] >= 1, "conv2d: empty kernel ", w.to_string());
-  const int64_t h = x[1] + 2 * p.padding - w[1], wd = x[2] + 2 * p.padding - w[2];
+  const int64_t pad = 2 * p.padding + p.extra_end_padding;
+  const int64_t h = x[1] + pad - w[1], wd = x[2] + pad - w[2];
   HD_CHECK(h >= 0 && wd >= 0, "conv2d: kernel ", w[1], "x", w[2], " does not fit the padded ", x[1], "x", x[2],
            " input");
   return Shape{x[0], h / p.stride + 1, wd / p.stride + 1, w[0]};

@@ -20,7 +20,9 @@ void convert(const Tensor& src, const Tensor& dst);
 
 struct Conv2dParams {
   int stride = 1;
-  int padding = 0;  // zero padding on all four sides
+  int padding = 0;            // zero padding on all four sides
+  int extra_end_padding = 0;  // further zeros after the bottom and right edges only: the VAE encoder's
+                              // stride-2 downsampling pads (0, 1, 0, 1)
 };
 // Output shape of conv2d for input x [N, H, W, Cin] and weight w [Cout, kh, kw, Cin]; throws when the
 // kernel does not fit or the shapes disagree.

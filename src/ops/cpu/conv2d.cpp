@@ -37,7 +37,7 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
     beta = 1.0f;
   }
 
-  const bool pointwise = kh == 1 && kw == 1 && p.stride == 1 && p.padding == 0;
+  const bool pointwise = kh == 1 && kw == 1 && p.stride == 1 && p.padding == 0 && p.extra_end_padding == 0;
   if (pointwise) {  // a 1x1 convolution is a plain GEMM over the pixels
     sgemm(false, true, pixels, cout, cin, 1.0f, xp, cin, wp, cin, beta, yp, cout);
     return;

@@ -38,6 +38,7 @@ struct ConvCase {
   int64_t n, h, w, cin, cout, kh, kw;
   int stride, pad;
   bool bias, residual;
+  int extra_end = 0;
 };
 
 TEST(Conv2d, MatchesDirectConvolutionOnRandomData) {
@@ -50,13 +51,14 @@ TEST(Conv2d, MatchesDirectConvolutionOnRandomData) {
       {1, 6, 5, 3, 2, 2, 3, 1, 2, false, false},  // uneven kernel, wider padding
       {1, 7, 7, 2, 4, 5, 5, 3, 0, false, true},   // large kernel, stride 3
       {3, 4, 4, 8, 8, 1, 1, 2, 0, false, false},  // strided 1x1
+      {2, 8, 6, 5, 4, 3, 3, 2, 0, true, false, 1},  // the VAE encoder's downsample: pad (0, 1, 0, 1), stride 2
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(testing::Message() << "case " << c.h << "x" << c.w << " k" << c.kh << "x" << c.kw << " s" << c.stride);
     const auto x = test::random_tensor(rng, Shape{c.n, c.h, c.w, c.cin});
     const auto w = test::random_tensor(rng, Shape{c.cout, c.kh, c.kw, c.cin}, 0.3f);
     const auto b = test::random_tensor(rng, Shape{c.cout});
-    const ops::Conv2dParams p{c.stride, c.pad};
+    const ops::Conv2dParams p{c.stride, c.pad, c.extra_end};
     const Shape out_shape = ops::conv2d_output_shape(x.view().shape, w.view().shape, p);
     const auto r = test::random_tensor(rng, out_shape);
     auto out = test::poisoned_tensor(out_shape);

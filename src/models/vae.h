@@ -1,0 +1,67 @@
+// Stable Diffusion's KL autoencoder (diffusers' AutoencoderKL): the decoder turns latents into images,
+// the encoder images into latent moments (mean and log-variance). Configuration comes from the weights
+// and the component's config.json; images are NHWC in [-1, 1], latents NHWC and unscaled (the pipeline
+// divides by scaling_factor before decoding, as diffusers does).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/model_source.h"
+#include "models/blocks.h"
+
+namespace hd {
+
+struct VaeConfig {
+  std::vector<int64_t> block_out_channels;  // per resolution level, encoder order (e.g. 128 256 512 512)
+  int64_t latent_channels = 4;
+  int64_t layers_per_block = 2;
+  int norm_groups = 32;
+  float scaling_factor = 0.18215f;
+  bool mid_attention = true;
+  bool has_encoder = true;
+
+  static VaeConfig detect(const ModelComponent& component);
+};
+
+class Vae {
+ public:
+  static Vae load(const ModelComponent& component);
+
+  const VaeConfig& config() const { return config_; }
+  // latents [N, h, w, latent_channels] -> image [N, 8h, 8w, 3] (for 4 levels; 2^(levels-1) in general)
+  OwnedTensor decode(const Tensor& latents) const;
+  // image [N, H, W, 3] -> moments [N, H/f, W/f, 2 * latent_channels]: mean, then log-variance
+  OwnedTensor encode(const Tensor& image) const;
+
+ private:
+  struct MidBlock {
+    ResnetBlock first;
+    std::optional<SpatialSelfAttention> attention;
+    ResnetBlock second;
+    OwnedTensor operator()(const Tensor& x) const;
+  };
+  struct Level {
+    std::vector<ResnetBlock> resnets;
+    std::optional<Conv2d> resample;  // decoder: upsampling conv after nearest 2x; encoder: stride-2 conv
+  };
+
+  VaeConfig config_;
+  // decoder
+  std::optional<Conv2d> post_quant_conv_;
+  Conv2d decoder_in_;
+  std::optional<MidBlock> decoder_mid_;
+  std::vector<Level> up_;
+  GroupNorm decoder_norm_out_;
+  Conv2d decoder_out_;
+  // encoder
+  Conv2d encoder_in_;
+  std::vector<Level> down_;
+  std::optional<MidBlock> encoder_mid_;
+  GroupNorm encoder_norm_out_;
+  Conv2d encoder_out_;
+  std::optional<Conv2d> quant_conv_;
+};
+
+}  // namespace hd
