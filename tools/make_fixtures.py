@@ -18,7 +18,10 @@ Sections:
             them, and their last hidden states for a batch of token ids.
   vae       tiny KL autoencoders (AutoencoderKL: two resolution levels, mid-block attention), seeded
             and perturbed, saved as diffusers saves them, with their decoded images and encoded moments.
-The UNet and whole-pipeline sections come with the rest of the CPU engine.
+  unet      tiny UNet2DConditionModels of the SD1.x kind (convolutional projections) and the SD2.x kind
+            (linear projections, v-prediction's head layout), seeded, perturbed, stored in f16 (the
+            reference runs in f32 on those f16-rounded weights), and their outputs.
+The whole-pipeline section comes with the pipeline.
 
 Fixtures are safetensors files (NCHW tensors, as diffusers holds them) with a JSON description of
 each case in the header's __metadata__.
@@ -260,9 +263,42 @@ def vae_fixtures(out: Path) -> None:
          out / "models" / "tiny_vae_outputs.safetensors")
 
 
+# ---------------------------------------------------------------------------------------------------
+# UNet
+
+def unet_fixtures(out: Path) -> None:
+    from diffusers import UNet2DConditionModel
+
+    common = dict(sample_size=8, in_channels=4, out_channels=4, layers_per_block=2, block_out_channels=(32, 64),
+                  down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                  up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=24, norm_num_groups=8)
+    variants = {
+        "sd1": dict(attention_head_dim=4),                                  # 4 heads of 8
+        "sd2": dict(attention_head_dim=(2, 4), use_linear_projection=True),  # heads per level
+    }
+    for family, extra in variants.items():
+        torch.manual_seed(31)
+        unet = UNet2DConditionModel(**common, **extra).eval()
+        perturb_(unet, 32, scale=0.05)
+        unet = unet.to(torch.float16)
+        folder = out / "models" / f"tiny_{family}" / "unet"
+        unet.save_pretrained(str(folder), safe_serialization=True)
+        unet = unet.to(torch.float32)
+        g = torch.Generator("cpu").manual_seed(33)
+        sample = torch.randn((2, 4, 8, 6), generator=g)
+        context = torch.randn((2, 77, 24), generator=g)
+        tensors = {"sample": sample, "context": context}
+        meta = []
+        for i, t in enumerate([537.0, 12.25]):  # an integer timestep and a fractional one (Karras)
+            with torch.no_grad():
+                tensors[f"output{i}"] = unet(sample, torch.tensor(t), encoder_hidden_states=context).sample
+            meta.append({"name": f"output{i}", "timestep": t})
+        save(tensors, meta, out / "models" / f"tiny_{family}_unet_outputs.safetensors")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["sampling", "tokenizer", "text_encoders", "vae"], default="sampling")
+    parser.add_argument("--only", choices=["sampling", "tokenizer", "text_encoders", "vae", "unet"], default="sampling")
     parser.add_argument("--bpe", type=Path, default=Path(".whl/bpe_simple_vocab_16e6.txt.gz"),
                         help="CLIP's BPE merges, as shipped in the open_clip_torch wheel")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tests/fixtures")))
@@ -280,6 +316,8 @@ def main() -> None:
         text_encoder_fixtures(args.out)
     if args.only == "vae":
         vae_fixtures(args.out)
+    if args.only == "unet":
+        unet_fixtures(args.out)
 
 
 if __name__ == "__main__":

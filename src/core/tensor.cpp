@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <cstring>
 #include <limits>
 
 #include "core/error.h"
@@ -127,5 +128,27 @@ std::string Tensor::describe() const {
 OwnedTensor::OwnedTensor(Shape shape, DType dtype, Device device)
     : buffer_(device, size_t(shape.numel()) * dtype_size(dtype)),
       view_(Tensor::contiguous(buffer_.data(), dtype, shape, device)) {}
+
+OwnedTensor OwnedTensor::copy_of(const Tensor& t) {
+  HD_CHECK(t.device.is_cpu(), "copy_of: ", t.describe(), " is not on the host");
+  OwnedTensor out(t.shape, t.dtype);
+  const size_t element = dtype_size(t.dtype);
+  const auto* src = static_cast<const char*>(t.data);
+  auto* dst = static_cast<char*>(out.view().data);
+  if (t.is_contiguous()) {
+    if (t.nbytes() > 0) std::memcpy(dst, src, t.nbytes());
+    return out;
+  }
+  const int64_t count = t.numel();
+  for (int64_t i = 0; i < count; ++i) {  // walk the index in row-major order
+    int64_t rest = i, offset = 0;
+    for (int d = t.rank() - 1; d >= 0; --d) {
+      offset += rest % t.shape[d] * t.strides[d];
+      rest /= t.shape[d];
+    }
+    std::memcpy(dst + size_t(i) * element, src + offset * int64_t(element), element);
+  }
+  return out;
+}
 
 }  // namespace hd

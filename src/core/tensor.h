@@ -74,6 +74,9 @@ class OwnedTensor {
   OwnedTensor() = default;
   OwnedTensor(Shape shape, DType dtype, Device device = Device::cpu());
 
+  // A dense host copy of a host tensor (any strides).
+  static OwnedTensor copy_of(const Tensor& t);
+
   const Tensor& view() const { return view_; }
   Tensor& view() { return view_; }
   operator const Tensor&() const { return view_; }

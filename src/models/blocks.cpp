@@ -31,21 +31,30 @@ OwnedTensor GroupNorm::operator()(const Tensor& x, bool silu) const {
   return y;
 }
 
-Linear Linear::load(const WeightReader& w, const std::string& name, int64_t out, int64_t in) {
-  return Linear{w.load(name + ".weight", Shape{out, in}), w.load(name + ".bias", Shape{out})};
+Linear Linear::load(const WeightReader& w, const std::string& name, int64_t out, int64_t in, bool with_bias) {
+  Linear l{w.load(name + ".weight", Shape{out, in}), std::nullopt};
+  if (with_bias) l.bias = w.load(name + ".bias", Shape{out});
+  return l;
+}
+
+Linear Linear::load_pointwise_conv(const WeightReader& w, const std::string& name, int64_t out, int64_t in) {
+  Linear l{w.load(name + ".weight", Shape{out, in, 1, 1}), w.load(name + ".bias", Shape{out})};
+  l.weight.view() = l.weight.view().reshape(Shape{out, in});
+  return l;
 }
 
 OwnedTensor Linear::operator()(const Tensor& x) const {
   Shape shape = x.shape;
   shape[shape.rank() - 1] = weight.view().dim(0);
   OwnedTensor y(shape, DType::kF32);
-  ops::linear(x, weight, &bias.view(), y);
+  ops::linear(x, weight, bias ? &bias->view() : nullptr, y);
   return y;
 }
 
 ResnetBlock ResnetBlock::load(const WeightReader& w, const std::string& name, int64_t in, int64_t out, int groups,
-                              float eps) {
+                              float eps, int64_t time_embed_dim) {
   ResnetBlock r;
+  if (time_embed_dim > 0) r.time_proj = Linear::load(w, name + ".time_emb_proj", out, time_embed_dim);
   r.norm1 = GroupNorm::load(w, name + ".norm1", in, groups, eps);
   r.conv1 = Conv2d::load(w, name + ".conv1", out, in, 3);
   r.norm2 = GroupNorm::load(w, name + ".norm2", out, groups, eps);
@@ -54,8 +63,13 @@ ResnetBlock ResnetBlock::load(const WeightReader& w, const std::string& name, in
   return r;
 }
 
-OwnedTensor ResnetBlock::operator()(const Tensor& x) const {
+OwnedTensor ResnetBlock::operator()(const Tensor& x, const Tensor* temb_silu) const {
   OwnedTensor h = conv1(norm1(x, /*silu=*/true));
+  if (time_proj) {
+    HD_ASSERT(temb_silu != nullptr);
+    const OwnedTensor t = (*time_proj)(*temb_silu);  // [N, out], added to every pixel of its sample
+    ops::add(h, t.view().reshape(Shape{t.view().dim(0), 1, 1, t.view().dim(1)}), h);
+  }
   h = norm2(h, /*silu=*/true);
   // conv2 adds the shortcut as its residual: one pass over the output instead of two.
   if (shortcut) {
@@ -87,6 +101,57 @@ OwnedTensor SpatialSelfAttention::operator()(const Tensor& x) const {
   OwnedTensor y = out(attended);
   ops::add(y.view(), x.reshape(Shape{n, positions, c}), y);
   y.view() = y.view().reshape(x.shape);  // back to [N, H, W, C]
+  return y;
+}
+
+SpatialTransformer SpatialTransformer::load(const WeightReader& w, const std::string& name, int64_t c,
+                                           int64_t context_dim, int heads, int groups, bool linear_projection) {
+  SpatialTransformer t;
+  t.heads = heads;
+  t.norm = GroupNorm::load(w, name + ".norm", c, groups, 1e-6f);
+  t.proj_in = linear_projection ? Linear::load(w, name + ".proj_in", c, c) : Linear::load_pointwise_conv(w, name + ".proj_in", c, c);
+  t.proj_out = linear_projection ? Linear::load(w, name + ".proj_out", c, c) : Linear::load_pointwise_conv(w, name + ".proj_out", c, c);
+  for (int64_t i = 0; w.has(name + ".transformer_blocks." + std::to_string(i) + ".norm1.weight"); ++i) {
+    const std::string p = name + ".transformer_blocks." + std::to_string(i) + ".";
+    const auto vec = [&](const std::string& n) { return w.load(p + n, Shape{c}); };
+    const int64_t ff = w.shape(p + "ff.net.2.weight").at(1);  // 4C in Stable Diffusion
+    t.blocks.push_back(Block{vec("norm1.weight"), vec("norm1.bias"), vec("norm2.weight"), vec("norm2.bias"),
+                             vec("norm3.weight"), vec("norm3.bias"),
+                             Linear::load(w, p + "attn1.to_q", c, c, false), Linear::load(w, p + "attn1.to_k", c, c, false),
+                             Linear::load(w, p + "attn1.to_v", c, c, false), Linear::load(w, p + "attn1.to_out.0", c, c),
+                             Linear::load(w, p + "attn2.to_q", c, c, false),
+                             Linear::load(w, p + "attn2.to_k", c, context_dim, false),
+                             Linear::load(w, p + "attn2.to_v", c, context_dim, false), Linear::load(w, p + "attn2.to_out.0", c, c),
+                             Linear::load(w, p + "ff.net.0.proj", 2 * ff, c), Linear::load(w, p + "ff.net.2", c, ff)});
+  }
+  HD_CHECK(!t.blocks.empty(), name, ": no transformer_blocks");
+  HD_CHECK(c % heads == 0, name, ": ", c, " channels do not split into ", heads, " heads");
+  return t;
+}
+
+OwnedTensor SpatialTransformer::operator()(const Tensor& x, const Tensor& context) const {
+  const int64_t n = x.dim(0), positions = x.dim(1) * x.dim(2), c = x.dim(3);
+  const OwnedTensor normed = norm(x, /*silu=*/false);
+  OwnedTensor tokens = proj_in(normed.view().reshape(Shape{n, positions, c}));  // [N, HW, C]
+  OwnedTensor h(tokens.view().shape, DType::kF32), attended(tokens.view().shape, DType::kF32);
+  for (const Block& b : blocks) {
+    ops::layer_norm(tokens, b.norm1_g, b.norm1_b, layer_norm_eps, h);
+    ops::attention(b.q1(h), b.k1(h), b.v1(h), {heads, false, 0.0f}, attended);
+    ops::add(tokens, b.out1(attended), tokens);
+    ops::layer_norm(tokens, b.norm2_g, b.norm2_b, layer_norm_eps, h);
+    ops::attention(b.q2(h), b.k2(context), b.v2(context), {heads, false, 0.0f}, attended);
+    ops::add(tokens, b.out2(attended), tokens);
+    ops::layer_norm(tokens, b.norm3_g, b.norm3_b, layer_norm_eps, h);
+    const OwnedTensor projected = b.ff_in(h);  // [N, HW, 2 * 4C]
+    Shape gated_shape = projected.view().shape;
+    gated_shape[2] /= 2;
+    OwnedTensor gated(gated_shape, DType::kF32);
+    ops::geglu(projected, ops::GeluApproximation::kNone, gated);
+    ops::add(tokens, b.ff_out(gated), tokens);
+  }
+  OwnedTensor y = proj_out(tokens);
+  ops::add(y.view(), x.reshape(Shape{n, positions, c}), y);
+  y.view() = y.view().reshape(x.shape);
   return y;
 }
 

@@ -31,20 +31,29 @@ struct GroupNorm {
 };
 
 struct Linear {
-  OwnedTensor weight, bias;
-  static Linear load(const WeightReader& w, const std::string& name, int64_t out, int64_t in);
+  OwnedTensor weight;               // [out, in]
+  std::optional<OwnedTensor> bias;  // [out]; attention's q/k/v projections have none
+
+  static Linear load(const WeightReader& w, const std::string& name, int64_t out, int64_t in, bool with_bias = true);
+  // A linear map stored as a 1x1 convolution [out, in, 1, 1] (SD1.x's transformer projections): on
+  // NHWC tokens the two are the same product.
+  static Linear load_pointwise_conv(const WeightReader& w, const std::string& name, int64_t out, int64_t in);
   OwnedTensor operator()(const Tensor& x) const;
 };
 
-// diffusers' ResnetBlock2D without a time embedding (the VAE's): norm-SiLU-conv twice, plus a 1x1
-// shortcut when the channel count changes.
+// diffusers' ResnetBlock2D: norm-SiLU-conv twice, the projected time embedding added in between (UNet
+// only), plus a 1x1 shortcut when the channel count changes.
 struct ResnetBlock {
   GroupNorm norm1, norm2;
   Conv2d conv1, conv2;
   std::optional<Conv2d> shortcut;
+  std::optional<Linear> time_proj;  // time_emb_proj: [out, time_embed_dim]
 
-  static ResnetBlock load(const WeightReader& w, const std::string& name, int64_t in, int64_t out, int groups, float eps);
-  OwnedTensor operator()(const Tensor& x) const;  // [N, H, W, in] -> [N, H, W, out]
+  // `time_embed_dim` 0 means no time embedding (the VAE's blocks).
+  static ResnetBlock load(const WeightReader& w, const std::string& name, int64_t in, int64_t out, int groups, float eps,
+                          int64_t time_embed_dim = 0);
+  // x [N, H, W, in] -> [N, H, W, out]; temb_silu [N, time_embed_dim] is SiLU(time embedding).
+  OwnedTensor operator()(const Tensor& x, const Tensor* temb_silu = nullptr) const;
 };
 
 // The VAE's mid-block attention: GroupNorm, single-head self-attention over the H*W positions, output
@@ -56,6 +65,28 @@ struct SpatialSelfAttention {
   static SpatialSelfAttention load(const WeightReader& w, const std::string& name, int64_t channels, int groups,
                                    float eps);
   OwnedTensor operator()(const Tensor& x) const;
+};
+
+// diffusers' Transformer2DModel with BasicTransformerBlocks, as Stable Diffusion's UNet uses it:
+// GroupNorm, projection in (1x1 conv or linear), per block self-attention, cross-attention to the
+// text context and a GEGLU feed-forward (each pre-LayerNorm, each residual), projection out, residual.
+struct SpatialTransformer {
+  struct Block {
+    OwnedTensor norm1_g, norm1_b, norm2_g, norm2_b, norm3_g, norm3_b;
+    Linear q1, k1, v1, out1;  // self-attention
+    Linear q2, k2, v2, out2;  // cross-attention
+    Linear ff_in, ff_out;     // GEGLU projection [2 * 4C, C] and [C, 4C]
+  };
+  GroupNorm norm;
+  Linear proj_in, proj_out;
+  std::vector<Block> blocks;
+  int heads = 8;
+  float layer_norm_eps = 1e-5f;
+
+  static SpatialTransformer load(const WeightReader& w, const std::string& name, int64_t channels, int64_t context_dim,
+                                 int heads, int groups, bool linear_projection);
+  // x [N, H, W, C], context [N, L, context_dim] -> [N, H, W, C]
+  OwnedTensor operator()(const Tensor& x, const Tensor& context) const;
 };
 
 }  // namespace hd

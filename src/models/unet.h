@@ -1,0 +1,61 @@
+// Stable Diffusion 1.x/2.x's denoising UNet (diffusers' UNet2DConditionModel with CrossAttnDownBlock2D /
+// DownBlock2D / UNetMidBlock2DCrossAttn / UpBlock2D / CrossAttnUpBlock2D), configured from its weights
+// and config.json. NHWC throughout. SDXL's UNet (text-time conditioning) is refused with a clear error:
+// it comes with the SDXL issue.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/model_source.h"
+#include "models/blocks.h"
+
+namespace hd {
+
+struct UnetConfig {
+  std::vector<int64_t> block_out_channels;  // per level, e.g. 320 640 1280 1280
+  std::vector<bool> cross_attention;        // per level: CrossAttn blocks or plain ones
+  std::vector<int> heads;                   // attention heads per level
+  int64_t layers_per_block = 2;
+  int64_t in_channels = 4, out_channels = 4;
+  int64_t context_dim = 768;
+  int64_t time_embed_dim = 1280;
+  bool linear_projection = false;  // SD2.x: linear proj_in/proj_out; SD1.x: 1x1 convolutions
+  int norm_groups = 32;
+  float norm_eps = 1e-5f;
+
+  static UnetConfig detect(const ModelComponent& component);
+};
+
+class Unet {
+ public:
+  static Unet load(const ModelComponent& component);
+
+  const UnetConfig& config() const { return config_; }
+  // sample [N, h, w, in], the same timestep for every sample, context [N, L, context_dim]
+  // -> the model's prediction [N, h, w, out] (epsilon or v, as the model was trained).
+  OwnedTensor forward(const Tensor& sample, float timestep, const Tensor& context) const;
+
+ private:
+  struct Layer {
+    ResnetBlock resnet;
+    std::optional<SpatialTransformer> transformer;
+  };
+  struct Level {
+    std::vector<Layer> layers;
+    std::optional<Conv2d> resample;
+  };
+
+  UnetConfig config_;
+  Linear time_linear1_, time_linear2_;
+  Conv2d conv_in_;
+  std::vector<Level> down_;
+  ResnetBlock mid_first_, mid_second_;
+  SpatialTransformer mid_transformer_;
+  std::vector<Level> up_;
+  GroupNorm norm_out_;
+  Conv2d conv_out_;
+};
+
+}  // namespace hd
