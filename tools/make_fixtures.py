@@ -12,16 +12,13 @@ Sections:
             package ships, which is the vocabulary of openai/clip-vit-large-patch14) saved as
             vocab.json + merges.txt, and transformers' CLIPTokenizer ids for tricky prompts, with both
             pad tokens that Stable Diffusion uses (SD1.x pads with <|endoftext|>, SD2.x with "!").
-  text_encoders  tiny CLIP text encoders of the SD1.x kind (quick_gelu) and the SD2.x kind (gelu;
-            diffusers' SD2.x text encoder already ends at OpenCLIP's penultimate layer), with seeded
-            random weights perturbed so that no norm or bias is an identity, saved as diffusers saves
-            them, and their last hidden states for a batch of token ids.
-  vae       tiny KL autoencoders (AutoencoderKL: two resolution levels, mid-block attention), seeded
-            and perturbed, saved as diffusers saves them, with their decoded images and encoded moments.
-  unet      tiny UNet2DConditionModels of the SD1.x kind (convolutional projections) and the SD2.x kind
-            (linear projections, v-prediction's head layout), seeded, perturbed, stored in f16 (the
-            reference runs in f32 on those f16-rounded weights), and their outputs.
-The whole-pipeline section comes with the pipeline.
+  models    two tiny Stable Diffusion pipelines, SD1.x-like (quick_gelu, conv projections, epsilon)
+            and SD2.x-like (gelu, linear projections, v-prediction, pad "!"), with seeded random weights
+            perturbed so that no norm or bias is an identity, saved in the diffusers layout (f16 UNet
+            and VAE, as users' checkpoints are; references computed in f32 on those f16 values); the
+            outputs of each component on fixed inputs; and whole txt2img runs (latents and images) for
+            every sampler and schedule, with and without classifier-free guidance.
+
 
 Fixtures are safetensors files (NCHW tensors, as diffusers holds them) with a JSON description of
 each case in the header's __metadata__.
@@ -204,7 +201,7 @@ def tokenizer_fixtures(out: Path, bpe_gz: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# text encoders
+# tiny Stable Diffusion models: every component, the scheduler config, and whole-pipeline runs
 
 def perturb_(module: torch.nn.Module, seed: int, scale: float = 0.1) -> None:
     """Adds noise to every parameter: a LayerNorm of ones and zeros would hide a missing gamma or beta."""
@@ -214,91 +211,120 @@ def perturb_(module: torch.nn.Module, seed: int, scale: float = 0.1) -> None:
             p.add_(torch.randn(p.shape, generator=g, dtype=p.dtype) * scale)
 
 
-def text_encoder_fixtures(out: Path) -> None:
+def f16_rounded_(module: torch.nn.Module) -> torch.nn.Module:
+    """Rounds the weights to f16 (as they are stored) and computes in f32, like the CPU engine."""
+    return module.to(torch.float16).to(torch.float32)
+
+
+def tiny_tokenizer(folder: Path, bpe_gz: Path, pad: str):
+    """CLIP's byte-level BPE cut down to its first 470 merges: every token a prompt can produce is in a
+    984-entry vocabulary, which a tiny text encoder (1000 embeddings) covers."""
+    import gzip
+    from transformers import CLIPTokenizer
+
+    merges = gzip.open(bpe_gz).read().decode("utf-8").split("\n")[1:471]
+    base = list(bytes_to_unicode().values())
+    vocab = base + [v + "</w>" for v in base] + ["".join(m.split()) for m in merges] + ["<|startoftext|>", "<|endoftext|>"]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.json").write_text(json.dumps({v: i for i, v in enumerate(vocab)}, ensure_ascii=False))
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
+    return CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), pad_token=pad, model_max_length=77)
+
+
+FAMILIES = {
+    # SD1.x: CLIP ViT-L's quick_gelu, convolutional transformer projections, epsilon, pad <|endoftext|>
+    "sd1": dict(act="quick_gelu", unet=dict(attention_head_dim=4), prediction="epsilon", pad="<|endoftext|>"),
+    # SD2.x: gelu, linear projections, heads per level, v-prediction, pad "!"
+    "sd2": dict(act="gelu", unet=dict(attention_head_dim=(2, 4), use_linear_projection=True),
+                prediction="v_prediction", pad="!"),
+}
+PIPELINE_RUNS = [("euler", "discrete"), ("euler", "karras"), ("euler_a", "discrete"), ("ddim", "discrete"),
+                 ("dpmpp_2m", "discrete"), ("dpmpp_2m", "karras")]
+
+
+def model_fixtures(out: Path, bpe_gz: Path) -> None:
+    import diffusers
+    from diffusers import AutoencoderKL, StableDiffusionPipeline, UNet2DConditionModel
     from transformers import CLIPTextConfig, CLIPTextModel
 
-    for family, act in [("sd1", "quick_gelu"), ("sd2", "gelu")]:
+    for family, spec in FAMILIES.items():
+        folder = out / "models" / f"tiny_{family}"
+        tokenizer = tiny_tokenizer(folder / "tokenizer_src", bpe_gz, spec["pad"])
         torch.manual_seed(11)
-        config = CLIPTextConfig(vocab_size=1000, hidden_size=32, intermediate_size=37, num_hidden_layers=3,
-                                num_attention_heads=4, max_position_embeddings=77, hidden_act=act,
-                                layer_norm_eps=1e-5, bos_token_id=998, eos_token_id=999, pad_token_id=999)
-        model = CLIPTextModel(config).eval()
-        perturb_(model, 12)
-        folder = out / "models" / f"tiny_{family}" / "text_encoder"
-        model.save_pretrained(str(folder), safe_serialization=True)
-        g = torch.Generator("cpu").manual_seed(13)
-        ids = torch.randint(0, 998, (2, 77), generator=g)
-        ids[:, 0] = 998
-        ids[0, 9:] = 999  # a short prompt: eos, then eos padding (SD1.x style)
-        ids[1, 40] = 999
-        ids[1, 41:] = 0   # SD2.x style padding with id 0
-        with torch.no_grad():
-            hidden = model(ids).last_hidden_state
-        save({"input_ids": ids, "last_hidden_state": hidden},
-             [{"name": "last_hidden_state", "family": family, "hidden_act": act}],
-             out / "models" / f"tiny_{family}_text_encoder_outputs.safetensors")
-
-
-# ---------------------------------------------------------------------------------------------------
-# VAE
-
-def vae_fixtures(out: Path) -> None:
-    from diffusers import AutoencoderKL
-
-    torch.manual_seed(21)
-    vae = AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
-                        up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(32, 64), layers_per_block=1,
-                        latent_channels=4, norm_num_groups=16, sample_size=32, scaling_factor=0.18215).eval()
-    perturb_(vae, 22, scale=0.05)
-    folder = out / "models" / "tiny_vae" / "vae"
-    vae.save_pretrained(str(folder), safe_serialization=True)
-    g = torch.Generator("cpu").manual_seed(23)
-    latents = torch.randn((2, 4, 6, 5), generator=g)      # not square: catches transposed indexing
-    image = torch.rand((1, 3, 12, 10), generator=g) * 2 - 1
-    with torch.no_grad():
-        decoded = vae.decode(latents).sample
-        moments = vae.encode(image).latent_dist.parameters  # [mean, logvar] after quant_conv
-    save({"latents": latents, "decoded": decoded, "image": image, "moments": moments},
-         [{"name": "tiny_vae", "note": "NCHW; moments = cat(mean, logvar)"}],
-         out / "models" / "tiny_vae_outputs.safetensors")
-
-
-# ---------------------------------------------------------------------------------------------------
-# UNet
-
-def unet_fixtures(out: Path) -> None:
-    from diffusers import UNet2DConditionModel
-
-    common = dict(sample_size=8, in_channels=4, out_channels=4, layers_per_block=2, block_out_channels=(32, 64),
-                  down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-                  up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=24, norm_num_groups=8)
-    variants = {
-        "sd1": dict(attention_head_dim=4),                                  # 4 heads of 8
-        "sd2": dict(attention_head_dim=(2, 4), use_linear_projection=True),  # heads per level
-    }
-    for family, extra in variants.items():
+        text_encoder = CLIPTextModel(CLIPTextConfig(
+            vocab_size=1000, hidden_size=32, intermediate_size=37, num_hidden_layers=3, num_attention_heads=4,
+            max_position_embeddings=77, hidden_act=spec["act"], layer_norm_eps=1e-5,
+            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id)).eval()
+        perturb_(text_encoder, 12)
         torch.manual_seed(31)
-        unet = UNet2DConditionModel(**common, **extra).eval()
+        unet = UNet2DConditionModel(sample_size=16, in_channels=4, out_channels=4, layers_per_block=2,
+                                    block_out_channels=(32, 64), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                                    up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=32,
+                                    norm_num_groups=8, **spec["unet"]).eval()
         perturb_(unet, 32, scale=0.05)
-        unet = unet.to(torch.float16)
-        folder = out / "models" / f"tiny_{family}" / "unet"
-        unet.save_pretrained(str(folder), safe_serialization=True)
-        unet = unet.to(torch.float32)
-        g = torch.Generator("cpu").manual_seed(33)
+        unet = f16_rounded_(unet)
+        torch.manual_seed(21)
+        vae = AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
+                            up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(32, 64), layers_per_block=1,
+                            latent_channels=4, norm_num_groups=16, sample_size=32, scaling_factor=0.18215).eval()
+        perturb_(vae, 22, scale=0.05)
+        vae = f16_rounded_(vae)
+        scheduler = diffusers.EulerDiscreteScheduler(**SD_CONFIG, prediction_type=spec["prediction"])
+        pipe = StableDiffusionPipeline(vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, unet=unet,
+                                       scheduler=scheduler, safety_checker=None, feature_extractor=None,
+                                       requires_safety_checker=False)
+        pipe.set_progress_bar_config(disable=True)
+        # Stored as users' checkpoints are: f16 UNet and VAE, f32 text encoder.
+        unet.to(torch.float16); vae.to(torch.float16)
+        pipe.save_pretrained(str(folder), safe_serialization=True)
+        unet.to(torch.float32); vae.to(torch.float32)
+        import shutil
+        shutil.rmtree(folder / "tokenizer_src")
+
+        # Components, on fixed inputs.
+        g = torch.Generator("cpu").manual_seed(13)
+        ids = tokenizer(["a red circle on a blue background", ""], padding="max_length", max_length=77,
+                        truncation=True, return_tensors="pt").input_ids
         sample = torch.randn((2, 4, 8, 6), generator=g)
-        context = torch.randn((2, 77, 24), generator=g)
-        tensors = {"sample": sample, "context": context}
-        meta = []
-        for i, t in enumerate([537.0, 12.25]):  # an integer timestep and a fractional one (Karras)
-            with torch.no_grad():
-                tensors[f"output{i}"] = unet(sample, torch.tensor(t), encoder_hidden_states=context).sample
-            meta.append({"name": f"output{i}", "timestep": t})
-        save(tensors, meta, out / "models" / f"tiny_{family}_unet_outputs.safetensors")
+        context = torch.randn((2, 77, 32), generator=g)
+        latents = torch.randn((2, 4, 6, 5), generator=g)
+        image = torch.rand((1, 3, 12, 10), generator=g) * 2 - 1
+        tensors = {"input_ids": ids, "sample": sample, "context": context, "latents": latents, "image": image}
+        with torch.no_grad():
+            tensors["last_hidden_state"] = text_encoder(ids).last_hidden_state
+            tensors["unet_t537"] = unet(sample, torch.tensor(537.0), encoder_hidden_states=context).sample
+            tensors["unet_t12.25"] = unet(sample, torch.tensor(12.25), encoder_hidden_states=context).sample
+            tensors["decoded"] = vae.decode(latents).sample
+            tensors["moments"] = vae.encode(image).latent_dist.parameters
+        save(tensors, [{"name": "components", "family": family}], out / "models" / f"tiny_{family}_components.safetensors")
+
+        # Whole pipelines: every sampler and schedule, with and without classifier-free guidance.
+        runs, meta = {}, []
+        for sampler, schedule in PIPELINE_RUNS:
+            base = make_scheduler(sampler, schedule, "leading", spec["prediction"])
+            pipe.scheduler = base
+            for cfg in [7.5, 1.0]:
+                name = f"{sampler}_{schedule}_cfg{cfg}"
+                kwargs = dict(prompt="a red circle on a blue background", num_inference_steps=5, guidance_scale=cfg,
+                              height=32, width=32, generator=torch.Generator("cpu").manual_seed(42),
+                              output_type="latent")
+                if cfg > 1:
+                    kwargs["negative_prompt"] = "blurry, green"
+                with torch.no_grad():
+                    lat = pipe(**kwargs).images
+                    img = (vae.decode(lat / vae.config.scaling_factor).sample / 2 + 0.5).clamp(0, 1)
+                runs[f"{name}.latents"] = lat
+                runs[f"{name}.image"] = img
+                meta.append({"name": name, "sampler": sampler, "schedule": schedule, "cfg": cfg, "steps": 5,
+                             "seed": 42, "prompt": kwargs["prompt"], "negative_prompt": kwargs.get("negative_prompt", ""),
+                             "width": 32, "height": 32})
+        save(runs, meta, out / "models" / f"tiny_{family}_pipeline.safetensors")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["sampling", "tokenizer", "text_encoders", "vae", "unet"], default="sampling")
+    parser.add_argument("--only", choices=["sampling", "tokenizer", "models"], default="sampling")
     parser.add_argument("--bpe", type=Path, default=Path(".whl/bpe_simple_vocab_16e6.txt.gz"),
                         help="CLIP's BPE merges, as shipped in the open_clip_torch wheel")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tests/fixtures")))
@@ -312,12 +338,8 @@ def main() -> None:
         scheduler_fixtures(args.out)
     if args.only == "tokenizer":
         tokenizer_fixtures(args.out, args.bpe)
-    if args.only == "text_encoders":
-        text_encoder_fixtures(args.out)
-    if args.only == "vae":
-        vae_fixtures(args.out)
-    if args.only == "unet":
-        unet_fixtures(args.out)
+    if args.only == "models":
+        model_fixtures(args.out, args.bpe)
 
 
 if __name__ == "__main__":

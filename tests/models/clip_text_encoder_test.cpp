@@ -1,5 +1,5 @@
 // The text encoders against transformers' CLIPTextModel on tiny seeded models
-// (tests/fixtures/models/, recorded by tools/make_fixtures.py --only text_encoders).
+// (tests/fixtures/models/tiny_sd{1,2}, recorded by tools/make_fixtures.py --only models).
 #include "models/clip_text_encoder.h"
 
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@ void check_family(const std::string& family, bool quick_gelu) {
   EXPECT_EQ(encoder.config().heads, 4);
   EXPECT_EQ(encoder.config().quick_gelu, quick_gelu);
 
-  const test::Fixture fixture("models/tiny_" + family + "_text_encoder_outputs.safetensors");
+  const test::Fixture fixture("models/tiny_" + family + "_components.safetensors");
   const std::vector<int64_t> ids64 = fixture.ints("input_ids");
   OwnedTensor ids(Shape{2, 77}, DType::kI32);
   for (size_t i = 0; i < ids64.size(); ++i) ids.ptr<int32_t>()[i] = int32_t(ids64[i]);

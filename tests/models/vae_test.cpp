@@ -1,5 +1,5 @@
-// The VAE against diffusers' AutoencoderKL on a tiny seeded model (tests/fixtures/models/tiny_vae,
-// recorded by tools/make_fixtures.py --only vae). Fixtures are NCHW, the engine NHWC.
+// The VAE against diffusers' AutoencoderKL on a tiny seeded model (tests/fixtures/models/tiny_sd1/vae,
+// f16 weights, recorded by tools/make_fixtures.py --only models). Fixtures are NCHW, the engine NHWC.
 #include "models/vae.h"
 
 #include <gtest/gtest.h>
@@ -29,9 +29,9 @@ std::vector<double> as_reference(const OwnedTensor& t) {
 class TinyVae : public ::testing::Test {
  protected:
   TinyVae()
-      : model_(ModelSource::open(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_vae")),
+      : model_(ModelSource::open(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sd1")),
         vae_(Vae::load(*model_.component("vae"))),
-        fixture_("models/tiny_vae_outputs.safetensors") {}
+        fixture_("models/tiny_sd1_components.safetensors") {}
 
   OwnedTensor fixture_nhwc(const std::string& name) const {
     return nchw_to_nhwc(fixture_.floats(name), fixture_.shape(name));

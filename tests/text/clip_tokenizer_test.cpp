@@ -70,5 +70,17 @@ TEST(ClipTokenizer, ReadsTokenizerJsonWithEitherMergeSpelling) {
   }
 }
 
+TEST(ClipTokenizer, TinyPipelineTokenizerJsonMatchesTransformers) {
+  // tokenizer.json (merges as pairs) and tokenizer_config.json, as transformers 5 saves a pipeline.
+  for (const char* family : {"sd1", "sd2"}) {
+    const ClipTokenizer t = ClipTokenizer::load(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_" + family + "/tokenizer");
+    const test::Fixture fixture(std::string("models/tiny_") + family + "_components.safetensors");
+    const std::vector<int64_t> ids = fixture.ints("input_ids");  // [2, 77]
+    const std::vector<int32_t> first = t.encode("a red circle on a blue background"), second = t.encode("");
+    EXPECT_EQ(std::vector<int64_t>(first.begin(), first.end()), std::vector<int64_t>(ids.begin(), ids.begin() + 77)) << family;
+    EXPECT_EQ(std::vector<int64_t>(second.begin(), second.end()), std::vector<int64_t>(ids.begin() + 77, ids.end())) << family;
+  }
+}
+
 }  // namespace
 }  // namespace hd
