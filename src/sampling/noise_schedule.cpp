@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+#include <type_traits>
+
 #include "core/error.h"
 
 namespace hd {
@@ -20,6 +23,36 @@ Prediction parse_prediction(std::string_view name) {
   if (name == "v_prediction") return Prediction::kVPrediction;
   throw Error(ErrorKind::kUnsupported,
               str_cat("unsupported prediction_type '", name, "' (expected epsilon or v_prediction)"));
+}
+
+SchedulerConfig scheduler_config_from_json(const std::string& json_text) {
+  const auto j = nlohmann::json::parse(json_text, nullptr, false);
+  HD_CHECK(!j.is_discarded() && j.is_object(), "scheduler_config.json is not a JSON object");
+  SchedulerConfig c;
+  const auto number = [&](const char* key, auto& field) {
+    if (!j.contains(key) || j[key].is_null()) return;
+    HD_CHECK(j[key].is_number(), "scheduler_config.json: ", key, " is not a number");
+    field = j[key].get<std::remove_reference_t<decltype(field)>>();
+  };
+  number("num_train_timesteps", c.num_train_timesteps);
+  number("beta_start", c.beta_start);
+  number("beta_end", c.beta_end);
+  number("steps_offset", c.steps_offset);
+  if (j.contains("beta_schedule")) {
+    const std::string s = j["beta_schedule"].get<std::string>();
+    HD_CHECK_KIND(s == "scaled_linear" || s == "linear", ErrorKind::kUnsupported,
+                  "scheduler_config.json: unsupported beta_schedule '", s, "'");
+    c.beta_schedule = s == "linear" ? BetaSchedule::kLinear : BetaSchedule::kScaledLinear;
+  }
+  if (j.contains("timestep_spacing") && !j["timestep_spacing"].is_null())
+    c.spacing = parse_timestep_spacing(j["timestep_spacing"].get<std::string>());
+  if (j.contains("prediction_type")) c.prediction = parse_prediction(j["prediction_type"].get<std::string>());
+  if (j.contains("set_alpha_to_one") && j["set_alpha_to_one"].is_boolean()) c.set_alpha_to_one = j["set_alpha_to_one"].get<bool>();
+  HD_CHECK_KIND(!j.contains("trained_betas") || j["trained_betas"].is_null(), ErrorKind::kUnsupported,
+                "scheduler_config.json: trained_betas are not supported");
+  HD_CHECK_KIND(!j.value("rescale_betas_zero_snr", false), ErrorKind::kUnsupported,
+                "scheduler_config.json: rescale_betas_zero_snr is not supported");
+  return c;
 }
 
 namespace {

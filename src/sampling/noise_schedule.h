@@ -4,6 +4,7 @@
 // diffusers' numbers, not only its formulas.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,6 +26,11 @@ struct SchedulerConfig {
   Prediction prediction = Prediction::kEpsilon;
   bool set_alpha_to_one = false;  // DDIM: the alpha after the last step (false: alphas_cumprod[0])
 };
+
+// diffusers' scheduler_config.json. Keys it does not have take SD's values (so an SD1.5 PNDM config,
+// which has no timestep_spacing, spaces "leading", as its PNDMScheduler does). Settings SD pipelines
+// never use (trained_betas, rescaled zero-SNR betas, other beta schedules) are refused, not ignored.
+SchedulerConfig scheduler_config_from_json(const std::string& json_text);
 
 TimestepSpacing parse_timestep_spacing(std::string_view name);  // throws Error naming the choices
 Prediction parse_prediction(std::string_view name);

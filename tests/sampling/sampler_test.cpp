@@ -81,3 +81,25 @@ TEST(Samplers, RejectWhatDiffusersDoesNotOffer) {
 
 }  // namespace
 }  // namespace hd
+
+namespace hd {
+namespace {
+
+TEST(SchedulerConfig, ReadsDiffusersJsonAndFillsSdDefaults) {
+  const SchedulerConfig c = scheduler_config_from_json(
+      R"({"_class_name": "PNDMScheduler", "beta_start": 0.001, "beta_end": 0.02, "beta_schedule": "scaled_linear",
+          "num_train_timesteps": 1000, "steps_offset": 1, "set_alpha_to_one": false, "prediction_type": "v_prediction"})");
+  EXPECT_FLOAT_EQ(c.beta_start, 0.001f);
+  EXPECT_FLOAT_EQ(c.beta_end, 0.02f);
+  EXPECT_EQ(c.spacing, TimestepSpacing::kLeading);  // absent: SD's own spacing
+  EXPECT_EQ(c.prediction, Prediction::kVPrediction);
+  EXPECT_EQ(scheduler_config_from_json(R"({"timestep_spacing": "trailing"})").spacing, TimestepSpacing::kTrailing);
+  EXPECT_THROW(scheduler_config_from_json("[1, 2]"), Error);
+  EXPECT_THROW(scheduler_config_from_json(R"({"beta_schedule": "squaredcos_cap_v2"})"), Error);
+  EXPECT_THROW(scheduler_config_from_json(R"({"trained_betas": [0.1, 0.2]})"), Error);
+  EXPECT_THROW(scheduler_config_from_json(R"({"prediction_type": "sample"})"), Error);
+  EXPECT_THROW(scheduler_config_from_json(R"({"beta_start": "small"})"), Error);
+}
+
+}  // namespace
+}  // namespace hd

@@ -1,0 +1,132 @@
+#include "pipeline/stable_diffusion.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/ops.h"
+#include "pipeline/tokenizer_files.h"
+#include "sampling/torch_rng.h"
+
+namespace hd {
+
+namespace {
+
+// torch.randn([n, c, h, w]) from `generator`, stored NHWC: the draw order is diffusers' NCHW order.
+OwnedTensor randn_nhwc(TorchCpuGenerator& generator, int64_t n, int64_t c, int64_t h, int64_t w) {
+  std::vector<float> nchw(size_t(n * c * h * w));
+  generator.randn(nchw.data(), int64_t(nchw.size()));
+  OwnedTensor out(Shape{n, h, w, c}, DType::kF32);
+  float* p = out.ptr<float>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) p[((b * h + y) * w + x) * c + ch] = nchw[size_t(((b * c + ch) * h + y) * w + x)];
+  return out;
+}
+
+const ModelComponent& require(const ModelSource& m, const char* name) {
+  const ModelComponent* c = m.component(name);
+  HD_CHECK(c != nullptr, m.path(), ": the model has no ", name);
+  return *c;
+}
+
+}  // namespace
+
+void validate(const GenerationParams& p, int64_t vae_scale_factor) {
+  HD_CHECK(p.steps >= 1 && p.steps <= 1000, "--steps must be between 1 and 1000, got ", p.steps);
+  HD_CHECK(std::isfinite(p.cfg_scale) && p.cfg_scale >= 0.0f, "--cfg-scale must be a finite number >= 0, got ",
+           p.cfg_scale);
+  HD_CHECK(p.batch >= 1 && p.batch <= 64, "--batch must be between 1 and 64, got ", p.batch);
+  const int64_t multiple = std::max<int64_t>(8, vae_scale_factor);
+  for (const auto& [name, v] : {std::pair{"--width", p.width}, {"--height", p.height}}) {
+    HD_CHECK(v > 0 && v % multiple == 0 && v <= 8192, name, " must be a positive multiple of ", multiple,
+             " (at most 8192), got ", v);
+  }
+}
+
+StableDiffusion StableDiffusion::load(const std::string& model_path, const std::optional<std::string>& vocab_dir) {
+  const ModelSource source = ModelSource::open(model_path);
+  HD_CHECK_KIND(source.layout() == ModelLayout::kDiffusersFolder, ErrorKind::kUnsupported, model_path,
+                ": generating from a single-file checkpoint needs the LDM-to-diffusers name table, which is not "
+                "written yet; use the model's diffusers folder");
+  StableDiffusion sd;
+  sd.arch_ = detect_architecture(source);
+  sd.tokenizer_ = ClipTokenizer::load(find_tokenizer_folder(model_path, sd.arch_.family, vocab_dir));
+  sd.text_encoder_ = ClipTextEncoder::load(require(source, "text_encoder"));
+  sd.unet_ = Unet::load(require(source, "unet"));
+  sd.vae_ = Vae::load(require(source, "vae"));
+  if (source.scheduler_config()) sd.scheduler_config_ = scheduler_config_from_json(*source.scheduler_config());
+  HD_CHECK(sd.text_encoder_.config().width == sd.unet_.config().context_dim, model_path, ": the text encoder's width ",
+           sd.text_encoder_.config().width, " does not match the UNet's context width ", sd.unet_.config().context_dim);
+  HD_CHECK(sd.text_encoder_.config().vocab >= int64_t(sd.tokenizer_.vocab_size()), model_path,
+           ": the tokenizer's vocabulary (", sd.tokenizer_.vocab_size(), ") exceeds the text encoder's (",
+           sd.text_encoder_.config().vocab, ")");
+  return sd;
+}
+
+std::string StableDiffusion::description() const {
+  return family_name(arch_.family) + (scheduler_config_.prediction == Prediction::kVPrediction ? " (v_prediction)" : " (epsilon)");
+}
+
+OwnedTensor StableDiffusion::encode_prompts(const std::string& text, int batch) const {
+  const std::vector<int32_t> ids = tokenizer_.encode(text);
+  OwnedTensor tokens(Shape{batch, ClipTokenizer::kContextLength}, DType::kI32);
+  for (int b = 0; b < batch; ++b) std::copy(ids.begin(), ids.end(), tokens.ptr<int32_t>() + b * ClipTokenizer::kContextLength);
+  return text_encoder_.forward(tokens);
+}
+
+GenerationResult StableDiffusion::generate(const GenerationParams& p, const ProgressCallback& progress) const {
+  validate(p, vae_scale_factor());
+  SchedulerConfig config = scheduler_config_;
+  if (p.spacing) config.spacing = *p.spacing;
+  const auto sampler = Sampler::create(p.sampler, p.schedule, config, p.steps);
+  const bool guided = p.cfg_scale > 1.0f;  // diffusers skips the unconditional pass at scale <= 1
+  const int64_t n = p.batch, c = unet_.config().in_channels;
+  const int64_t h = p.height / vae_scale_factor(), w = p.width / vae_scale_factor();
+
+  // Context: [unconditional; conditional] when guided, as diffusers concatenates them.
+  const OwnedTensor cond = encode_prompts(p.prompt, p.batch);
+  OwnedTensor context;
+  if (guided) {
+    const OwnedTensor uncond = encode_prompts(p.negative_prompt, p.batch);
+    const int64_t per = cond.view().numel();
+    context = OwnedTensor(Shape{2 * n, cond.view().dim(1), cond.view().dim(2)}, DType::kF32);
+    std::copy_n(uncond.ptr<float>(), per, context.ptr<float>());
+    std::copy_n(cond.ptr<float>(), per, context.ptr<float>() + per);
+  }
+
+  TorchCpuGenerator generator(p.seed);
+  OwnedTensor latents = randn_nhwc(generator, n, c, h, w);
+  ops::scale(latents, sampler->init_noise_sigma(), latents);
+  const int64_t count = latents.view().numel();
+  const NoiseSource noise = [&](float* out, int64_t size) {
+    HD_ASSERT(size == count);
+    const OwnedTensor fresh = randn_nhwc(generator, n, c, h, w);
+    std::copy_n(fresh.ptr<float>(), size, out);
+  };
+
+  OwnedTensor model_input(Shape{guided ? 2 * n : n, h, w, c}, DType::kF32);
+  for (int i = 0; i < sampler->steps(); ++i) {
+    sampler->scale_model_input(i, latents.ptr<float>(), model_input.ptr<float>(), count);
+    if (guided) std::copy_n(model_input.ptr<float>(), count, model_input.ptr<float>() + count);
+    const OwnedTensor prediction = unet_.forward(model_input, sampler->timestep(i), guided ? context.view() : cond.view());
+    OwnedTensor guidance(latents.view().shape, DType::kF32);
+    const float* pred = prediction.ptr<float>();
+    float* g = guidance.ptr<float>();
+    for (int64_t j = 0; j < count; ++j) {
+      g[j] = guided ? pred[j] + p.cfg_scale * (pred[count + j] - pred[j]) : pred[j];
+    }
+    sampler->step(i, g, latents.ptr<float>(), count, noise);
+    if (progress) progress(i + 1, sampler->steps());
+  }
+
+  OwnedTensor unscaled(latents.view().shape, DType::kF32);
+  ops::scale(latents, 1.0f / vae_.config().scaling_factor, unscaled);
+  OwnedTensor image = vae_.decode(unscaled);
+  float* px = image.ptr<float>();
+  for (int64_t j = 0; j < image.view().numel(); ++j) px[j] = std::clamp(px[j] / 2.0f + 0.5f, 0.0f, 1.0f);
+  return GenerationResult{std::move(latents), std::move(image)};
+}
+
+}  // namespace hd

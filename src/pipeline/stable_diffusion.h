@@ -1,0 +1,71 @@
+// Text-to-image with Stable Diffusion 1.x/2.x on the CPU, step for step as diffusers'
+// StableDiffusionPipeline: prompt and negative prompt encoded, initial noise from torch's generator,
+// classifier-free guidance ([unconditional, conditional] in one UNet batch, skipped at scale <= 1),
+// the chosen sampler, and the VAE decode of latents / scaling_factor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "core/tensor.h"
+#include "io/model_source.h"
+#include "models/architecture.h"
+#include "models/clip_text_encoder.h"
+#include "models/unet.h"
+#include "models/vae.h"
+#include "sampling/noise_schedule.h"
+#include "sampling/sampler.h"
+#include "text/clip_tokenizer.h"
+
+namespace hd {
+
+struct GenerationParams {
+  std::string prompt;
+  std::string negative_prompt;
+  int steps = 20;
+  float cfg_scale = 7.5f;
+  SamplerKind sampler = SamplerKind::kEuler;
+  SigmaSchedule schedule = SigmaSchedule::kDiscrete;
+  uint64_t seed = 0;
+  int width = 512, height = 512;
+  int batch = 1;
+  std::optional<TimestepSpacing> spacing;  // overrides the model's scheduler config
+};
+
+// Validates the parameters against each other and the model (sizes, steps, CFG): every failure is an
+// Error that names the parameter.
+void validate(const GenerationParams& p, int64_t vae_scale_factor);
+
+struct GenerationResult {
+  OwnedTensor latents;  // [N, h, w, 4], the final latents as diffusers returns them (before 1/scaling_factor)
+  OwnedTensor image;    // [N, H, W, 3] in [0, 1]
+};
+
+// Called after each denoising step with (steps done, steps in all).
+using ProgressCallback = std::function<void(int, int)>;
+
+class StableDiffusion {
+ public:
+  // A diffusers folder (single files need the LDM name table, not written yet: a clear error says so).
+  static StableDiffusion load(const std::string& model_path, const std::optional<std::string>& vocab_dir);
+
+  const SchedulerConfig& scheduler_config() const { return scheduler_config_; }
+  int64_t vae_scale_factor() const { return int64_t(1) << (vae_.config().block_out_channels.size() - 1); }
+  std::string description() const;  // "SD1.x (epsilon)"
+
+  GenerationResult generate(const GenerationParams& params, const ProgressCallback& progress = {}) const;
+
+ private:
+  OwnedTensor encode_prompts(const std::string& text, int batch) const;  // [batch, 77, width]
+
+  ArchitectureInfo arch_;
+  ClipTokenizer tokenizer_;
+  ClipTextEncoder text_encoder_;
+  Unet unet_;
+  Vae vae_;
+  SchedulerConfig scheduler_config_;
+};
+
+}  // namespace hd

@@ -1,0 +1,85 @@
+// Whole txt2img runs against diffusers' StableDiffusionPipeline on the tiny SD1.x and SD2.x pipelines
+// (tests/fixtures/models/tiny_sd{1,2}_pipeline.safetensors, from tools/make_fixtures.py --only models):
+// every sampler and schedule, with and without classifier-free guidance, same seed, same prompts.
+#include "pipeline/stable_diffusion.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "fixture_util.h"
+#include "test_util.h"
+
+namespace hd {
+namespace {
+
+// NCHW fixture -> NHWC, to compare with the engine's layout.
+std::vector<double> nchw_to_nhwc(const std::vector<float>& v, const std::vector<int64_t>& s) {
+  const int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+  std::vector<double> out(v.size());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) out[size_t(((b * h + y) * w + x) * c + ch)] = v[size_t(((b * c + ch) * h + y) * w + x)];
+  return out;
+}
+
+double psnr(const Tensor& image, const std::vector<double>& reference) {
+  double mse = 0.0;
+  const float* p = image.ptr<float>();
+  for (size_t i = 0; i < reference.size(); ++i) mse += (p[i] - reference[i]) * (p[i] - reference[i]);
+  mse /= double(reference.size());
+  return mse == 0.0 ? INFINITY : 10.0 * std::log10(1.0 / mse);
+}
+
+void check_family(const std::string& family) {
+  const StableDiffusion sd = StableDiffusion::load(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_" + family, std::nullopt);
+  const test::Fixture fixture("models/tiny_" + family + "_pipeline.safetensors");
+  int runs = 0;
+  for (const auto& c : fixture.cases()) {
+    const std::string name = c["name"];
+    SCOPED_TRACE(family + " " + name);
+    GenerationParams p;
+    p.prompt = c["prompt"];
+    p.negative_prompt = c["negative_prompt"];
+    p.steps = c["steps"];
+    p.cfg_scale = c["cfg"];
+    p.sampler = parse_sampler(c["sampler"].get<std::string>());
+    p.schedule = parse_sigma_schedule(c["schedule"].get<std::string>());
+    p.seed = c["seed"];
+    p.width = c["width"];
+    p.height = c["height"];
+    p.spacing = TimestepSpacing::kLeading;  // the runs were recorded with leading spacing
+    const GenerationResult r = sd.generate(p);
+    const double latent_err = test::relative_l2(r.latents, nchw_to_nhwc(fixture.floats(name + ".latents"), fixture.shape(name + ".latents")));
+    const double db = psnr(r.image, nchw_to_nhwc(fixture.floats(name + ".image"), fixture.shape(name + ".image")));
+    std::printf("%s %-26s latents rel. L2 %.2e, image PSNR %.1f dB\n", family.c_str(), name.c_str(), latent_err, db);
+    EXPECT_LT(latent_err, 1e-3);
+    EXPECT_GE(db, 40.0);
+    ++runs;
+  }
+  EXPECT_EQ(runs, 12);
+}
+
+TEST(StableDiffusion, Sd1TinyPipelineMatchesDiffusers) { check_family("sd1"); }
+TEST(StableDiffusion, Sd2TinyPipelineMatchesDiffusers) { check_family("sd2"); }
+
+TEST(StableDiffusion, BadParametersAreClearErrors) {
+  GenerationParams p;
+  p.width = 100;  // not a multiple of 8
+  EXPECT_THROW(validate(p, 8), Error);
+  p = GenerationParams{};
+  p.steps = 0;
+  EXPECT_THROW(validate(p, 8), Error);
+  p = GenerationParams{};
+  p.cfg_scale = NAN;
+  EXPECT_THROW(validate(p, 8), Error);
+  p = GenerationParams{};
+  p.cfg_scale = -1.0f;
+  EXPECT_THROW(validate(p, 8), Error);
+  EXPECT_NO_THROW(validate(GenerationParams{}, 8));
+}
+
+}  // namespace
+}  // namespace hd
