@@ -220,11 +220,16 @@ class DpmSolverSampler : public Sampler {
 
 }  // namespace
 
+void check_sampler_schedule(SamplerKind kind, SigmaSchedule schedule) {
+  HD_CHECK_KIND(schedule != SigmaSchedule::kKarras || kind == SamplerKind::kEuler || kind == SamplerKind::kDpmpp2m,
+                ErrorKind::kUnsupported, "sampler ", sampler_name(kind),
+                " has no Karras schedule (diffusers offers it for euler and dpmpp_2m)");
+}
+
 std::unique_ptr<Sampler> Sampler::create(SamplerKind kind, SigmaSchedule schedule, const SchedulerConfig& config,
                                          int steps) {
+  check_sampler_schedule(kind, schedule);
   const bool karras = schedule == SigmaSchedule::kKarras;
-  HD_CHECK_KIND(!karras || kind == SamplerKind::kEuler || kind == SamplerKind::kDpmpp2m, ErrorKind::kUnsupported,
-                "sampler ", sampler_name(kind), " has no Karras schedule (diffusers offers it for euler and dpmpp_2m)");
   switch (kind) {
     case SamplerKind::kEuler: return std::make_unique<EulerSampler>(config, steps, false, karras);
     case SamplerKind::kEulerAncestral: return std::make_unique<EulerSampler>(config, steps, true, false);

@@ -26,6 +26,9 @@ SamplerKind parse_sampler(std::string_view name);         // euler | euler_a | d
 SigmaSchedule parse_sigma_schedule(std::string_view name);  // discrete | karras
 std::string_view sampler_name(SamplerKind kind);
 
+// Throws Error for a combination diffusers does not offer (Karras sigmas with euler_a or ddim).
+void check_sampler_schedule(SamplerKind kind, SigmaSchedule schedule);
+
 // Fills out[0, count) with fresh standard normal noise.
 using NoiseSource = std::function<void(float* out, int64_t count)>;
 

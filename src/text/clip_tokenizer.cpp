@@ -60,16 +60,6 @@ bool is_number(UChar32 c) { return (U_GET_GC_MASK(c) & U_GC_N_MASK) != 0; }
 bool is_space(UChar32 c) { return u_hasBinaryProperty(c, UCHAR_WHITE_SPACE); }
 
 // NFC, white-space runs to one space, full Unicode lower case: the normalizer of CLIPTokenizer.
-// ICU would silently substitute U+FFFD for bad bytes, so the prompt is checked first.
-void require_utf8(std::string_view prompt) {
-  HD_CHECK(prompt.size() < size_t(std::numeric_limits<int32_t>::max()), "prompt is too long");
-  int32_t length = 0;
-  UErrorCode status = U_ZERO_ERROR;
-  u_strFromUTF8(nullptr, 0, &length, prompt.data(), int32_t(prompt.size()), &status);
-  HD_CHECK(status == U_BUFFER_OVERFLOW_ERROR || status == U_ZERO_ERROR || status == U_STRING_NOT_TERMINATED_WARNING,
-           "the prompt is not valid UTF-8");
-}
-
 icu::UnicodeString normalize(std::string_view prompt) {
   const icu::UnicodeString raw = icu::UnicodeString::fromUTF8(icu::StringPiece(prompt.data(), int32_t(prompt.size())));
   UErrorCode status = U_ZERO_ERROR;
@@ -155,6 +145,16 @@ std::vector<std::string> utf8_chars(const std::string& s) {
 }
 
 }  // namespace
+
+// ICU would silently substitute U+FFFD for bad bytes, so text is checked before it reaches ICU.
+void require_utf8(std::string_view text, std::string_view what) {
+  HD_CHECK(text.size() < size_t(std::numeric_limits<int32_t>::max()), what, " is too long");
+  int32_t length = 0;
+  UErrorCode status = U_ZERO_ERROR;
+  u_strFromUTF8(nullptr, 0, &length, text.data(), int32_t(text.size()), &status);
+  HD_CHECK(status == U_BUFFER_OVERFLOW_ERROR || status == U_ZERO_ERROR || status == U_STRING_NOT_TERMINATED_WARNING,
+           what, " is not valid UTF-8");
+}
 
 ClipTokenizer ClipTokenizer::from_vocab_and_merges(const std::string& vocab_json, const std::vector<std::string>& merges,
                                                    const std::string& pad_token) {
@@ -270,7 +270,7 @@ std::vector<std::string> ClipTokenizer::bpe(const std::string& word) const {
 }
 
 std::vector<std::string> ClipTokenizer::tokenize(std::string_view prompt) const {
-  require_utf8(prompt);
+  require_utf8(prompt, "the prompt");
   std::vector<std::string> tokens;
   const auto encode_text = [&](std::string_view text) {
     for (const icu::UnicodeString& word : split_words(normalize(text))) {

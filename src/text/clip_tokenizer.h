@@ -16,6 +16,9 @@
 
 namespace hd {
 
+// Throws Error ("<what> is not valid UTF-8") unless `text` is well-formed UTF-8.
+void require_utf8(std::string_view text, std::string_view what);
+
 class ClipTokenizer {
  public:
   static constexpr int kContextLength = 77;

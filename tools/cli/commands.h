@@ -20,5 +20,6 @@ struct UsageError {
 
 int run_info(std::span<const std::string_view> args);
 int run_tokenize(std::span<const std::string_view> args);
+int run_generate(std::span<const std::string_view> args);
 
 }  // namespace hd::cli

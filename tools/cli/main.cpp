@@ -16,6 +16,11 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  info PATH     describe a model: a .safetensors checkpoint or a diffusers folder\n"
+    "  generate --model PATH --prompt TEXT [--negative-prompt TEXT] [--steps N] [--cfg-scale X]\n"
+    "           [--sampler euler|euler_a|ddim|dpmpp_2m] [--schedule discrete|karras] [--seed N]\n"
+    "           [--width W] [--height H] [--batch N] [--vocab DIR] [--output PNG]\n"
+    "           [--save-latents PATH] [--device cpu] [--threads N]\n"
+    "                make an image (CPU; a diffusers model folder)\n"
     "  tokenize --model PATH --prompt TEXT [--vocab DIR]\n"
     "                print the 77 CLIP token ids of a prompt\n"
     "  --version     print the version\n"
@@ -34,6 +39,7 @@ int dispatch(std::span<const std::string_view> args) {
   }
   if (command == "info") return hd::cli::run_info(args.subspan(1));
   if (command == "tokenize") return hd::cli::run_tokenize(args.subspan(1));
+  if (command == "generate") return hd::cli::run_generate(args.subspan(1));
   throw hd::cli::UsageError{"unknown command '" + std::string(command) + "'"};
 }
 

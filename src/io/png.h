@@ -1,0 +1,26 @@
+// PNG files through libpng: 8-bit RGB images out, with text chunks (the A1111-style "parameters" that
+// image viewers and web UIs read back), and any PNG in (converted to 8-bit RGB) for img2img.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hd {
+
+struct RgbImage {
+  int width = 0, height = 0;
+  std::vector<uint8_t> pixels;  // row-major RGB, 3 bytes a pixel
+};
+
+// Writes `image` with the given (keyword, UTF-8 text) chunks (iTXt, so any prompt survives).
+// Throws Error naming the path on failure.
+void write_png(const std::string& path, const RgbImage& image,
+               const std::vector<std::pair<std::string, std::string>>& text = {});
+// Reads any PNG as 8-bit RGB (alpha dropped over black, gray and palettes expanded, 16-bit reduced).
+RgbImage read_png(const std::string& path);
+// The text chunks of a PNG, in file order.
+std::vector<std::pair<std::string, std::string>> read_png_text(const std::string& path);
+
+}  // namespace hd

@@ -1,0 +1,63 @@
+// `hipdiffusion generate` end to end on the tiny SD1.x fixture model: a PNG with its parameters, the
+// saved latents, and a clear one-line error with exit code 1 (or 2 for usage) for each bad input.
+#include <gtest/gtest.h>
+
+#include "cli/cli_runner.h"
+#include "io/png.h"
+#include "io/safetensors.h"
+#include "test_util.h"
+
+namespace hd {
+namespace {
+
+const std::string kModel = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sd1";
+
+TEST(GenerateCli, WritesPngWithParametersAndLatents) {
+  test::TempDir dir;
+  const auto png = dir.path() / "out.png";
+  const auto latents = dir.path() / "latents.safetensors";
+  const auto r = test::run_cli("generate --model " + kModel + " --prompt 'a red circle' --negative-prompt blurry --steps 3 "
+                               "--width 32 --height 48 --seed 7 --sampler dpmpp_2m --schedule karras --output " +
+                               test::quoted(png) + " --save-latents " + test::quoted(latents));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("step 3/3"), std::string::npos) << r.out;
+  const RgbImage image = read_png(png.string());
+  EXPECT_EQ(image.width, 32);
+  EXPECT_EQ(image.height, 48);
+  const auto text = read_png_text(png.string());
+  ASSERT_EQ(text.size(), 1u);
+  EXPECT_EQ(text[0].second.rfind("a red circle\nNegative prompt: blurry\nSteps: 3, Sampler: DPM++ 2M, Schedule type: Karras, "
+                                 "CFG scale: 7.5, Seed: 7, Size: 32x48", 0), 0u) << text[0].second;
+  const auto st = SafetensorsFile::open(latents.string());
+  EXPECT_EQ(st.at("latents").shape, (std::vector<int64_t>{1, 4, 24, 16}));  // NCHW, the tiny VAE scales by 2
+}
+
+TEST(GenerateCli, BadInputsAreOneLineErrors) {
+  const std::string base = "generate --model " + kModel + " --output /dev/null --steps 1 --width 32 --height 32 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {"--prompt x --width 30", "multiple of 8"},
+      {"--prompt x --steps 0", "--steps"},
+      {"--prompt x --steps many", "not a number"},
+      {"--prompt x --cfg-scale nan", "--cfg-scale"},
+      {"--prompt x --cfg-scale -2", "--cfg-scale"},
+      {"--prompt x --sampler heun", "unknown sampler"},
+      {"--prompt x --schedule exponential", "unknown schedule"},
+      {"--prompt x --sampler ddim --schedule karras", "Karras"},
+      {"--prompt x --init-image a.png --strength 0.5", "img2img"},
+      {"--prompt x --device cuda:0", "CPU only"},
+      {"--prompt x --seed -1", "--seed"},
+      {"--prompt \"$(printf 'caf\\303')\"", "UTF-8"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const auto r = test::run_cli(base + args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(expected), std::string::npos) << args << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("hipdiffusion: error: ", 0), 0u) << args << ": " << r.out;
+  }
+  EXPECT_EQ(test::run_cli("generate --model " + kModel).exit_code, 2);            // no prompt
+  EXPECT_EQ(test::run_cli("generate --prompt x --bogus 1").exit_code, 2);         // unknown flag
+  EXPECT_EQ(test::run_cli("generate --prompt x --model /nonexistent").exit_code, 1);
+}
+
+}  // namespace
+}  // namespace hd

@@ -1,0 +1,179 @@
+// `hipdiffusion generate`: text to image on the CPU, with a progress bar on stderr and the generation
+// parameters written into the PNG (A1111's "parameters" text, which web UIs read back).
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "io/png.h"
+#include "io/safetensors.h"
+#include "pipeline/stable_diffusion.h"
+#include "text/clip_tokenizer.h"
+#include "tools/cli/commands.h"
+
+namespace hd::cli {
+
+namespace {
+
+constexpr const char* kFlags[] = {"--model", "--prompt", "--negative-prompt", "--steps", "--cfg-scale", "--sampler",
+                                  "--schedule", "--seed", "--width", "--height", "--batch", "--init-image", "--strength",
+                                  "--vocab", "--output", "--save-latents", "--device", "--threads"};
+
+template <typename T>
+T parse_number(const std::string& flag, const std::string& text) {
+  try {
+    size_t used = 0;
+    T value;
+    if constexpr (std::is_same_v<T, float>) {
+      value = std::stof(text, &used);
+    } else if constexpr (std::is_same_v<T, uint64_t>) {
+      HD_CHECK(!text.empty() && text[0] != '-', flag, " must be a non-negative integer, got '", text, "'");
+      value = std::stoull(text, &used);
+    } else {
+      value = T(std::stoll(text, &used));
+    }
+    HD_CHECK(used == text.size(), flag, ": '", text, "' is not a number");
+    return value;
+  } catch (const std::logic_error&) {
+    throw Error(ErrorKind::kInvalidInput, str_cat(flag, ": '", text, "' is not a number"));
+  }
+}
+
+std::string a1111_sampler_name(SamplerKind kind) {
+  switch (kind) {
+    case SamplerKind::kEuler: return "Euler";
+    case SamplerKind::kEulerAncestral: return "Euler a";
+    case SamplerKind::kDdim: return "DDIM";
+    case SamplerKind::kDpmpp2m: return "DPM++ 2M";
+  }
+  return "?";
+}
+
+// A1111's parameters block: prompt, negative prompt, then one line of settings.
+std::string parameters_text(const GenerationParams& p, const std::string& model) {
+  std::string s = p.prompt + "\n";
+  if (!p.negative_prompt.empty()) s += "Negative prompt: " + p.negative_prompt + "\n";
+  char cfg[32];
+  std::snprintf(cfg, sizeof cfg, "%g", double(p.cfg_scale));
+  s += str_cat("Steps: ", p.steps, ", Sampler: ", a1111_sampler_name(p.sampler), ", Schedule type: ",
+               p.schedule == SigmaSchedule::kKarras ? "Karras" : "Automatic", ", CFG scale: ", cfg, ", Seed: ", p.seed,
+               ", Size: ", p.width, "x", p.height, ", Model: ", model);
+  return s;
+}
+
+std::string output_path(const std::string& base, int index, int batch) {
+  if (batch == 1) return base;
+  const size_t dot = base.rfind('.');
+  const std::string stem = dot == std::string::npos ? base : base.substr(0, dot);
+  const std::string ext = dot == std::string::npos ? ".png" : base.substr(dot);
+  return stem + "-" + std::to_string(index + 1) + ext;
+}
+
+class ProgressBar {
+ public:
+  void operator()(int done, int total) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double rate = done / std::max(seconds, 1e-9);
+    const int width = 30, filled = done * width / total;
+    std::fprintf(stderr, "\rstep %d/%d [%s%s] %.2f it/s, ETA %.0f s ", done, total, std::string(size_t(filled), '=').c_str(),
+                 std::string(size_t(width - filled), ' ').c_str(), rate, (total - done) / std::max(rate, 1e-9));
+    if (done == total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+int run_generate(std::span<const std::string_view> args) {
+  std::map<std::string, std::string> flags;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string flag(args[i]);
+    if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags))
+      throw UsageError{"generate: unknown argument '" + flag + "'"};
+    if (i + 1 >= args.size()) throw UsageError{"generate: " + flag + " needs a value"};
+    flags[flag] = std::string(args[++i]);
+  }
+  const auto get = [&](const char* flag) -> std::optional<std::string> {
+    const auto it = flags.find(flag);
+    return it == flags.end() ? std::nullopt : std::optional(it->second);
+  };
+  if (!get("--model")) throw UsageError{"generate: --model PATH is required (a diffusers model folder)"};
+  if (!get("--prompt")) throw UsageError{"generate: --prompt TEXT is required"};
+
+  GenerationParams p;
+  p.prompt = *get("--prompt");
+  p.negative_prompt = get("--negative-prompt").value_or("");
+  if (auto v = get("--steps")) p.steps = parse_number<int>("--steps", *v);
+  if (auto v = get("--cfg-scale")) p.cfg_scale = parse_number<float>("--cfg-scale", *v);
+  if (auto v = get("--sampler")) p.sampler = parse_sampler(*v);
+  if (auto v = get("--schedule")) p.schedule = parse_sigma_schedule(*v);
+  if (auto v = get("--seed")) p.seed = parse_number<uint64_t>("--seed", *v);
+  if (auto v = get("--width")) p.width = parse_number<int>("--width", *v);
+  if (auto v = get("--height")) p.height = parse_number<int>("--height", *v);
+  if (auto v = get("--batch")) p.batch = parse_number<int>("--batch", *v);
+  validate(p, 8);
+  check_sampler_schedule(p.sampler, p.schedule);
+  require_utf8(p.prompt, "the prompt");
+  require_utf8(p.negative_prompt, "the negative prompt");
+  const std::string device = get("--device").value_or("cpu");
+  HD_CHECK_KIND(Device::parse(device).is_cpu(), ErrorKind::kUnsupported, "--device ", device,
+                ": generation runs on the CPU only so far (the GPU backend is the next step)");
+  HD_CHECK_KIND(!get("--init-image") && !get("--strength"), ErrorKind::kUnsupported,
+                "--init-image/--strength: img2img is not implemented yet");
+  if (auto v = get("--threads")) {
+    const int threads = parse_number<int>("--threads", *v);
+    HD_CHECK(threads >= 1 && threads <= 1024, "--threads must be between 1 and 1024, got ", threads);
+    ThreadPool::set_global_threads(threads);
+  }
+
+  const std::string model = *get("--model");
+  const StableDiffusion sd = StableDiffusion::load(model, get("--vocab"));
+  std::fprintf(stderr, "model: %s, %s, %dx%d, %d steps of %s\n", model.c_str(), sd.description().c_str(), p.width,
+               p.height, p.steps, std::string(sampler_name(p.sampler)).c_str());
+  ProgressBar bar;
+  const GenerationResult result = sd.generate(p, std::ref(bar));
+
+  const std::string output = get("--output").value_or("out.png");
+  const Tensor& image = result.image.view();  // [N, H, W, 3] in [0, 1]
+  const int64_t pixels = image.dim(1) * image.dim(2) * 3;
+  for (int b = 0; b < p.batch; ++b) {
+    RgbImage rgb{int(image.dim(2)), int(image.dim(1)), std::vector<uint8_t>(size_t(pixels))};
+    const float* src = image.ptr<float>() + b * pixels;
+    for (int64_t i = 0; i < pixels; ++i) rgb.pixels[size_t(i)] = uint8_t(std::nearbyint(src[i] * 255.0f));  // as numpy's round
+    GenerationParams shown = p;
+    write_png(output_path(output, b, p.batch), rgb, {{"parameters", parameters_text(shown, model)}});
+    std::printf("%s\n", output_path(output, b, p.batch).c_str());
+  }
+  if (auto path = get("--save-latents")) {
+    // NCHW f32, as diffusers returns latents.
+    const Tensor& l = result.latents.view();
+    const int64_t n = l.dim(0), h = l.dim(1), w = l.dim(2), c = l.dim(3);
+    std::vector<float> nchw(size_t(l.numel()));
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t y = 0; y < h; ++y)
+          for (int64_t x = 0; x < w; ++x) nchw[size_t(((b * c + ch) * h + y) * w + x)] = l.ptr<float>()[((b * h + y) * w + x) * c + ch];
+    std::vector<uint8_t> bytes(nchw.size() * 4);
+    std::memcpy(bytes.data(), nchw.data(), bytes.size());
+    const auto file = serialize_safetensors({{"latents", "F32", {n, c, h, w}, std::move(bytes)}});
+    FILE* f = std::fopen(path->c_str(), "wb");
+    HD_CHECK_KIND(f != nullptr, ErrorKind::kRuntime, *path, ": cannot write: ", std::strerror(errno));
+    const size_t written = std::fwrite(file.data(), 1, file.size(), f);
+    const bool closed = std::fclose(f) == 0;
+    HD_CHECK_KIND(written == file.size() && closed, ErrorKind::kRuntime, *path, ": write failed");
+  }
+  return kExitOk;
+}
+
+}  // namespace hd::cli
