@@ -12,6 +12,8 @@ Sections:
             package ships, which is the vocabulary of openai/clip-vit-large-patch14) saved as
             vocab.json + merges.txt, and transformers' CLIPTokenizer ids for tricky prompts, with both
             pad tokens that Stable Diffusion uses (SD1.x pads with <|endoftext|>, SD2.x with "!").
+  img2img   StableDiffusionImg2ImgPipeline runs of those tiny models from a seeded random image, over
+            samplers, schedules and strengths (run after "models"; it reads them from tests/fixtures).
   models    two tiny Stable Diffusion pipelines, SD1.x-like (quick_gelu, conv projections, epsilon)
             and SD2.x-like (gelu, linear projections, v-prediction, pad "!"), with seeded random weights
             perturbed so that no norm or bias is an identity, saved in the diffusers layout (f16 UNet
@@ -322,9 +324,44 @@ def model_fixtures(out: Path, bpe_gz: Path) -> None:
         save(runs, meta, out / "models" / f"tiny_{family}_pipeline.safetensors")
 
 
+def img2img_fixtures(out: Path) -> None:
+    """img2img runs of diffusers' StableDiffusionImg2ImgPipeline on the tiny models saved by the models
+    section (read from tests/fixtures, which travels with the repository), from a seeded random image."""
+    import diffusers
+    import numpy as np
+    from PIL import Image
+
+    g = np.random.default_rng(51)
+    init = Image.fromarray(g.integers(0, 256, size=(32, 24, 3), dtype=np.uint8))  # 24 wide, 32 high
+    (out / "models").mkdir(parents=True, exist_ok=True)
+    init.save(out / "models" / "img2img_init.png")
+    runs = [("euler", "discrete", 0.6), ("euler_a", "discrete", 0.75), ("ddim", "discrete", 0.5),
+            ("dpmpp_2m", "karras", 0.8), ("dpmpp_2m", "discrete", 1.0)]
+    for family, spec in FAMILIES.items():
+        pipe = diffusers.StableDiffusionImg2ImgPipeline.from_pretrained(
+            f"tests/fixtures/models/tiny_{family}", torch_dtype=torch.float32, safety_checker=None,
+            requires_safety_checker=False)
+        pipe.set_progress_bar_config(disable=True)
+        tensors, meta = {}, []
+        for sampler, schedule, strength in runs:
+            pipe.scheduler = make_scheduler(sampler, schedule, "leading", spec["prediction"])
+            name = f"{sampler}_{schedule}_s{strength}"
+            with torch.no_grad():
+                lat = pipe(prompt="a red circle on a blue background", negative_prompt="blurry", image=init,
+                           strength=strength, num_inference_steps=6, guidance_scale=7.5,
+                           generator=torch.Generator("cpu").manual_seed(77), output_type="latent").images
+                img = (pipe.vae.decode(lat / pipe.vae.config.scaling_factor).sample / 2 + 0.5).clamp(0, 1)
+            tensors[f"{name}.latents"] = lat
+            tensors[f"{name}.image"] = img
+            meta.append({"name": name, "sampler": sampler, "schedule": schedule, "strength": strength, "steps": 6,
+                         "cfg": 7.5, "seed": 77, "prompt": "a red circle on a blue background",
+                         "negative_prompt": "blurry"})
+        save(tensors, meta, out / "models" / f"tiny_{family}_img2img.safetensors")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["sampling", "tokenizer", "models"], default="sampling")
+    parser.add_argument("--only", choices=["sampling", "tokenizer", "models", "img2img"], default="sampling")
     parser.add_argument("--bpe", type=Path, default=Path(".whl/bpe_simple_vocab_16e6.txt.gz"),
                         help="CLIP's BPE merges, as shipped in the open_clip_torch wheel")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tests/fixtures")))
@@ -340,6 +377,8 @@ def main() -> None:
         tokenizer_fixtures(args.out, args.bpe)
     if args.only == "models":
         model_fixtures(args.out, args.bpe)
+    if args.only == "img2img":
+        img2img_fixtures(args.out)
 
 
 if __name__ == "__main__":

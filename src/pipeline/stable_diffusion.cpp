@@ -39,10 +39,18 @@ void validate(const GenerationParams& p, int64_t vae_scale_factor) {
            p.cfg_scale);
   HD_CHECK(p.batch >= 1 && p.batch <= 64, "--batch must be between 1 and 64, got ", p.batch);
   const int64_t multiple = std::max<int64_t>(8, vae_scale_factor);
+  HD_CHECK(p.strength >= 0.0f && p.strength <= 1.0f, "--strength must be in [0, 1], got ", p.strength);
   for (const auto& [name, v] : {std::pair{"--width", p.width}, {"--height", p.height}}) {
     HD_CHECK(v > 0 && v % multiple == 0 && v <= 8192, name, " must be a positive multiple of ", multiple,
              " (at most 8192), got ", v);
   }
+}
+
+int img2img_first_step(const GenerationParams& p) {
+  const int noised_steps = std::min(int(float(p.steps) * p.strength), p.steps);
+  HD_CHECK(noised_steps >= 1, "--strength ", p.strength, " with ", p.steps,
+           " steps leaves no denoising step; raise --strength or --steps");
+  return p.steps - noised_steps;
 }
 
 StableDiffusion StableDiffusion::load(const std::string& model_path, const std::optional<std::string>& vocab_dir) {
@@ -76,7 +84,8 @@ OwnedTensor StableDiffusion::encode_prompts(const std::string& text, int batch) 
   return text_encoder_.forward(tokens);
 }
 
-GenerationResult StableDiffusion::generate(const GenerationParams& p, const ProgressCallback& progress) const {
+GenerationResult StableDiffusion::generate(const GenerationParams& p, const ProgressCallback& progress,
+                                          const Tensor* init_image) const {
   validate(p, vae_scale_factor());
   SchedulerConfig config = scheduler_config_;
   if (p.spacing) config.spacing = *p.spacing;
@@ -84,6 +93,14 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
   const bool guided = p.cfg_scale > 1.0f;  // diffusers skips the unconditional pass at scale <= 1
   const int64_t n = p.batch, c = unet_.config().in_channels;
   const int64_t h = p.height / vae_scale_factor(), w = p.width / vae_scale_factor();
+  // img2img starts at the step that strength leaves (diffusers' get_timesteps).
+  int first_step = 0;
+  if (init_image != nullptr) {
+    first_step = img2img_first_step(p);
+    HD_CHECK(init_image->rank() == 4 && init_image->dim(0) == 1 && init_image->dim(1) == p.height &&
+                 init_image->dim(2) == p.width && init_image->dim(3) == 3,
+             "init image ", init_image->shape.to_string(), " must be [1, ", p.height, ", ", p.width, ", 3]");
+  }
 
   // Context: [unconditional; conditional] when guided, as diffusers concatenates them.
   const OwnedTensor cond = encode_prompts(p.prompt, p.batch);
@@ -97,8 +114,27 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
   }
 
   TorchCpuGenerator generator(p.seed);
-  OwnedTensor latents = randn_nhwc(generator, n, c, h, w);
-  ops::scale(latents, sampler->init_noise_sigma(), latents);
+  OwnedTensor latents;
+  if (init_image == nullptr) {
+    latents = randn_nhwc(generator, n, c, h, w);
+    ops::scale(latents, sampler->init_noise_sigma(), latents);
+  } else {
+    // The image's latent: a sample of the VAE's Gaussian, mean + exp(logvar / 2) * noise, scaled.
+    const OwnedTensor moments = vae_.encode(*init_image);  // [1, h, w, 2c]: mean, then log-variance
+    const OwnedTensor eps = randn_nhwc(generator, 1, c, h, w);
+    const float* m = moments.ptr<float>();
+    OwnedTensor init(Shape{n, h, w, c}, DType::kF32);
+    for (int64_t pix = 0; pix < h * w; ++pix) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float mean = m[pix * 2 * c + ch], logvar = std::clamp(m[pix * 2 * c + c + ch], -30.0f, 20.0f);
+        const float sample = mean + std::exp(0.5f * logvar) * eps.ptr<float>()[pix * c + ch];
+        for (int64_t b = 0; b < n; ++b) init.ptr<float>()[(b * h * w + pix) * c + ch] = vae_.config().scaling_factor * sample;
+      }
+    }
+    const OwnedTensor noise = randn_nhwc(generator, n, c, h, w);
+    latents = OwnedTensor(init.view().shape, DType::kF32);
+    sampler->add_noise(first_step, init.ptr<float>(), noise.ptr<float>(), latents.ptr<float>(), init.view().numel());
+  }
   const int64_t count = latents.view().numel();
   const NoiseSource noise = [&](float* out, int64_t size) {
     HD_ASSERT(size == count);
@@ -107,7 +143,7 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
   };
 
   OwnedTensor model_input(Shape{guided ? 2 * n : n, h, w, c}, DType::kF32);
-  for (int i = 0; i < sampler->steps(); ++i) {
+  for (int i = first_step; i < sampler->steps(); ++i) {
     sampler->scale_model_input(i, latents.ptr<float>(), model_input.ptr<float>(), count);
     if (guided) std::copy_n(model_input.ptr<float>(), count, model_input.ptr<float>() + count);
     const OwnedTensor prediction = unet_.forward(model_input, sampler->timestep(i), guided ? context.view() : cond.view());
@@ -118,7 +154,7 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
       g[j] = guided ? pred[j] + p.cfg_scale * (pred[count + j] - pred[j]) : pred[j];
     }
     sampler->step(i, g, latents.ptr<float>(), count, noise);
-    if (progress) progress(i + 1, sampler->steps());
+    if (progress) progress(i + 1 - first_step, sampler->steps() - first_step);
   }
 
   OwnedTensor unscaled(latents.view().shape, DType::kF32);

@@ -32,11 +32,16 @@ struct GenerationParams {
   int width = 512, height = 512;
   int batch = 1;
   std::optional<TimestepSpacing> spacing;  // overrides the model's scheduler config
+  float strength = 1.0f;                   // img2img: how much of the init image is noised away, in [0, 1]
 };
 
 // Validates the parameters against each other and the model (sizes, steps, CFG): every failure is an
 // Error that names the parameter.
 void validate(const GenerationParams& p, int64_t vae_scale_factor);
+
+// img2img: the first denoising step that `strength` leaves (diffusers' get_timesteps); throws when it
+// leaves none.
+int img2img_first_step(const GenerationParams& p);
 
 struct GenerationResult {
   OwnedTensor latents;  // [N, h, w, 4], the final latents as diffusers returns them (before 1/scaling_factor)
@@ -55,7 +60,11 @@ class StableDiffusion {
   int64_t vae_scale_factor() const { return int64_t(1) << (vae_.config().block_out_channels.size() - 1); }
   std::string description() const;  // "SD1.x (epsilon)"
 
-  GenerationResult generate(const GenerationParams& params, const ProgressCallback& progress = {}) const;
+  // txt2img, or img2img from `init_image` [1, H, W, 3] in [-1, 1] (H, W = params.height, width) as
+  // diffusers' StableDiffusionImg2ImgPipeline: the image's latent sampled from the VAE's moments with the
+  // generator, noised to the step that `strength` starts at, denoised from there.
+  GenerationResult generate(const GenerationParams& params, const ProgressCallback& progress = {},
+                            const Tensor* init_image = nullptr) const;
 
  private:
   OwnedTensor encode_prompts(const std::string& text, int batch) const;  // [batch, 77, width]

@@ -89,6 +89,11 @@ class EulerSampler : public Sampler {
     for (int64_t j = 0; j < count; ++j) out[j] = sample[j] / divisor;
   }
 
+  void add_noise(int i, const float* original, const float* noise, float* out, int64_t count) const override {
+    const float sigma = sigmas_[size_t(i)];
+    for (int64_t j = 0; j < count; ++j) out[j] = original[j] + noise[j] * sigma;
+  }
+
   void step(int i, const float* model_output, float* sample, int64_t count, const NoiseSource& noise) override {
     const float sigma = sigmas_[size_t(i)], sigma_next = sigmas_[size_t(i) + 1];
     if (!ancestral_) {
@@ -124,6 +129,12 @@ class DdimSampler : public Sampler {
   DdimSampler(const SchedulerConfig& config, int steps) : Sampler(config), alphas_(alphas_cumprod(config)) {
     timesteps_ = to_float(ddim_timesteps(config, steps));
     stride_ = config.num_train_timesteps / steps;
+  }
+
+  void add_noise(int i, const float* original, const float* noise, float* out, int64_t count) const override {
+    const float a = alphas_[size_t(timesteps_[size_t(i)])];
+    const float sqrt_a = std::sqrt(a), sqrt_one_minus_a = std::sqrt(1.0f - a);
+    for (int64_t j = 0; j < count; ++j) out[j] = sqrt_a * original[j] + sqrt_one_minus_a * noise[j];
   }
 
   void step(int i, const float* model_output, float* sample, int64_t count, const NoiseSource&) override {
@@ -169,6 +180,11 @@ class DpmSolverSampler : public Sampler {
     sigmas.push_back(0.0);  // final_sigmas_type "zero"
     sigmas_ = to_float(sigmas);
     timesteps_ = to_float(t);
+  }
+
+  void add_noise(int i, const float* original, const float* noise, float* out, int64_t count) const override {
+    const Coefficients c = coefficients(sigmas_[size_t(i)]);
+    for (int64_t j = 0; j < count; ++j) out[j] = c.alpha * original[j] + c.sigma * noise[j];
   }
 
   void step(int i, const float* model_output, float* sample, int64_t count, const NoiseSource&) override {

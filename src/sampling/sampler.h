@@ -47,7 +47,11 @@ class Sampler {
   float init_noise_sigma() const { return init_noise_sigma_; }
   // out = the model's input at step i (scale_model_input); out may alias sample.
   virtual void scale_model_input(int i, const float* sample, float* out, int64_t count) const;
-  // Advances `sample` by step i, given the model's output at step i. Steps run in order 0, 1, ...
+  // img2img: out = `original` noised to the level of step i, as the scheduler's add_noise does for the
+  // step the denoising starts at. out may alias original.
+  virtual void add_noise(int i, const float* original, const float* noise, float* out, int64_t count) const = 0;
+  // Advances `sample` by step i, given the model's output at step i. Steps run in order, from 0 or from
+  // the step add_noise started at.
   virtual void step(int i, const float* model_output, float* sample, int64_t count, const NoiseSource& noise) = 0;
 
  protected:

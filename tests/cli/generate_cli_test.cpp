@@ -32,6 +32,20 @@ TEST(GenerateCli, WritesPngWithParametersAndLatents) {
   EXPECT_EQ(st.at("latents").shape, (std::vector<int64_t>{1, 4, 24, 16}));  // NCHW, the tiny VAE scales by 2
 }
 
+TEST(GenerateCli, Img2ImgTakesItsSizeFromTheImage) {
+  test::TempDir dir;
+  const auto png = dir.path() / "out.png";
+  const auto r = test::run_cli("generate --model " + kModel + " --prompt 'a red circle' --steps 4 --strength 0.5 "
+                               "--init-image " + std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png --output " +
+                               test::quoted(png));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("step 2/2"), std::string::npos) << r.out;  // strength 0.5 of 4 steps
+  const RgbImage image = read_png(png.string());
+  EXPECT_EQ(image.width, 24);
+  EXPECT_EQ(image.height, 32);
+  EXPECT_NE(read_png_text(png.string())[0].second.find("Denoising strength: 0.5"), std::string::npos);
+}
+
 TEST(GenerateCli, BadInputsAreOneLineErrors) {
   const std::string base = "generate --model " + kModel + " --output /dev/null --steps 1 --width 32 --height 32 ";
   const std::pair<std::string, std::string> cases[] = {
@@ -43,7 +57,10 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
       {"--prompt x --sampler heun", "unknown sampler"},
       {"--prompt x --schedule exponential", "unknown schedule"},
       {"--prompt x --sampler ddim --schedule karras", "Karras"},
-      {"--prompt x --init-image a.png --strength 0.5", "img2img"},
+      {"--prompt x --init-image /nonexistent.png --strength 0.5", "nonexistent.png"},
+      {"--prompt x --strength 0.5", "--init-image"},
+      {"--prompt x --init-image " + std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png --strength 2", "[0, 1]"},
+      {"--prompt x --init-image " + std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png --width 64", "not resized"},
       {"--prompt x --device cuda:0", "CPU only"},
       {"--prompt x --seed -1", "--seed"},
       {"--prompt \"$(printf 'caf\\303')\"", "UTF-8"},
@@ -54,6 +71,10 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
     EXPECT_NE(r.out.find(expected), std::string::npos) << args << ": " << r.out;
     EXPECT_EQ(r.out.rfind("hipdiffusion: error: ", 0), 0u) << args << ": " << r.out;
   }
+  const auto weak = test::run_cli("generate --model " + kModel + " --prompt x --steps 4 --strength 0.1 --init-image " +
+                                 std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png");
+  EXPECT_EQ(weak.exit_code, 1) << weak.out;
+  EXPECT_EQ(weak.out.rfind("hipdiffusion: error: --strength 0.1 with 4 steps leaves no denoising step", 0), 0u) << weak.out;
   EXPECT_EQ(test::run_cli("generate --model " + kModel).exit_code, 2);            // no prompt
   EXPECT_EQ(test::run_cli("generate --prompt x --bogus 1").exit_code, 2);         // unknown flag
   EXPECT_EQ(test::run_cli("generate --prompt x --model /nonexistent").exit_code, 1);

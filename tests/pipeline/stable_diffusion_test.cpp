@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "fixture_util.h"
+#include "io/png.h"
 #include "test_util.h"
 
 namespace hd {
@@ -62,6 +63,43 @@ void check_family(const std::string& family) {
   EXPECT_EQ(runs, 12);
 }
 
+// img2img: diffusers' StableDiffusionImg2ImgPipeline from the fixture's init PNG.
+void check_img2img(const std::string& family) {
+  const StableDiffusion sd = StableDiffusion::load(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_" + family, std::nullopt);
+  const RgbImage png = read_png(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png");
+  OwnedTensor init(Shape{1, png.height, png.width, 3}, DType::kF32);
+  for (size_t i = 0; i < png.pixels.size(); ++i) init.ptr<float>()[i] = 2.0f * (float(png.pixels[i]) / 255.0f) - 1.0f;
+  const test::Fixture fixture("models/tiny_" + family + "_img2img.safetensors");
+  int runs = 0;
+  for (const auto& c : fixture.cases()) {
+    const std::string name = c["name"];
+    SCOPED_TRACE(family + " img2img " + name);
+    GenerationParams p;
+    p.prompt = c["prompt"];
+    p.negative_prompt = c["negative_prompt"];
+    p.steps = c["steps"];
+    p.cfg_scale = c["cfg"];
+    p.sampler = parse_sampler(c["sampler"].get<std::string>());
+    p.schedule = parse_sigma_schedule(c["schedule"].get<std::string>());
+    p.seed = c["seed"];
+    p.strength = c["strength"];
+    p.width = png.width;
+    p.height = png.height;
+    p.spacing = TimestepSpacing::kLeading;
+    const GenerationResult r = sd.generate(p, {}, &init.view());
+    const double latent_err = test::relative_l2(r.latents, nchw_to_nhwc(fixture.floats(name + ".latents"), fixture.shape(name + ".latents")));
+    const double db = psnr(r.image, nchw_to_nhwc(fixture.floats(name + ".image"), fixture.shape(name + ".image")));
+    std::printf("%s img2img %-24s latents rel. L2 %.2e, image PSNR %.1f dB\n", family.c_str(), name.c_str(), latent_err, db);
+    EXPECT_LT(latent_err, 1e-3);
+    EXPECT_GE(db, 40.0);
+    ++runs;
+  }
+  EXPECT_EQ(runs, 5);
+}
+
+TEST(StableDiffusion, Sd1TinyImg2ImgMatchesDiffusers) { check_img2img("sd1"); }
+TEST(StableDiffusion, Sd2TinyImg2ImgMatchesDiffusers) { check_img2img("sd2"); }
+
 TEST(StableDiffusion, Sd1TinyPipelineMatchesDiffusers) { check_family("sd1"); }
 TEST(StableDiffusion, Sd2TinyPipelineMatchesDiffusers) { check_family("sd2"); }
 
@@ -77,6 +115,9 @@ TEST(StableDiffusion, BadParametersAreClearErrors) {
   EXPECT_THROW(validate(p, 8), Error);
   p = GenerationParams{};
   p.cfg_scale = -1.0f;
+  EXPECT_THROW(validate(p, 8), Error);
+  p = GenerationParams{};
+  p.strength = 1.5f;
   EXPECT_THROW(validate(p, 8), Error);
   EXPECT_NO_THROW(validate(GenerationParams{}, 8));
 }

@@ -61,11 +61,12 @@ std::string a1111_sampler_name(SamplerKind kind) {
 std::string parameters_text(const GenerationParams& p, const std::string& model) {
   std::string s = p.prompt + "\n";
   if (!p.negative_prompt.empty()) s += "Negative prompt: " + p.negative_prompt + "\n";
+  const std::string denoise = p.strength < 1.0f ? str_cat(", Denoising strength: ", p.strength) : "";
   char cfg[32];
   std::snprintf(cfg, sizeof cfg, "%g", double(p.cfg_scale));
   s += str_cat("Steps: ", p.steps, ", Sampler: ", a1111_sampler_name(p.sampler), ", Schedule type: ",
                p.schedule == SigmaSchedule::kKarras ? "Karras" : "Automatic", ", CFG scale: ", cfg, ", Seed: ", p.seed,
-               ", Size: ", p.width, "x", p.height, ", Model: ", model);
+               ", Size: ", p.width, "x", p.height, ", Model: ", model, denoise);
   return s;
 }
 
@@ -129,8 +130,25 @@ int run_generate(std::span<const std::string_view> args) {
   const std::string device = get("--device").value_or("cpu");
   HD_CHECK_KIND(Device::parse(device).is_cpu(), ErrorKind::kUnsupported, "--device ", device,
                 ": generation runs on the CPU only so far (the GPU backend is the next step)");
-  HD_CHECK_KIND(!get("--init-image") && !get("--strength"), ErrorKind::kUnsupported,
-                "--init-image/--strength: img2img is not implemented yet");
+  // img2img: the image sets the size unless --width/--height are given, which must then agree (no
+  // resizing is done).
+  std::optional<OwnedTensor> init_image;
+  HD_CHECK(!get("--strength") || get("--init-image"), "--strength applies to --init-image only");
+  if (auto path = get("--init-image")) {
+    if (auto v = get("--strength")) p.strength = parse_number<float>("--strength", *v);
+    HD_CHECK(p.strength >= 0.0f && p.strength <= 1.0f, "--strength must be in [0, 1], got ", p.strength);
+    const RgbImage png = read_png(*path);
+    HD_CHECK(!get("--width") || p.width == png.width, "--width ", p.width, " differs from the init image's ",
+             png.width, " (images are not resized)");
+    HD_CHECK(!get("--height") || p.height == png.height, "--height ", p.height, " differs from the init image's ",
+             png.height, " (images are not resized)");
+    p.width = png.width;
+    p.height = png.height;
+    validate(p, 8);
+    img2img_first_step(p);
+    init_image.emplace(Shape{1, png.height, png.width, 3}, DType::kF32);
+    for (size_t i = 0; i < png.pixels.size(); ++i) init_image->ptr<float>()[i] = 2.0f * (float(png.pixels[i]) / 255.0f) - 1.0f;
+  }
   if (auto v = get("--threads")) {
     const int threads = parse_number<int>("--threads", *v);
     HD_CHECK(threads >= 1 && threads <= 1024, "--threads must be between 1 and 1024, got ", threads);
@@ -142,7 +160,7 @@ int run_generate(std::span<const std::string_view> args) {
   std::fprintf(stderr, "model: %s, %s, %dx%d, %d steps of %s\n", model.c_str(), sd.description().c_str(), p.width,
                p.height, p.steps, std::string(sampler_name(p.sampler)).c_str());
   ProgressBar bar;
-  const GenerationResult result = sd.generate(p, std::ref(bar));
+  const GenerationResult result = sd.generate(p, std::ref(bar), init_image ? &init_image->view() : nullptr);
 
   const std::string output = get("--output").value_or("out.png");
   const Tensor& image = result.image.view();  // [N, H, W, 3] in [0, 1]
