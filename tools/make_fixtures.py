@@ -12,6 +12,8 @@ Sections:
             package ships, which is the vocabulary of openai/clip-vit-large-patch14) saved as
             vocab.json + merges.txt, and transformers' CLIPTokenizer ids for tricky prompts, with both
             pad tokens that Stable Diffusion uses (SD1.x pads with <|endoftext|>, SD2.x with "!").
+  single_file  the tiny models written as single-file LDM checkpoints (SD2.x's text encoder in OpenCLIP
+            form), each verified by loading it with diffusers' from_single_file.
   img2img   StableDiffusionImg2ImgPipeline runs of those tiny models from a seeded random image, over
             samplers, schedules and strengths (run after "models"; it reads them from tests/fixtures).
   models    two tiny Stable Diffusion pipelines, SD1.x-like (quick_gelu, conv projections, epsilon)
@@ -359,9 +361,141 @@ def img2img_fixtures(out: Path) -> None:
         save(tensors, meta, out / "models" / f"tiny_{family}_img2img.safetensors")
 
 
+def to_ldm_single_file(folder: Path, family: str) -> dict:
+    """The tiny pipeline's weights under single-file (LDM) names, written from diffusers' names by the
+    inverse of the usual conversion. Checked below by diffusers' own single-file loader."""
+    from safetensors.torch import load_file
+
+    unet = load_file(str(folder / "unet" / "diffusion_pytorch_model.safetensors"))
+    vae = load_file(str(folder / "vae" / "diffusion_pytorch_model.safetensors"))
+    te = load_file(str(folder / "text_encoder" / "model.safetensors"))
+    unet_cfg = json.loads((folder / "unet" / "config.json").read_text())
+    lpb = unet_cfg["layers_per_block"]
+    attn_levels = [t.startswith("CrossAttn") for t in unet_cfg["up_block_types"]]
+    resnet_names = {"norm1": "in_layers.0", "conv1": "in_layers.2", "norm2": "out_layers.0", "conv2": "out_layers.3",
+                    "time_emb_proj": "emb_layers.1", "conv_shortcut": "skip_connection"}
+    out = {}
+
+    def resnet(rest, shortcut="skip_connection"):
+        head, tail = rest.split(".", 1)
+        names = dict(resnet_names, conv_shortcut=shortcut)
+        return names.get(head, head) + "." + tail
+
+    for k, v in unet.items():
+        p = k.split(".")
+        if k.startswith("time_embedding.linear_1."): n = "time_embed.0." + p[-1]
+        elif k.startswith("time_embedding.linear_2."): n = "time_embed.2." + p[-1]
+        elif k.startswith("conv_in."): n = "input_blocks.0.0." + p[-1]
+        elif k.startswith("conv_norm_out."): n = "out.0." + p[-1]
+        elif k.startswith("conv_out."): n = "out.2." + p[-1]
+        elif k.startswith("down_blocks."):
+            level, kind = int(p[1]), p[2]
+            if kind == "downsamplers":
+                n = f"input_blocks.{1 + level * (lpb + 1) + lpb}.0.op.{p[-1]}"
+            else:
+                j, rest = int(p[3]), ".".join(p[4:])
+                idx = 1 + level * (lpb + 1) + j
+                n = f"input_blocks.{idx}.0.{resnet(rest)}" if kind == "resnets" else f"input_blocks.{idx}.1.{rest}"
+        elif k.startswith("mid_block."):
+            kind, j, rest = p[1], int(p[2]), ".".join(p[3:])
+            n = f"middle_block.1.{rest}" if kind == "attentions" else f"middle_block.{0 if j == 0 else 2}.{resnet(rest)}"
+        elif k.startswith("up_blocks."):
+            level, kind = int(p[1]), p[2]
+            if kind == "upsamplers":
+                n = f"output_blocks.{level * (lpb + 1) + lpb}.{2 if attn_levels[level] else 1}.conv.{p[-1]}"
+            else:
+                j, rest = int(p[3]), ".".join(p[4:])
+                idx = level * (lpb + 1) + j
+                n = f"output_blocks.{idx}.0.{resnet(rest)}" if kind == "resnets" else f"output_blocks.{idx}.1.{rest}"
+        else:
+            raise ValueError(k)
+        out["model.diffusion_model." + n] = v
+
+    levels = len(json.loads((folder / "vae" / "config.json").read_text())["block_out_channels"])
+    attn_names = {"group_norm": "norm", "to_q": "q", "to_k": "k", "to_v": "v", "to_out": "proj_out"}
+    for k, v in vae.items():
+        p = k.split(".")
+        side = p[0]
+        if p[1] in ("down_blocks", "up_blocks"):
+            level = int(p[2]) if p[1] == "down_blocks" else levels - 1 - int(p[2])
+            base = f"{side}.{'down' if p[1] == 'down_blocks' else 'up'}.{level}"
+            if p[3] == "resnets":
+                n = f"{base}.block.{p[4]}.{resnet('.'.join(p[5:]), 'nin_shortcut')}"
+                n = n.replace("in_layers.0", "norm1").replace("in_layers.2", "conv1").replace("out_layers.0", "norm2").replace("out_layers.3", "conv2")
+            else:
+                n = f"{base}.{'downsample' if p[1] == 'down_blocks' else 'upsample'}.conv.{p[-1]}"
+        elif p[1] == "mid_block":
+            if p[2] == "attentions":
+                head = attn_names[p[4]]
+                n = f"{side}.mid.attn_1.{head}.{p[-1]}"
+                if v.dim() == 2:
+                    v = v[:, :, None, None]  # LDM stores them as 1x1 convolutions
+            else:
+                n = f"{side}.mid.block_{int(p[3]) + 1}.{'.'.join(p[4:])}"
+        elif p[1] == "conv_norm_out":
+            n = f"{side}.norm_out.{p[-1]}"
+        else:
+            n = k
+        out["first_stage_model." + n] = v
+
+    if family == "sd1":
+        for k, v in te.items():
+            out["cond_stage_model.transformer." + (k if k.startswith("text_model.") else "text_model." + k)] = v
+    else:
+        te = {(k[len("text_model."):] if k.startswith("text_model.") else k): v for k, v in te.items()}
+        layers = sum(1 for k in te if k.endswith("layer_norm1.weight"))
+        width = te["embeddings.token_embedding.weight"].shape[1]
+        m = "cond_stage_model.model."
+        out[m + "token_embedding.weight"] = te["embeddings.token_embedding.weight"]
+        out[m + "positional_embedding"] = te["embeddings.position_embedding.weight"]
+        out[m + "ln_final.weight"] = te["final_layer_norm.weight"]
+        out[m + "ln_final.bias"] = te["final_layer_norm.bias"]
+        g = torch.Generator("cpu").manual_seed(61)
+        for i in range(layers + 1):  # OpenCLIP has one layer more: SD2.x conditions on the penultimate
+            src = f"encoder.layers.{min(i, layers - 1)}."
+            r = f"{m}transformer.resblocks.{i}."
+            extra = i == layers  # the unused last layer: random, so that using it would show
+            def get(name):
+                t = te[src + name]
+                return torch.randn(t.shape, generator=g) if extra else t
+            out[r + "attn.in_proj_weight"] = torch.cat([get("self_attn.q_proj.weight"), get("self_attn.k_proj.weight"), get("self_attn.v_proj.weight")])
+            out[r + "attn.in_proj_bias"] = torch.cat([get("self_attn.q_proj.bias"), get("self_attn.k_proj.bias"), get("self_attn.v_proj.bias")])
+            for ours, theirs in [("attn.out_proj", "self_attn.out_proj"), ("ln_1", "layer_norm1"), ("ln_2", "layer_norm2"),
+                                 ("mlp.c_fc", "mlp.fc1"), ("mlp.c_proj", "mlp.fc2")]:
+                out[r + ours + ".weight"] = get(theirs + ".weight")
+                out[r + ours + ".bias"] = get(theirs + ".bias")
+        out[m + "text_projection"] = torch.randn((width, width), generator=g)
+    return {k: v.contiguous() for k, v in out.items()}
+
+
+def single_file_fixtures(out: Path) -> None:
+    """The tiny pipelines as single-file LDM checkpoints, verified against diffusers' from_single_file."""
+    import diffusers
+    from safetensors.torch import save_file
+
+    for family in FAMILIES:
+        folder = Path(f"tests/fixtures/models/tiny_{family}")
+        state = to_ldm_single_file(folder, family)
+        path = out / "models" / f"tiny_{family}.safetensors"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_file(state, str(path))
+        # Independent check: diffusers' own converter must read back exactly the pipeline's weights.
+        ref = diffusers.StableDiffusionPipeline.from_pretrained(str(folder), torch_dtype=torch.float32)
+        single = diffusers.StableDiffusionPipeline.from_single_file(str(path), config=str(folder),
+                                                                    torch_dtype=torch.float32, local_files_only=True)
+        for component in ["unet", "vae", "text_encoder"]:
+            a, b = getattr(ref, component).state_dict(), getattr(single, component).state_dict()
+            a = {k: v for k, v in a.items() if "position_ids" not in k}
+            b = {k: v for k, v in b.items() if "position_ids" not in k}
+            assert a.keys() == b.keys(), (family, component, sorted(set(a) ^ set(b))[:5])
+            for k in a:
+                assert torch.equal(a[k], b[k]), (family, component, k)
+        print(f"{path}: {len(state)} tensors, read back by diffusers' from_single_file identically")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["sampling", "tokenizer", "models", "img2img"], default="sampling")
+    parser.add_argument("--only", choices=["sampling", "tokenizer", "models", "img2img", "single_file"], default="sampling")
     parser.add_argument("--bpe", type=Path, default=Path(".whl/bpe_simple_vocab_16e6.txt.gz"),
                         help="CLIP's BPE merges, as shipped in the open_clip_torch wheel")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tests/fixtures")))
@@ -379,6 +513,8 @@ def main() -> None:
         model_fixtures(args.out, args.bpe)
     if args.only == "img2img":
         img2img_fixtures(args.out)
+    if args.only == "single_file":
+        single_file_fixtures(args.out)
 
 
 if __name__ == "__main__":

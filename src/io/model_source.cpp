@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint_format.h"
+#include "io/ldm_names.h"
 
 namespace hd {
 
@@ -91,6 +92,12 @@ std::vector<fs::path> component_weight_files(const fs::path& dir) {
 
 }  // namespace
 
+std::vector<int64_t> TensorRef::shape() const {
+  std::vector<int64_t> s = entry->shape;
+  if (row_count > 0 && !s.empty()) s[0] = row_count;
+  return s;
+}
+
 const TensorRef* ModelComponent::find(std::string_view tensor_name) const {
   const auto it = std::lower_bound(tensors.begin(), tensors.end(), tensor_name,
                                    [](const TensorRef& t, std::string_view n) { return t.name < n; });
@@ -141,11 +148,19 @@ void ModelSource::open_folder() {
       }
     }
     sort_tensors(c);
-    if (fs::is_regular_file(dir / "config.json")) c.config_json = read_text_file(dir / "config.json");
     components_.push_back(std::move(c));
   }
   HD_CHECK(!components_.empty(), path_,
            ": not a diffusers model folder (no unet/, vae/ or text_encoder/ holding safetensors weights)");
+  read_side_files(path_);
+}
+
+void ModelSource::read_side_files(const std::string& folder) {
+  const fs::path root(folder);
+  config_folder_ = folder;
+  for (auto& c : components_) {
+    if (const fs::path p = root / c.name / "config.json"; fs::is_regular_file(p)) c.config_json = read_text_file(p);
+  }
   if (const fs::path p = root / "scheduler" / "scheduler_config.json"; fs::is_regular_file(p)) {
     scheduler_config_ = read_text_file(p);
   }
@@ -154,6 +169,14 @@ void ModelSource::open_folder() {
   } else if (fs::is_regular_file(root / "tokenizer" / "tokenizer.json")) {
     tokenizer_files_ = "tokenizer.json";
   }
+}
+
+ModelSource ModelSource::open(const std::string& path, const std::string& config_folder) {
+  ModelSource m = open(path);
+  HD_CHECK(m.layout() != ModelLayout::kDiffusersFolder, path, ": --config applies to single-file checkpoints only");
+  HD_CHECK(fs::is_directory(config_folder), config_folder, ": not a folder (expected a diffusers model folder)");
+  m.read_side_files(config_folder);
+  return m;
 }
 
 void ModelSource::open_single_file() {
@@ -198,6 +221,10 @@ void ModelSource::open_single_file() {
   for (std::string_view order : {"text_encoder", "text_encoder_2", "unet", "vae", "other"}) {
     for (auto& [prefix, c] : by_prefix) {
       if (c.name != order) continue;
+      if (c.name != "other") {
+        c.tensors = ldm_to_diffusers_names(c.name, std::move(c.tensors));
+        c.mapped_from_ldm = true;
+      }
       sort_tensors(c);
       components_.push_back(std::move(c));
     }

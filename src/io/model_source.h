@@ -20,9 +20,14 @@
 namespace hd {
 
 struct TensorRef {
-  std::string name;  // within its component, prefix stripped
+  std::string name;  // within its component, prefix stripped (and mapped to diffusers' names)
   const SafetensorsFile* file;
   const SafetensorsEntry* entry;
+  // Rows [first, first + count) of the stored tensor's first dimension, where one stored tensor holds
+  // several of diffusers' (OpenCLIP's fused q/k/v projection); count 0 means the whole tensor.
+  int64_t first_row = 0, row_count = 0;
+
+  std::vector<int64_t> shape() const;  // after the row selection
 };
 
 struct ModelComponent {
@@ -32,6 +37,8 @@ struct ModelComponent {
   std::optional<std::string> config_json;  // the component's config.json in a diffusers folder
 
   const TensorRef* find(std::string_view tensor_name) const;
+  // True when the names came from an LDM single file and were mapped (so errors can say so).
+  bool mapped_from_ldm = false;
 };
 
 enum class ModelLayout { kDiffusersFolder, kSingleFileLdm, kSingleComponent };
@@ -41,6 +48,10 @@ class ModelSource {
   // Throws Error naming the path and the problem: missing path, pickle-only weights, malformed files,
   // a folder with no recognisable component.
   static ModelSource open(const std::string& path);
+  // A single file described by a diffusers folder's config files (component config.json, scheduler,
+  // tokenizer), as diffusers' from_single_file(config=...) reads them: for models whose weights do not
+  // tell everything (attention heads, GroupNorm groups).
+  static ModelSource open(const std::string& path, const std::string& config_folder);
 
   ModelLayout layout() const { return layout_; }
   const std::string& path() const { return path_; }
@@ -53,8 +64,12 @@ class ModelSource {
   const std::optional<std::string>& scheduler_config() const { return scheduler_config_; }
   // "vocab.json + merges.txt", "tokenizer.json", or empty when the folder has no tokenizer/.
   const std::string& tokenizer_files() const { return tokenizer_files_; }
+  // The folder whose tokenizer/ and configs describe the model: the model's own folder, or the config
+  // folder a single file was opened with; empty for a lone single file.
+  const std::string& config_folder() const { return config_folder_; }
 
  private:
+  void read_side_files(const std::string& folder);
   void open_folder();
   void open_single_file();
   const SafetensorsFile& add_file(const std::string& path);
@@ -65,6 +80,7 @@ class ModelSource {
   std::vector<ModelComponent> components_;
   std::optional<std::string> scheduler_config_;
   std::string tokenizer_files_;
+  std::string config_folder_;
 };
 
 std::string_view layout_name(ModelLayout layout);

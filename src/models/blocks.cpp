@@ -84,10 +84,16 @@ SpatialSelfAttention SpatialSelfAttention::load(const WeightReader& w, const std
   SpatialSelfAttention a;
   a.norm = GroupNorm::load(w, name + ".group_norm", channels, groups, eps);
   const bool legacy = !w.has(name + ".to_q.weight") && w.has(name + ".query.weight");
-  a.q = Linear::load(w, name + (legacy ? ".query" : ".to_q"), channels, channels);
-  a.k = Linear::load(w, name + (legacy ? ".key" : ".to_k"), channels, channels);
-  a.v = Linear::load(w, name + (legacy ? ".value" : ".to_v"), channels, channels);
-  a.out = Linear::load(w, name + (legacy ? ".proj_attn" : ".to_out.0"), channels, channels);
+  // Single-file VAEs store these projections as 1x1 convolutions.
+  const bool conv = !legacy && w.shape(name + ".to_q.weight").size() == 4;
+  const auto projection = [&](const char* modern, const char* old) {
+    const std::string n = name + (legacy ? old : modern);
+    return conv ? Linear::load_pointwise_conv(w, n, channels, channels) : Linear::load(w, n, channels, channels);
+  };
+  a.q = projection(".to_q", ".query");
+  a.k = projection(".to_k", ".key");
+  a.v = projection(".to_v", ".value");
+  a.out = projection(".to_out.0", ".proj_attn");
   return a;
 }
 

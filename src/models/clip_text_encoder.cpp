@@ -11,11 +11,10 @@ namespace hd {
 
 namespace {
 
-// Where the encoder's names start: transformers 5 saves "embeddings...", transformers 4
-// "text_model.embeddings...", and a single-file SD1.x checkpoint "transformer.text_model.embeddings..."
-// (after its "cond_stage_model." component prefix).
+// Where the encoder's names start: transformers 5 saves "embeddings...", transformers 4 (and the
+// single-file name table) "text_model.embeddings...".
 std::string find_prefix(const ModelComponent& c) {
-  for (const char* prefix : {"", "text_model.", "transformer.text_model."}) {
+  for (const char* prefix : {"", "text_model."}) {
     if (c.find(std::string(prefix) + "embeddings.token_embedding.weight")) return prefix;
   }
   HD_CHECK_KIND(!(c.find("model.token_embedding.weight") || c.find("token_embedding.weight")), ErrorKind::kUnsupported,

@@ -18,9 +18,6 @@ UnetConfig UnetConfig::detect(const ModelComponent& component) {
   const WeightReader w(component, "");
   HD_CHECK_KIND(!w.has("add_embedding.linear_1.weight"), ErrorKind::kUnsupported, component.name,
                 ": an SDXL UNet (text-time conditioning); SDXL is not supported yet");
-  HD_CHECK_KIND(!w.has("input_blocks.0.0.weight"), ErrorKind::kUnsupported, component.name,
-                ": a UNet with original (LDM) names; converting them is not implemented yet: use the diffusers "
-                "folder of the model");
   UnetConfig c;
   const auto conv_in = w.shape("conv_in.weight");
   HD_CHECK(conv_in.size() == 4, component.name, ": conv_in.weight is not a 4-D kernel");

@@ -18,9 +18,6 @@ std::string level_name(const char* side, int64_t i) { return std::string(side) +
 
 VaeConfig VaeConfig::detect(const ModelComponent& component) {
   const WeightReader w(component, "");
-  HD_CHECK_KIND(!w.has("decoder.up.0.block.0.conv1.weight"), ErrorKind::kUnsupported, component.name,
-                ": a VAE with original (LDM) names; converting them is not implemented yet: use the diffusers "
-                "folder of the model");
   VaeConfig c;
   const auto conv_in = w.shape("decoder.conv_in.weight");  // [C_top, latent, 3, 3]
   HD_CHECK(conv_in.size() == 4, component.name, ": decoder.conv_in.weight is not a 4-D kernel");

@@ -1,5 +1,7 @@
 #include "models/weights.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace hd {
@@ -16,16 +18,24 @@ const TensorRef& WeightReader::find(std::string_view name) const {
   return *t;
 }
 
-std::vector<int64_t> WeightReader::shape(std::string_view name) const { return find(name).entry->shape; }
+std::vector<int64_t> WeightReader::shape(std::string_view name) const { return find(name).shape(); }
 
 OwnedTensor WeightReader::load(std::string_view name, const Shape& expected) const {
   const TensorRef& t = find(name);
+  const std::vector<int64_t> stored = t.shape();
   Shape actual;
-  bool fits = t.entry->shape.size() <= size_t(kMaxRank);
-  for (size_t i = 0; fits && i < t.entry->shape.size(); ++i) actual.push_back(t.entry->shape[i]);
-  HD_CHECK(fits && actual == expected, component_.name, ": tensor '", component_.prefix, prefix_, name, "' has shape ",
+  const bool fits = stored.size() <= size_t(kMaxRank);
+  for (size_t i = 0; fits && i < stored.size(); ++i) actual.push_back(stored[i]);
+  HD_CHECK(fits && actual == expected, component_.name, ": tensor '", component_.prefix, prefix_, name, "'",
+           component_.mapped_from_ldm ? " (mapped from the single file's names)" : "", " has shape ",
            fits ? actual.to_string() : "of rank > 6", ", expected ", expected.to_string());
-  return t.file->load(*t.entry, DType::kF32);
+  OwnedTensor whole = t.file->load(*t.entry, DType::kF32);
+  if (t.row_count == 0) return whole;
+  // One slice of rows of a fused tensor (OpenCLIP's q/k/v).
+  OwnedTensor rows(expected, DType::kF32);
+  const int64_t row_size = expected.numel() / std::max<int64_t>(t.row_count, 1);
+  std::copy_n(whole.ptr<float>() + t.first_row * row_size, expected.numel(), rows.ptr<float>());
+  return rows;
 }
 
 OwnedTensor WeightReader::load_conv(std::string_view name, int64_t out, int64_t in, int64_t kh, int64_t kw) const {

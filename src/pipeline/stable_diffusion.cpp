@@ -53,18 +53,22 @@ int img2img_first_step(const GenerationParams& p) {
   return p.steps - noised_steps;
 }
 
-StableDiffusion StableDiffusion::load(const std::string& model_path, const std::optional<std::string>& vocab_dir) {
-  const ModelSource source = ModelSource::open(model_path);
-  HD_CHECK_KIND(source.layout() == ModelLayout::kDiffusersFolder, ErrorKind::kUnsupported, model_path,
-                ": generating from a single-file checkpoint needs the LDM-to-diffusers name table, which is not "
-                "written yet; use the model's diffusers folder");
+StableDiffusion StableDiffusion::load(const std::string& model_path, const std::optional<std::string>& vocab_dir,
+                                      const std::optional<std::string>& config_folder) {
+  const ModelSource source = config_folder ? ModelSource::open(model_path, *config_folder) : ModelSource::open(model_path);
   StableDiffusion sd;
   sd.arch_ = detect_architecture(source);
-  sd.tokenizer_ = ClipTokenizer::load(find_tokenizer_folder(model_path, sd.arch_.family, vocab_dir));
+  sd.tokenizer_ = ClipTokenizer::load(find_tokenizer_folder(source, sd.arch_.family, vocab_dir));
   sd.text_encoder_ = ClipTextEncoder::load(require(source, "text_encoder"));
   sd.unet_ = Unet::load(require(source, "unet"));
   sd.vae_ = Vae::load(require(source, "vae"));
-  if (source.scheduler_config()) sd.scheduler_config_ = scheduler_config_from_json(*source.scheduler_config());
+  // A single file without a scheduler config gets SD's own schedule; its prediction type is what its
+  // keys say (a v_pred key), else epsilon, unless the user says otherwise.
+  if (source.scheduler_config()) {
+    sd.scheduler_config_ = scheduler_config_from_json(*source.scheduler_config());
+  } else if (sd.arch_.prediction == "v_prediction") {
+    sd.scheduler_config_.prediction = Prediction::kVPrediction;
+  }
   HD_CHECK(sd.text_encoder_.config().width == sd.unet_.config().context_dim, model_path, ": the text encoder's width ",
            sd.text_encoder_.config().width, " does not match the UNet's context width ", sd.unet_.config().context_dim);
   HD_CHECK(sd.text_encoder_.config().vocab >= int64_t(sd.tokenizer_.vocab_size()), model_path,
@@ -89,6 +93,7 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
   validate(p, vae_scale_factor());
   SchedulerConfig config = scheduler_config_;
   if (p.spacing) config.spacing = *p.spacing;
+  if (p.prediction) config.prediction = *p.prediction;
   const auto sampler = Sampler::create(p.sampler, p.schedule, config, p.steps);
   const bool guided = p.cfg_scale > 1.0f;  // diffusers skips the unconditional pass at scale <= 1
   const int64_t n = p.batch, c = unet_.config().in_channels;

@@ -33,6 +33,7 @@ struct GenerationParams {
   int batch = 1;
   std::optional<TimestepSpacing> spacing;  // overrides the model's scheduler config
   float strength = 1.0f;                   // img2img: how much of the init image is noised away, in [0, 1]
+  std::optional<Prediction> prediction;    // overrides what the model says (SD2.x single files do not say)
 };
 
 // Validates the parameters against each other and the model (sizes, steps, CFG): every failure is an
@@ -53,8 +54,10 @@ using ProgressCallback = std::function<void(int, int)>;
 
 class StableDiffusion {
  public:
-  // A diffusers folder (single files need the LDM name table, not written yet: a clear error says so).
-  static StableDiffusion load(const std::string& model_path, const std::optional<std::string>& vocab_dir);
+  // A diffusers folder, or a single-file checkpoint (optionally described by a diffusers folder's
+  // configs, `config_folder`, as diffusers' from_single_file(config=...)).
+  static StableDiffusion load(const std::string& model_path, const std::optional<std::string>& vocab_dir,
+                              const std::optional<std::string>& config_folder = std::nullopt);
 
   const SchedulerConfig& scheduler_config() const { return scheduler_config_; }
   int64_t vae_scale_factor() const { return int64_t(1) << (vae_.config().block_out_channels.size() - 1); }

@@ -50,8 +50,9 @@ std::vector<fs::path> cached_candidates(ModelFamily family) {
 
 }  // namespace
 
-std::string find_tokenizer_folder(const std::string& model_path, ModelFamily family,
+std::string find_tokenizer_folder(const ModelSource& source, ModelFamily family,
                                   const std::optional<std::string>& vocab_dir) {
+  const std::string& model_path = source.path();
   if (vocab_dir) {
     HD_CHECK(has_tokenizer_files(*vocab_dir), *vocab_dir,
              ": --vocab needs a folder with vocab.json + merges.txt or tokenizer.json");
@@ -59,9 +60,8 @@ std::string find_tokenizer_folder(const std::string& model_path, ModelFamily fam
   }
   std::vector<fs::path> candidates;
   const fs::path model(model_path);
-  if (fs::is_directory(model)) {
-    candidates.push_back(model / "tokenizer");
-  } else {
+  if (!source.config_folder().empty()) candidates.push_back(fs::path(source.config_folder()) / "tokenizer");
+  if (!fs::is_directory(model)) {
     candidates.push_back(model.parent_path() / "tokenizer");
     candidates.push_back(model.parent_path() / model.stem() / "tokenizer");
   }

@@ -12,7 +12,7 @@ namespace hd {
 
 // The folder holding vocab.json + merges.txt or tokenizer.json for `model_path`, or an Error listing
 // the places searched. `vocab_dir`, when given, is the only place looked at.
-std::string find_tokenizer_folder(const std::string& model_path, ModelFamily family,
+std::string find_tokenizer_folder(const ModelSource& model, ModelFamily family,
                                   const std::optional<std::string>& vocab_dir);
 
 }  // namespace hd

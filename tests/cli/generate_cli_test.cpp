@@ -46,6 +46,17 @@ TEST(GenerateCli, Img2ImgTakesItsSizeFromTheImage) {
   EXPECT_NE(read_png_text(png.string())[0].second.find("Denoising strength: 0.5"), std::string::npos);
 }
 
+TEST(GenerateCli, SingleFileWithConfigFolder) {
+  test::TempDir dir;
+  const auto png = dir.path() / "single.png";
+  const auto r = test::run_cli("generate --model " + kModel + ".safetensors --config " + kModel +
+                               " --prompt 'a red circle' --steps 2 --width 32 --height 32 --output " + test::quoted(png));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(read_png(png.string()).width, 32);
+  const auto bad = test::run_cli("generate --model " + kModel + ".safetensors --prompt x --prediction sample --output /dev/null");
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+}
+
 TEST(GenerateCli, BadInputsAreOneLineErrors) {
   const std::string base = "generate --model " + kModel + " --output /dev/null --steps 1 --width 32 --height 32 ";
   const std::pair<std::string, std::string> cases[] = {

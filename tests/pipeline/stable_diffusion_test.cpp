@@ -34,8 +34,12 @@ double psnr(const Tensor& image, const std::vector<double>& reference) {
   return mse == 0.0 ? INFINITY : 10.0 * std::log10(1.0 / mse);
 }
 
-void check_family(const std::string& family) {
-  const StableDiffusion sd = StableDiffusion::load(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_" + family, std::nullopt);
+void check_family(const std::string& family, bool single_file = false) {
+  const std::string base = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_" + family;
+  // The single file needs the folder's configs for what tiny weights cannot tell (heads, groups), as
+  // diffusers' from_single_file(config=...) does.
+  const StableDiffusion sd = single_file ? StableDiffusion::load(base + ".safetensors", std::nullopt, base)
+                                         : StableDiffusion::load(base, std::nullopt);
   const test::Fixture fixture("models/tiny_" + family + "_pipeline.safetensors");
   int runs = 0;
   for (const auto& c : fixture.cases()) {
@@ -102,6 +106,9 @@ TEST(StableDiffusion, Sd2TinyImg2ImgMatchesDiffusers) { check_img2img("sd2"); }
 
 TEST(StableDiffusion, Sd1TinyPipelineMatchesDiffusers) { check_family("sd1"); }
 TEST(StableDiffusion, Sd2TinyPipelineMatchesDiffusers) { check_family("sd2"); }
+
+TEST(StableDiffusion, Sd1TinySingleFileMatchesDiffusers) { check_family("sd1", true); }
+TEST(StableDiffusion, Sd2TinyOpenClipSingleFileMatchesDiffusers) { check_family("sd2", true); }
 
 TEST(StableDiffusion, BadParametersAreClearErrors) {
   GenerationParams p;

@@ -25,7 +25,7 @@ namespace {
 
 constexpr const char* kFlags[] = {"--model", "--prompt", "--negative-prompt", "--steps", "--cfg-scale", "--sampler",
                                   "--schedule", "--seed", "--width", "--height", "--batch", "--init-image", "--strength",
-                                  "--vocab", "--output", "--save-latents", "--device", "--threads"};
+                                  "--vocab", "--config", "--prediction", "--output", "--save-latents", "--device", "--threads"};
 
 template <typename T>
 T parse_number(const std::string& flag, const std::string& text) {
@@ -109,7 +109,7 @@ int run_generate(std::span<const std::string_view> args) {
     const auto it = flags.find(flag);
     return it == flags.end() ? std::nullopt : std::optional(it->second);
   };
-  if (!get("--model")) throw UsageError{"generate: --model PATH is required (a diffusers model folder)"};
+  if (!get("--model")) throw UsageError{"generate: --model PATH is required (a diffusers folder or a .safetensors file)"};
   if (!get("--prompt")) throw UsageError{"generate: --prompt TEXT is required"};
 
   GenerationParams p;
@@ -123,6 +123,7 @@ int run_generate(std::span<const std::string_view> args) {
   if (auto v = get("--width")) p.width = parse_number<int>("--width", *v);
   if (auto v = get("--height")) p.height = parse_number<int>("--height", *v);
   if (auto v = get("--batch")) p.batch = parse_number<int>("--batch", *v);
+  if (auto v = get("--prediction")) p.prediction = parse_prediction(*v);
   validate(p, 8);
   check_sampler_schedule(p.sampler, p.schedule);
   require_utf8(p.prompt, "the prompt");
@@ -156,7 +157,7 @@ int run_generate(std::span<const std::string_view> args) {
   }
 
   const std::string model = *get("--model");
-  const StableDiffusion sd = StableDiffusion::load(model, get("--vocab"));
+  const StableDiffusion sd = StableDiffusion::load(model, get("--vocab"), get("--config"));
   std::fprintf(stderr, "model: %s, %s, %dx%d, %d steps of %s\n", model.c_str(), sd.description().c_str(), p.width,
                p.height, p.steps, std::string(sampler_name(p.sampler)).c_str());
   ProgressBar bar;

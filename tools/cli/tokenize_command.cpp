@@ -25,7 +25,7 @@ int run_tokenize(std::span<const std::string_view> args) {
   // The family decides which tokenizer a single file falls back to (SD2.x pads differently).
   const ModelSource source = ModelSource::open(*model);
   const ModelFamily family = detect_architecture(source).family;
-  const ClipTokenizer tokenizer = ClipTokenizer::load(find_tokenizer_folder(*model, family, vocab));
+  const ClipTokenizer tokenizer = ClipTokenizer::load(find_tokenizer_folder(source, family, vocab));
   const auto ids = tokenizer.encode(*prompt);
   for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? " " : "", ids[i]);
   std::printf("\n");
