@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/layout.h"
 
 namespace hd::test {
 
@@ -22,6 +23,20 @@ std::vector<int64_t> Fixture::ints(const std::string& tensor_name) const {
   std::vector<int64_t> v(size_t(e.numel));
   if (!v.empty()) std::memcpy(v.data(), file_.raw(e).data(), e.nbytes());
   return v;
+}
+
+OwnedTensor Fixture::nhwc(const std::string& tensor_name) const {
+  const std::vector<int64_t>& s = shape(tensor_name);
+  HD_CHECK(s.size() == 4, tensor_name, " is not a 4-D NCHW tensor");
+  const std::vector<float> v = floats(tensor_name);
+  OwnedTensor t(Shape{s[0], s[2], s[3], s[1]}, DType::kF32);
+  nchw_to_nhwc(v.data(), t.ptr<float>(), s[0], s[1], s[2], s[3]);
+  return t;
+}
+
+std::vector<double> as_reference(const Tensor& t) {
+  const float* p = t.ptr<float>();
+  return std::vector<double>(p, p + t.numel());
 }
 
 const std::vector<int64_t>& Fixture::shape(const std::string& tensor_name) const {

@@ -19,10 +19,15 @@ class Fixture {
   std::vector<int64_t> ints(const std::string& tensor_name) const;  // an I64 tensor
   const std::vector<int64_t>& shape(const std::string& tensor_name) const;
   bool has(const std::string& tensor_name) const { return file_.find(tensor_name) != nullptr; }
+  // An NCHW f32 fixture tensor in the engine's NHWC layout.
+  OwnedTensor nhwc(const std::string& tensor_name) const;
 
  private:
   SafetensorsFile file_;
   nlohmann::json cases_;
 };
+
+// The values of `t` as doubles, the form relative_l2 takes its reference in.
+std::vector<double> as_reference(const Tensor& t);
 
 }  // namespace hd::test

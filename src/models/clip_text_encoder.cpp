@@ -45,9 +45,8 @@ ClipTextConfig ClipTextConfig::detect(const ModelComponent& component) {
   c.intermediate = fc1[0];
   c.heads = c.width / 64;
   c.quick_gelu = c.width == 768;
-  if (component.config_json) {
-    const auto j = nlohmann::json::parse(*component.config_json, nullptr, false);
-    HD_CHECK(j.is_object(), component.name, "/config.json is not a JSON object");
+  {
+    const nlohmann::json j = component_config(component);
     if (j.contains("num_attention_heads")) c.heads = j["num_attention_heads"].get<int64_t>();
     if (j.contains("hidden_act")) {
       const std::string act = j["hidden_act"].get<std::string>();

@@ -42,9 +42,8 @@ UnetConfig UnetConfig::detect(const ModelComponent& component) {
   // Heads are not in the weights. diffusers' config calls them attention_head_dim (an int or one per
   // level); without a config, SD1.x has 8 heads and SD2.x heads of width 64.
   for (int64_t ch : c.block_out_channels) c.heads.push_back(c.context_dim == 768 ? 8 : int(ch / 64));
-  if (component.config_json) {
-    const auto j = nlohmann::json::parse(*component.config_json, nullptr, false);
-    HD_CHECK(j.is_object(), component.name, "/config.json is not a JSON object");
+  {
+    const nlohmann::json j = component_config(component);
     if (j.contains("norm_num_groups")) c.norm_groups = j["norm_num_groups"].get<int>();
     if (j.contains("norm_eps")) c.norm_eps = j["norm_eps"].get<float>();
     const auto& heads = j.contains("num_attention_heads") && !j["num_attention_heads"].is_null() ? j["num_attention_heads"]

@@ -34,9 +34,8 @@ VaeConfig VaeConfig::detect(const ModelComponent& component) {
   }
   c.mid_attention = w.has("decoder.mid_block.attentions.0.to_q.weight") || w.has("decoder.mid_block.attentions.0.query.weight");
   c.has_encoder = w.has("encoder.conv_in.weight");
-  if (component.config_json) {
-    const auto j = nlohmann::json::parse(*component.config_json, nullptr, false);
-    HD_CHECK(j.is_object(), component.name, "/config.json is not a JSON object");
+  {
+    const nlohmann::json j = component_config(component);
     if (j.contains("norm_num_groups")) c.norm_groups = j["norm_num_groups"].get<int>();
     if (j.contains("scaling_factor") && j["scaling_factor"].is_number()) c.scaling_factor = j["scaling_factor"].get<float>();
     HD_CHECK_KIND(!j.contains("shift_factor") || j["shift_factor"].is_null(), ErrorKind::kUnsupported, component.name,

@@ -6,6 +6,13 @@
 
 namespace hd {
 
+nlohmann::json component_config(const ModelComponent& component) {
+  if (!component.config_json) return nlohmann::json::object();
+  auto j = nlohmann::json::parse(*component.config_json, nullptr, false);
+  HD_CHECK(!j.is_discarded() && j.is_object(), component.name, "/config.json is not a JSON object");
+  return j;
+}
+
 WeightReader::WeightReader(const ModelComponent& component, std::string prefix)
     : component_(component), prefix_(std::move(prefix)) {}
 

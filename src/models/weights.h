@@ -5,10 +5,15 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "core/tensor.h"
 #include "io/model_source.h"
 
 namespace hd {
+
+// The component's config.json as a JSON object (empty when there is none); throws when it is malformed.
+nlohmann::json component_config(const ModelComponent& component);
 
 class WeightReader {
  public:

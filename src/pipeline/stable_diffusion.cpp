@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/layout.h"
 #include "ops/ops.h"
 #include "pipeline/tokenizer_files.h"
 #include "sampling/torch_rng.h"
@@ -17,11 +18,7 @@ OwnedTensor randn_nhwc(TorchCpuGenerator& generator, int64_t n, int64_t c, int64
   std::vector<float> nchw(size_t(n * c * h * w));
   generator.randn(nchw.data(), int64_t(nchw.size()));
   OwnedTensor out(Shape{n, h, w, c}, DType::kF32);
-  float* p = out.ptr<float>();
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t y = 0; y < h; ++y)
-        for (int64_t x = 0; x < w; ++x) p[((b * h + y) * w + x) * c + ch] = nchw[size_t(((b * c + ch) * h + y) * w + x)];
+  nchw_to_nhwc(nchw.data(), out.ptr<float>(), n, c, h, w);
   return out;
 }
 

@@ -11,16 +11,6 @@
 namespace hd {
 namespace {
 
-OwnedTensor nchw_to_nhwc(const std::vector<float>& v, const std::vector<int64_t>& s) {
-  const int64_t n = s[0], c = s[1], h = s[2], w = s[3];
-  OwnedTensor t(Shape{n, h, w, c}, DType::kF32);
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t y = 0; y < h; ++y)
-        for (int64_t x = 0; x < w; ++x) t.ptr<float>()[((b * h + y) * w + x) * c + ch] = v[size_t(((b * c + ch) * h + y) * w + x)];
-  return t;
-}
-
 void check_family(const std::string& family, bool linear_projection, std::vector<int> heads) {
   const ModelSource model = ModelSource::open(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_" + family);
   const Unet unet = Unet::load(*model.component("unet"));
@@ -29,16 +19,14 @@ void check_family(const std::string& family, bool linear_projection, std::vector
   EXPECT_EQ(unet.config().context_dim, 32);
 
   const test::Fixture fixture("models/tiny_" + family + "_components.safetensors");
-  const OwnedTensor sample = nchw_to_nhwc(fixture.floats("sample"), fixture.shape("sample"));
+  const OwnedTensor sample = fixture.nhwc("sample");
   const std::vector<float> ctx = fixture.floats("context");
   OwnedTensor context(Shape{2, 77, 32}, DType::kF32);
   std::copy(ctx.begin(), ctx.end(), context.ptr<float>());
   // An integer timestep, and a fractional one as Karras sigmas give.
   for (const auto& [name, timestep] : {std::pair{"unet_t537", 537.0f}, {"unet_t12.25", 12.25f}}) {
     const OwnedTensor out = unet.forward(sample, timestep, context);
-    const OwnedTensor expected = nchw_to_nhwc(fixture.floats(name), fixture.shape(name));
-    const float* p = expected.ptr<float>();
-    const double err = test::relative_l2(out, std::vector<double>(p, p + expected.view().numel()));
+    const double err = test::relative_l2(out, test::as_reference(fixture.nhwc(name)));
     std::printf("%s UNet at t=%g: relative L2 error %.3g against diffusers\n", family.c_str(), timestep, err);
     EXPECT_LT(err, 1e-4);
   }

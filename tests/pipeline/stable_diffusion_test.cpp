@@ -15,17 +15,6 @@
 namespace hd {
 namespace {
 
-// NCHW fixture -> NHWC, to compare with the engine's layout.
-std::vector<double> nchw_to_nhwc(const std::vector<float>& v, const std::vector<int64_t>& s) {
-  const int64_t n = s[0], c = s[1], h = s[2], w = s[3];
-  std::vector<double> out(v.size());
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t y = 0; y < h; ++y)
-        for (int64_t x = 0; x < w; ++x) out[size_t(((b * h + y) * w + x) * c + ch)] = v[size_t(((b * c + ch) * h + y) * w + x)];
-  return out;
-}
-
 double psnr(const Tensor& image, const std::vector<double>& reference) {
   double mse = 0.0;
   const float* p = image.ptr<float>();
@@ -33,6 +22,32 @@ double psnr(const Tensor& image, const std::vector<double>& reference) {
   mse /= double(reference.size());
   return mse == 0.0 ? INFINITY : 10.0 * std::log10(1.0 / mse);
 }
+
+// The parameters of a recorded run (the runs were recorded with leading spacing).
+GenerationParams params_of(const nlohmann::json& c) {
+  GenerationParams p;
+  p.prompt = c["prompt"];
+  p.negative_prompt = c["negative_prompt"];
+  p.steps = c["steps"];
+  p.cfg_scale = c["cfg"];
+  p.sampler = parse_sampler(c["sampler"].get<std::string>());
+  p.schedule = parse_sigma_schedule(c["schedule"].get<std::string>());
+  p.seed = c["seed"];
+  p.spacing = TimestepSpacing::kLeading;
+  return p;
+}
+
+// Runs `generate` and compares latents (relative L2 <= 1e-3) and image (>= 40 dB PSNR) with the fixture.
+void check_run(const StableDiffusion& sd, const test::Fixture& fixture, const std::string& label, const std::string& name,
+               const GenerationParams& p, const Tensor* init_image) {
+  const GenerationResult r = sd.generate(p, {}, init_image);
+  const double latent_err = test::relative_l2(r.latents, test::as_reference(fixture.nhwc(name + ".latents")));
+  const double db = psnr(r.image, test::as_reference(fixture.nhwc(name + ".image")));
+  std::printf("%s %-26s latents rel. L2 %.2e, image PSNR %.1f dB\n", label.c_str(), name.c_str(), latent_err, db);
+  EXPECT_LT(latent_err, 1e-3);
+  EXPECT_GE(db, 40.0);
+}
+
 
 void check_family(const std::string& family, bool single_file = false) {
   const std::string base = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_" + family;
@@ -45,23 +60,10 @@ void check_family(const std::string& family, bool single_file = false) {
   for (const auto& c : fixture.cases()) {
     const std::string name = c["name"];
     SCOPED_TRACE(family + " " + name);
-    GenerationParams p;
-    p.prompt = c["prompt"];
-    p.negative_prompt = c["negative_prompt"];
-    p.steps = c["steps"];
-    p.cfg_scale = c["cfg"];
-    p.sampler = parse_sampler(c["sampler"].get<std::string>());
-    p.schedule = parse_sigma_schedule(c["schedule"].get<std::string>());
-    p.seed = c["seed"];
+    GenerationParams p = params_of(c);
     p.width = c["width"];
     p.height = c["height"];
-    p.spacing = TimestepSpacing::kLeading;  // the runs were recorded with leading spacing
-    const GenerationResult r = sd.generate(p);
-    const double latent_err = test::relative_l2(r.latents, nchw_to_nhwc(fixture.floats(name + ".latents"), fixture.shape(name + ".latents")));
-    const double db = psnr(r.image, nchw_to_nhwc(fixture.floats(name + ".image"), fixture.shape(name + ".image")));
-    std::printf("%s %-26s latents rel. L2 %.2e, image PSNR %.1f dB\n", family.c_str(), name.c_str(), latent_err, db);
-    EXPECT_LT(latent_err, 1e-3);
-    EXPECT_GE(db, 40.0);
+    check_run(sd, fixture, family, name, p, nullptr);
     ++runs;
   }
   EXPECT_EQ(runs, 12);
@@ -78,24 +80,11 @@ void check_img2img(const std::string& family) {
   for (const auto& c : fixture.cases()) {
     const std::string name = c["name"];
     SCOPED_TRACE(family + " img2img " + name);
-    GenerationParams p;
-    p.prompt = c["prompt"];
-    p.negative_prompt = c["negative_prompt"];
-    p.steps = c["steps"];
-    p.cfg_scale = c["cfg"];
-    p.sampler = parse_sampler(c["sampler"].get<std::string>());
-    p.schedule = parse_sigma_schedule(c["schedule"].get<std::string>());
-    p.seed = c["seed"];
+    GenerationParams p = params_of(c);
     p.strength = c["strength"];
     p.width = png.width;
     p.height = png.height;
-    p.spacing = TimestepSpacing::kLeading;
-    const GenerationResult r = sd.generate(p, {}, &init.view());
-    const double latent_err = test::relative_l2(r.latents, nchw_to_nhwc(fixture.floats(name + ".latents"), fixture.shape(name + ".latents")));
-    const double db = psnr(r.image, nchw_to_nhwc(fixture.floats(name + ".image"), fixture.shape(name + ".image")));
-    std::printf("%s img2img %-24s latents rel. L2 %.2e, image PSNR %.1f dB\n", family.c_str(), name.c_str(), latent_err, db);
-    EXPECT_LT(latent_err, 1e-3);
-    EXPECT_GE(db, 40.0);
+    check_run(sd, fixture, family + " img2img", name, p, &init.view());
     ++runs;
   }
   EXPECT_EQ(runs, 5);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/layout.h"
 #include "core/thread_pool.h"
 #include "io/png.h"
 #include "io/safetensors.h"
@@ -179,10 +180,7 @@ int run_generate(std::span<const std::string_view> args) {
     const Tensor& l = result.latents.view();
     const int64_t n = l.dim(0), h = l.dim(1), w = l.dim(2), c = l.dim(3);
     std::vector<float> nchw(size_t(l.numel()));
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t y = 0; y < h; ++y)
-          for (int64_t x = 0; x < w; ++x) nchw[size_t(((b * c + ch) * h + y) * w + x)] = l.ptr<float>()[((b * h + y) * w + x) * c + ch];
+    nhwc_to_nchw(l.ptr<float>(), nchw.data(), n, c, h, w);
     std::vector<uint8_t> bytes(nchw.size() * 4);
     std::memcpy(bytes.data(), nchw.data(), bytes.size());
     const auto file = serialize_safetensors({{"latents", "F32", {n, c, h, w}, std::move(bytes)}});
