@@ -93,3 +93,19 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
 
 }  // namespace
 }  // namespace hd
+
+namespace hd {
+namespace {
+
+TEST(GenerateCli, ConfigValueOfTheWrongTypeIsABadInputError) {
+  test::TempDir dir;
+  const auto model = dir.path() / "m";
+  std::filesystem::copy(kModel, model, std::filesystem::copy_options::recursive);
+  dir.write("m/vae/config.json", std::string(R"({"norm_num_groups": "sixteen"})"));
+  const auto r = test::run_cli("generate --model " + test::quoted(model) + " --prompt x --steps 1 --width 32 --height 32 --output /dev/null");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.out.rfind("hipdiffusion: error: a JSON file of the model has a value of the wrong type", 0), 0u) << r.out;
+}
+
+}  // namespace
+}  // namespace hd

@@ -1,6 +1,7 @@
 // hipdiffusion: the command-line front end. Parses the subcommand and maps failures to exit codes;
 // the work is done by the subcommands and the library below them.
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <new>
 #include <string>
 #include <string_view>
@@ -55,6 +56,10 @@ int main(int argc, char** argv) {
     return hd::cli::kExitUsage;
   } catch (const hd::Error& e) {
     std::fprintf(stderr, "hipdiffusion: error: %s\n", e.what());
+    return hd::cli::kExitFailure;
+  } catch (const nlohmann::json::exception& e) {
+    // A JSON value of the wrong type in a config or tokenizer file the user gave.
+    std::fprintf(stderr, "hipdiffusion: error: a JSON file of the model has a value of the wrong type: %s\n", e.what());
     return hd::cli::kExitFailure;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "hipdiffusion: error: out of host memory\n");
