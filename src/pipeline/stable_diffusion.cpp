@@ -79,10 +79,15 @@ std::string StableDiffusion::description() const {
 }
 
 OwnedTensor StableDiffusion::encode_prompts(const std::string& text, int batch) const {
+  // Every sample of the batch has the same prompt: encode it once, then repeat the embedding.
   const std::vector<int32_t> ids = tokenizer_.encode(text);
-  OwnedTensor tokens(Shape{batch, ClipTokenizer::kContextLength}, DType::kI32);
-  for (int b = 0; b < batch; ++b) std::copy(ids.begin(), ids.end(), tokens.ptr<int32_t>() + b * ClipTokenizer::kContextLength);
-  return text_encoder_.forward(tokens);
+  OwnedTensor tokens(Shape{1, ClipTokenizer::kContextLength}, DType::kI32);
+  std::copy(ids.begin(), ids.end(), tokens.ptr<int32_t>());
+  const OwnedTensor one = text_encoder_.forward(tokens);  // [1, 77, width]
+  OwnedTensor out(Shape{batch, one.view().dim(1), one.view().dim(2)}, DType::kF32);
+  const int64_t per = one.view().numel();
+  for (int b = 0; b < batch; ++b) std::copy_n(one.ptr<float>(), per, out.ptr<float>() + b * per);
+  return out;
 }
 
 GenerationResult StableDiffusion::generate(const GenerationParams& p, const ProgressCallback& progress,
