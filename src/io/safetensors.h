@@ -60,6 +60,9 @@ class SafetensorsFile {
   Tensor view(const SafetensorsEntry& e) const;
   // A host copy converted to `as` (f32, f16 or bf16), whatever the alignment in the file.
   OwnedTensor load(const SafetensorsEntry& e, DType as) const;
+  // Rows [first, first + count) of the first dimension only, converted likewise (one of several
+  // matrices stored fused in one tensor).
+  OwnedTensor load_rows(const SafetensorsEntry& e, int64_t first, int64_t count, DType as) const;
 
  private:
   SafetensorsFile() = default;

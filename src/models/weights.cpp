@@ -1,7 +1,5 @@
 #include "models/weights.h"
 
-#include <algorithm>
-
 #include "core/error.h"
 
 namespace hd {
@@ -36,13 +34,8 @@ OwnedTensor WeightReader::load(std::string_view name, const Shape& expected) con
   HD_CHECK(fits && actual == expected, component_.name, ": tensor '", component_.prefix, prefix_, name, "'",
            component_.mapped_from_ldm ? " (mapped from the single file's names)" : "", " has shape ",
            fits ? actual.to_string() : "of rank > 6", ", expected ", expected.to_string());
-  OwnedTensor whole = t.file->load(*t.entry, DType::kF32);
-  if (t.row_count == 0) return whole;
-  // One slice of rows of a fused tensor (OpenCLIP's q/k/v).
-  OwnedTensor rows(expected, DType::kF32);
-  const int64_t row_size = expected.numel() / std::max<int64_t>(t.row_count, 1);
-  std::copy_n(whole.ptr<float>() + t.first_row * row_size, expected.numel(), rows.ptr<float>());
-  return rows;
+  if (t.row_count == 0) return t.file->load(*t.entry, DType::kF32);
+  return t.file->load_rows(*t.entry, t.first_row, t.row_count, DType::kF32);  // one of OpenCLIP's fused q/k/v
 }
 
 OwnedTensor WeightReader::load_conv(std::string_view name, int64_t out, int64_t in, int64_t kh, int64_t kw) const {

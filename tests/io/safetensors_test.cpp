@@ -65,6 +65,10 @@ TEST(Safetensors, ReadsWhatTheWriterWrites) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(loaded.ptr<float>()[i], w[i]);
   const OwnedTensor widened = st.load(st.at("a.half"), DType::kF32);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(widened.ptr<float>()[i], half_to_float(float_to_half(w[i])));
+  const OwnedTensor second_row = st.load_rows(z, 1, 1, DType::kF32);  // [1, 3]
+  EXPECT_EQ(second_row.view().shape, (Shape{1, 3}));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(second_row.ptr<float>()[i], w[3 + i]);
+  EXPECT_THROW(st.load_rows(z, 1, 2, DType::kF32), Error);
   EXPECT_EQ(st.at("position_ids").dtype, DType::kI64);
   EXPECT_THROW(st.load(st.at("position_ids"), DType::kF32), Error);
   EXPECT_EQ(st.at("empty").numel, 0);
