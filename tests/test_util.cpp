@@ -102,3 +102,15 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& values) {
 std::vector<uint8_t> zero_bytes(size_t n) { return std::vector<uint8_t>(n, 0); }
 
 }  // namespace hd::test
+
+namespace hd::test {
+
+double psnr(const Tensor& image, const std::vector<double>& reference) {
+  double mse = 0.0;
+  const float* p = image.ptr<float>();
+  for (size_t i = 0; i < reference.size(); ++i) mse += (p[i] - reference[i]) * (p[i] - reference[i]);
+  mse /= double(reference.size());
+  return mse == 0.0 ? INFINITY : 10.0 * std::log10(1.0 / mse);
+}
+
+}  // namespace hd::test

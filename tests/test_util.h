@@ -39,6 +39,8 @@ std::vector<float> to_vector(const Tensor& t);
 double relative_l2(const std::vector<float>& a, const std::vector<double>& reference);
 double relative_l2(const Tensor& a, const std::vector<double>& reference);
 double max_abs_diff(const Tensor& a, const std::vector<double>& reference);
+// Peak signal-to-noise ratio in dB of an image with values in [0, 1] against its reference.
+double psnr(const Tensor& image, const std::vector<double>& reference);
 
 // A directory under the system temp dir, removed with everything in it when this goes out of scope.
 class TempDir {

@@ -30,9 +30,13 @@ each case in the header's __metadata__.
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "train_tiny"))
+from vocabulary import bytes_to_unicode  # noqa: E402  (CLIP's byte alphabet, shared with the shapes model's vocabulary)
 
 
 def save(tensors: dict, meta: dict, path: Path) -> None:
@@ -162,19 +166,6 @@ PROMPTS = [
     "",
     " ".join(["a very long prompt"] * 30),
 ]
-
-
-def bytes_to_unicode() -> dict:
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    codes = printable[:]
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            codes.append(256 + extra)
-            extra += 1
-    return dict(zip(printable, [chr(c) for c in codes]))
 
 
 def tokenizer_fixtures(out: Path, bpe_gz: Path) -> None:

@@ -46,6 +46,7 @@ UnetConfig UnetConfig::detect(const ModelComponent& component) {
     const nlohmann::json j = component_config(component);
     if (j.contains("norm_num_groups")) c.norm_groups = j["norm_num_groups"].get<int>();
     if (j.contains("norm_eps")) c.norm_eps = j["norm_eps"].get<float>();
+    if (j.contains("sample_size") && j["sample_size"].is_number_integer()) c.sample_size = j["sample_size"].get<int64_t>();
     const auto& heads = j.contains("num_attention_heads") && !j["num_attention_heads"].is_null() ? j["num_attention_heads"]
                                                                                                : j.value("attention_head_dim", nlohmann::json());
     if (heads.is_number_integer()) {

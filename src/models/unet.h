@@ -24,6 +24,7 @@ struct UnetConfig {
   bool linear_projection = false;  // SD2.x: linear proj_in/proj_out; SD1.x: 1x1 convolutions
   int norm_groups = 32;
   float norm_eps = 1e-5f;
+  int64_t sample_size = 64;  // the latent size the model was trained at (config.json; diffusers' default 64)
 
   static UnetConfig detect(const ModelComponent& component);
 };

@@ -62,6 +62,9 @@ class StableDiffusion {
   const SchedulerConfig& scheduler_config() const { return scheduler_config_; }
   int64_t vae_scale_factor() const { return int64_t(1) << (vae_.config().block_out_channels.size() - 1); }
   std::string description() const;  // "SD1.x (epsilon)"
+  // The picture size the model was trained for, as diffusers picks it: the UNet's sample_size times the
+  // VAE's scale factor (512 for SD1.x and the shapes model's 64).
+  int default_image_size() const { return int(unet_.config().sample_size * vae_scale_factor()); }
 
   // txt2img, or img2img from `init_image` [1, H, W, 3] in [-1, 1] (H, W = params.height, width) as
   // diffusers' StableDiffusionImg2ImgPipeline: the image's latent sampled from the VAE's moments with the

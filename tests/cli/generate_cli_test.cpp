@@ -32,6 +32,22 @@ TEST(GenerateCli, WritesPngWithParametersAndLatents) {
   EXPECT_EQ(st.at("latents").shape, (std::vector<int64_t>{1, 4, 24, 16}));  // NCHW, the tiny VAE scales by 2
 }
 
+// The README's main command: no --model means the built-in shapes model, at the size it was trained for.
+TEST(GenerateCli, WithoutModelUsesTheDefaultModelAtItsOwnSize) {
+  test::TempDir dir;
+  const auto png = dir.path() / "out.png";
+  const auto r = test::run_cli("generate --prompt 'a green triangle on a white background' --output " + test::quoted(png));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("models/shapes-tiny"), std::string::npos) << r.out;
+  const RgbImage image = read_png(png.string());
+  EXPECT_EQ(image.width, 64);
+  EXPECT_EQ(image.height, 64);
+  // The size follows the model when not given: the tiny SD1.x fixture was made for 32x32.
+  const auto tiny = test::run_cli("generate --model " + kModel + " --prompt x --steps 1 --output " + test::quoted(png));
+  ASSERT_EQ(tiny.exit_code, 0) << tiny.out;
+  EXPECT_EQ(read_png(png.string()).width, 32);
+}
+
 TEST(GenerateCli, Img2ImgTakesItsSizeFromTheImage) {
   test::TempDir dir;
   const auto png = dir.path() / "out.png";

@@ -10,29 +10,15 @@
 #include "core/error.h"
 #include "fixture_util.h"
 #include "io/png.h"
+#include "pipeline/recorded_run.h"
 #include "test_util.h"
 
 namespace hd {
 namespace {
 
-double psnr(const Tensor& image, const std::vector<double>& reference) {
-  double mse = 0.0;
-  const float* p = image.ptr<float>();
-  for (size_t i = 0; i < reference.size(); ++i) mse += (p[i] - reference[i]) * (p[i] - reference[i]);
-  mse /= double(reference.size());
-  return mse == 0.0 ? INFINITY : 10.0 * std::log10(1.0 / mse);
-}
-
 // The parameters of a recorded run (the runs were recorded with leading spacing).
 GenerationParams params_of(const nlohmann::json& c) {
-  GenerationParams p;
-  p.prompt = c["prompt"];
-  p.negative_prompt = c["negative_prompt"];
-  p.steps = c["steps"];
-  p.cfg_scale = c["cfg"];
-  p.sampler = parse_sampler(c["sampler"].get<std::string>());
-  p.schedule = parse_sigma_schedule(c["schedule"].get<std::string>());
-  p.seed = c["seed"];
+  GenerationParams p = test::recorded_run_params(c);
   p.spacing = TimestepSpacing::kLeading;
   return p;
 }
@@ -42,7 +28,7 @@ void check_run(const StableDiffusion& sd, const test::Fixture& fixture, const st
                const GenerationParams& p, const Tensor* init_image) {
   const GenerationResult r = sd.generate(p, {}, init_image);
   const double latent_err = test::relative_l2(r.latents, test::as_reference(fixture.nhwc(name + ".latents")));
-  const double db = psnr(r.image, test::as_reference(fixture.nhwc(name + ".image")));
+  const double db = test::psnr(r.image, test::as_reference(fixture.nhwc(name + ".image")));
   std::printf("%s %-26s latents rel. L2 %.2e, image PSNR %.1f dB\n", label.c_str(), name.c_str(), latent_err, db);
   EXPECT_LT(latent_err, 1e-3);
   EXPECT_GE(db, 40.0);

@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "io/png.h"
 #include "io/safetensors.h"
+#include "pipeline/default_model.h"
 #include "pipeline/stable_diffusion.h"
 #include "text/clip_tokenizer.h"
 #include "tools/cli/commands.h"
@@ -110,7 +111,6 @@ int run_generate(std::span<const std::string_view> args) {
     const auto it = flags.find(flag);
     return it == flags.end() ? std::nullopt : std::optional(it->second);
   };
-  if (!get("--model")) throw UsageError{"generate: --model PATH is required (a diffusers folder or a .safetensors file)"};
   if (!get("--prompt")) throw UsageError{"generate: --prompt TEXT is required"};
 
   GenerationParams p;
@@ -157,8 +157,12 @@ int run_generate(std::span<const std::string_view> args) {
     ThreadPool::set_global_threads(threads);
   }
 
-  const std::string model = *get("--model");
+  const std::string model = get("--model") ? *get("--model") : default_model_folder();
   const StableDiffusion sd = StableDiffusion::load(model, get("--vocab"), get("--config"));
+  // Without --width/--height (and no init image), the size the model was trained for.
+  if (!get("--width") && !init_image) p.width = sd.default_image_size();
+  if (!get("--height") && !init_image) p.height = sd.default_image_size();
+  validate(p, sd.vae_scale_factor());
   std::fprintf(stderr, "model: %s, %s, %dx%d, %d steps of %s\n", model.c_str(), sd.description().c_str(), p.width,
                p.height, p.steps, std::string(sampler_name(p.sampler)).c_str());
   ProgressBar bar;
