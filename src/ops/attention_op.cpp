@@ -2,6 +2,9 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
+#if defined(HD_WITH_GPU)
+#include "ops/gpu/gpu_ops.h"
+#endif
 
 namespace hd::ops {
 
@@ -17,8 +20,14 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParam
   check_shape("attention", "value", v, k.shape);
   check_shape("attention", "output", out, q.shape);
   HD_CHECK(k.dim(1) > 0 || q.dim(1) == 0, "attention: no keys for ", q.dim(1), " queries");
-  if (!dev.is_cpu()) no_kernel("attention", dev);
-  cpu::attention(q, k, v, p, out);
+  for (const Tensor* t : {&k, &v, &out})
+    HD_CHECK(t->dtype == q.dtype, "attention: query is ", dtype_name(q.dtype), " but ", t->describe(), " is not");
+  if (dev.is_cpu()) return cpu::attention(q, k, v, p, out);
+#if defined(HD_WITH_GPU)
+  gpu::attention(q, k, v, p.heads, p.causal, p.scale, out);
+#else
+  no_kernel("attention", dev);
+#endif
 }
 
 }  // namespace hd::ops

@@ -4,6 +4,9 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
+#if defined(HD_WITH_GPU)
+#include "ops/gpu/gpu_ops.h"
+#endif
 
 namespace hd::ops {
 
@@ -28,14 +31,22 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
   check_affine("group_norm", 2, x, gamma, beta, eps, out);
   HD_CHECK(groups >= 1 && x.dim(-1) % groups == 0, "group_norm: ", x.dim(-1), " channels of ", x.shape.to_string(),
            " do not split into ", groups, " groups");
-  if (!x.device.is_cpu()) no_kernel("group_norm", x.device);
-  cpu::group_norm(x, gamma, beta, groups, eps, fuse_silu, out);
+  if (x.device.is_cpu()) return cpu::group_norm(x, gamma, beta, groups, eps, fuse_silu, out);
+#if defined(HD_WITH_GPU)
+  gpu::group_norm(x, gamma, beta, groups, eps, fuse_silu, out);
+#else
+  no_kernel("group_norm", x.device);
+#endif
 }
 
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out) {
   check_affine("layer_norm", 1, x, gamma, beta, eps, out);
-  if (!x.device.is_cpu()) no_kernel("layer_norm", x.device);
-  cpu::layer_norm(x, gamma, beta, eps, out);
+  if (x.device.is_cpu()) return cpu::layer_norm(x, gamma, beta, eps, out);
+#if defined(HD_WITH_GPU)
+  gpu::layer_norm(x, gamma, beta, eps, out);
+#else
+  no_kernel("layer_norm", x.device);
+#endif
 }
 
 }  // namespace hd::ops

@@ -127,7 +127,8 @@ TEST(DefaultModel, DrawsTheColoursAndPlaceThePromptAsksFor) {
     p.width = p.height = sd.default_image_size();
     const GenerationResult result = sd.generate(p);
     const Reading got = read_picture(to_bytes(result.image.view(), 0), p.height, p.width);
-    const bool ok = got.colour == c["colour"] && got.background == c["background"] && got.position == c["position"];
+    const bool ok = got.colour == triple[0] && got.background == triple[1] &&
+                    got.position == c["position"].get<std::string>();
     right += ok;
     held_out_cases += is_held_out;
     right_held_out += ok && is_held_out;

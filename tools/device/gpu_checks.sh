@@ -6,6 +6,9 @@ set -euo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" /tmp/deps
 for f in .deps/*.deb; do dpkg-deb -x "$f" /tmp/deps; done
+# A package may come pre-extracted and trimmed (libicu-dev without its static libraries, to keep the
+# carried tree small): a tarball of the package's file tree.
+for f in .deps/*.tar.gz; do [ -e "$f" ] && tar xzf "$f" -C /tmp/deps; done
 export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 {
   date -u

@@ -5,6 +5,7 @@
 
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/gpu_ops.h"
+#include "ops/gpu/numeric.cuh"
 
 namespace hd::gpu {
 
@@ -19,12 +20,6 @@ __device__ float load_element(const void* p, DType t, int64_t i) {
   if ((bits & 0x7c00u) == 0x7c00u && (bits & 0x3ffu) != 0)
     return __uint_as_float((uint32_t(bits & 0x8000u) << 16) | 0x7f800000u | (uint32_t(bits & 0x3ffu) << 13));
   return __half2float(__ushort_as_half(bits));
-}
-
-__device__ uint16_t float_to_bf16_bits(float f) {
-  const uint32_t x = __float_as_uint(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x0040u);  // quiet NaN
-  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
 __device__ uint16_t float_to_half_bits(float f) {

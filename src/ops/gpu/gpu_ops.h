@@ -9,4 +9,17 @@ namespace hd::gpu {
 // dst = src converted between f32, f16 and bf16, rounding to nearest even (bit-identical to hd::convert).
 void convert(const Tensor& src, const Tensor& dst);
 
+// Flash attention forward for f16/bf16, head dimension a multiple of 8 up to kMaxAttentionHeadDim.
+// `kPortable` forces the matrix-fragment layer's portable path (the one AMD targets use), so that it
+// can be tested on NVIDIA too.
+inline constexpr int kMaxAttentionHeadDim = 160;
+enum class AttentionPath { kFastest, kPortable };
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
+               const Tensor& out, AttentionPath path = AttentionPath::kFastest);
+
+// f32, f16 or bf16 (x, gamma, beta and out of one dtype); statistics in f32.
+void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,
+                const Tensor& out);
+void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out);
+
 }  // namespace hd::gpu

@@ -74,6 +74,24 @@ void copy(const Tensor& src, const Tensor& dst) {
   HD_GPU_CHECK(cudaMemcpy(dst.data, src.data, src.nbytes(), kind));
 }
 
+// Attribute queries, not cudaGetDeviceProperties: ops ask on every call, and the full query is slow.
+int multiprocessor_count(int index) {
+  int count = 0;
+  HD_GPU_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, index));
+  return count;
+}
+
+bool device_has_matrix_unit(int index) {
+#if defined(HD_GPU_HIP)
+  (void)index;
+  return false;  // AMD's matrix cores (MFMA) have their own fragment layout, not used yet
+#else
+  int major = 0;
+  HD_GPU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index));
+  return major >= 8;  // mma.sync.m16n8k16 for f16 and bf16
+#endif
+}
+
 void synchronize(const Device& device) {
   HD_GPU_CHECK(cudaSetDevice(device.index));
   HD_GPU_CHECK(cudaDeviceSynchronize());

@@ -20,4 +20,8 @@ std::string device_name(int index);
 void copy(const Tensor& src, const Tensor& dst);
 void synchronize(const Device& device);
 
+int multiprocessor_count(int index);
+// Whether the kernels' matrix-fragment layer has a hardware path on this device (NVIDIA sm_80+).
+bool device_has_matrix_unit(int index);
+
 }  // namespace hd::gpu

@@ -1,0 +1,115 @@
+// GPU timings of hipDiffusion's kernels on Stable Diffusion's shapes, with the device's copy bandwidth
+// measured in the same run as the ceiling for the memory-bound ones. bench/torch_peers.py times
+// PyTorch's kernels on the same shapes; run both in one session on one GPU (BENCHMARKS.md).
+// Each figure: the median over 7 batches of launches (each batch long enough to hide launch gaps),
+// after a warm-up. Usage: hd_bench_gpu_kernels
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/gpu/gpu_ops.h"
+#include "ops/gpu/gpu_runtime.h"
+#include "ops/ops.h"
+
+namespace {
+
+hd::Device gpu0() { return hd::Device{hd::gpu::build_device_type(), 0}; }
+
+hd::OwnedTensor random_gpu(hd::Shape shape, hd::DType dtype, std::mt19937& rng, float mean = 0.f) {
+  hd::OwnedTensor host(shape, hd::DType::kF32), narrow(shape, dtype), dev(shape, dtype, gpu0());
+  std::normal_distribution<float> dist(mean, 1.0f);
+  for (int64_t i = 0; i < host.view().numel(); ++i) host.ptr<float>()[i] = dist(rng);
+  hd::ops::convert(host, narrow);
+  hd::gpu::copy(narrow, dev);
+  return dev;
+}
+
+double median_ms(const std::function<void()>& fn) {
+  const hd::Device dev = gpu0();
+  fn();
+  hd::gpu::synchronize(dev);
+  // Launches per batch: enough for about 20 ms.
+  auto t0 = std::chrono::steady_clock::now();
+  fn();
+  hd::gpu::synchronize(dev);
+  const double once = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const int reps = std::clamp(int(20.0 / std::max(once, 1e-3)), 3, 2000);
+  std::vector<double> ms;
+  for (int b = 0; b < 7; ++b) {
+    t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) fn();
+    hd::gpu::synchronize(dev);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[3];
+}
+
+}  // namespace
+
+int main() {
+  hd::gpu::initialize();
+  std::printf("device: %s\n", hd::gpu::device_name(0).c_str());
+  std::mt19937 rng(1234);
+
+  // Ceiling: device-to-device copy of 1 GiB, bytes read + written.
+  const int64_t n = int64_t(1) << 29;
+  hd::OwnedTensor a(hd::Shape{n}, hd::DType::kF16, gpu0()), b(hd::Shape{n}, hd::DType::kF16, gpu0());
+  const double copy_ms = median_ms([&] { hd::gpu::copy(a, b); });
+  const double copy_gbs = 2.0 * double(n) * 2 / (copy_ms * 1e6);
+  std::printf("copy 1 GiB: %.3f ms, %.0f GB/s (read + write)\n", copy_ms, copy_gbs);
+
+  std::printf("\nattention (f16, flash forward)       ms     TFLOP/s\n");
+  struct AttentionCase {
+    const char* name;
+    int batch, heads, lq, lk, head_dim;
+  };
+  const AttentionCase attention_cases[] = {
+      {"SD1.5 64x64 self  B2 H8 L4096 D40", 2, 8, 4096, 4096, 40},
+      {"SD1.5 64x64 cross B2 H8 L4096/77 D40", 2, 8, 4096, 77, 40},
+      {"SD1.5 32x32 self  B2 H8 L1024 D80", 2, 8, 1024, 1024, 80},
+      {"SD1.5 16x16 self  B2 H8 L256 D160", 2, 8, 256, 256, 160},
+      {"SDXL 64x64 self   B2 H10 L4096 D64", 2, 10, 4096, 4096, 64},
+      {"SDXL 32x32 self   B2 H20 L1024 D64", 2, 20, 1024, 1024, 64},
+  };
+  for (const auto& c : attention_cases) {
+    const auto q = random_gpu({c.batch, c.lq, int64_t(c.heads) * c.head_dim}, hd::DType::kF16, rng);
+    const auto k = random_gpu({c.batch, c.lk, int64_t(c.heads) * c.head_dim}, hd::DType::kF16, rng);
+    const auto v = random_gpu({c.batch, c.lk, int64_t(c.heads) * c.head_dim}, hd::DType::kF16, rng);
+    hd::OwnedTensor out(q.view().shape, hd::DType::kF16, gpu0());
+    hd::ops::AttentionParams p;
+    p.heads = c.heads;
+    const double ms = median_ms([&] { hd::ops::attention(q, k, v, p, out); });
+    const double flop = 4.0 * c.batch * c.heads * double(c.lq) * c.lk * c.head_dim;
+    std::printf("%-38s %8.3f %8.1f\n", c.name, ms, flop / (ms * 1e9));
+  }
+
+  std::printf("\ngroup_norm + SiLU (f16, 32 groups)   ms     GB/s   of copy\n");
+  const hd::Shape norm_shapes[] = {{2, 64, 64, 320}, {2, 32, 32, 640}, {2, 16, 16, 1280}, {1, 128, 128, 512},
+                                   {1, 512, 512, 256}};
+  for (const auto& s : norm_shapes) {
+    const auto x = random_gpu(s, hd::DType::kF16, rng, 0.5f);
+    const auto gamma = random_gpu({s[3]}, hd::DType::kF16, rng, 1.f);
+    const auto beta = random_gpu({s[3]}, hd::DType::kF16, rng);
+    hd::OwnedTensor out(s, hd::DType::kF16, gpu0());
+    const double ms = median_ms([&] { hd::ops::group_norm(x, gamma, beta, 32, 1e-5f, true, out); });
+    const double gbs = 2.0 * double(x.view().nbytes()) / (ms * 1e6);
+    std::printf("%-34s %8.3f %8.0f %6.0f%%\n", s.to_string().c_str(), ms, gbs, 100.0 * gbs / copy_gbs);
+  }
+
+  std::printf("\nlayer_norm (f16)                     ms     GB/s   of copy\n");
+  for (const hd::Shape& s : {hd::Shape{2, 4096, 320}, hd::Shape{2, 1024, 640}, hd::Shape{2, 77, 768}}) {
+    const auto x = random_gpu(s, hd::DType::kF16, rng);
+    const auto gamma = random_gpu({s[2]}, hd::DType::kF16, rng, 1.f);
+    const auto beta = random_gpu({s[2]}, hd::DType::kF16, rng);
+    hd::OwnedTensor out(s, hd::DType::kF16, gpu0());
+    const double ms = median_ms([&] { hd::ops::layer_norm(x, gamma, beta, 1e-5f, out); });
+    const double gbs = 2.0 * double(x.view().nbytes()) / (ms * 1e6);
+    std::printf("%-34s %8.3f %8.0f %6.0f%%\n", s.to_string().c_str(), ms, gbs, 100.0 * gbs / copy_gbs);
+  }
+  return 0;
+}

@@ -1,0 +1,210 @@
+// Flash attention forward (FlashAttention-2's scheme): each block takes 64 queries of one (batch, head)
+// and streams the keys and values through shared memory in tiles, keeping a running row maximum and
+// sum (online softmax), so that no Lq x Lk matrix exists anywhere. Scores and the output accumulate in
+// f32 on the matrix-fragment layer (mma.cuh); inputs and output are f16 or bf16.
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <set>
+
+#include "core/error.h"
+#include "ops/gpu/gpu_ops.h"
+#include "ops/gpu/gpu_runtime.h"
+#include "ops/gpu/mma.cuh"
+
+namespace hd::gpu {
+
+namespace {
+
+constexpr int kGroups = 4;                     // fragment groups per block, 16 query rows each
+constexpr int kQueryTile = 16 * kGroups;       // queries per block
+constexpr int kThreads = kGroups * kFragmentLanes;
+constexpr int kPad = 8;                        // shared-memory row padding (16 bytes): spreads banks
+
+struct AttentionArgs {
+  int heads, lq, lk, head_dim;
+  int64_t q_row, kv_row, out_row;  // elements between consecutive tokens
+  float scale_log2;                // softmax scale · log2(e): exponentials are exp2
+  bool causal;
+};
+
+// kD: head dimension rounded up to a multiple of 16 (the padding is zero); kKeyTile keys per step.
+template <class T, int kD, int kKeyTile, bool kPortable>
+__global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __restrict__ q, const T* __restrict__ k,
+                                                                   const T* __restrict__ v, T* __restrict__ out,
+                                                                   AttentionArgs a) {
+  constexpr int kStride = kD + kPad;  // in 16-bit elements
+  extern __shared__ uint4 smem_raw[];
+  uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);
+  uint16_t* k_s = q_s + kQueryTile * kStride;
+  uint16_t* v_s = k_s + kKeyTile * kStride;
+
+  const int group = int(threadIdx.x) / kFragmentLanes, lane = int(threadIdx.x) % kFragmentLanes;
+  const int g = lane / 4, t = lane % 4;
+  const int b = int(blockIdx.y) / a.heads, h = int(blockIdx.y) % a.heads;
+  const int q0 = int(blockIdx.x) * kQueryTile;
+  const T* q_base = q + int64_t(b) * a.lq * a.q_row + int64_t(h) * a.head_dim;
+  const T* k_base = k + int64_t(b) * a.lk * a.kv_row + int64_t(h) * a.head_dim;
+  const T* v_base = v + int64_t(b) * a.lk * a.kv_row + int64_t(h) * a.head_dim;
+  const int vectors = a.head_dim / 8;  // 16-byte vectors of a row that hold data
+
+  // Rows [row0, row0 + rows) of a [tokens, head_dim] slice into shared memory; zeros past the data.
+  const auto load_tile = [&](uint16_t* dst, const T* src, int64_t row_stride, int row0, int rows, int limit) {
+    for (int i = int(threadIdx.x); i < rows * (kD / 8); i += kThreads) {
+      const int r = i / (kD / 8), c = i % (kD / 8);
+      uint4 value = make_uint4(0, 0, 0, 0);
+      if (row0 + r < limit && c < vectors)
+        value = *reinterpret_cast<const uint4*>(src + int64_t(row0 + r) * row_stride + c * 8);
+      *reinterpret_cast<uint4*>(dst + r * kStride + c * 8) = value;
+    }
+  };
+  const auto pair_at = [](const uint16_t* s, int row, int col) {  // two neighbours of one row
+    return *reinterpret_cast<const uint32_t*>(s + row * kStride + col);
+  };
+
+  load_tile(q_s, q_base, a.q_row, q0, kQueryTile, a.lq);
+  __syncthreads();
+  FragmentA q_frag[kD / 16];
+  const int row = group * 16 + g;  // this lane's first query row in the tile; the second is row + 8
+  for (int kc = 0; kc < kD / 16; ++kc) {
+    q_frag[kc].r[0] = pair_at(q_s, row, kc * 16 + 2 * t);
+    q_frag[kc].r[1] = pair_at(q_s, row + 8, kc * 16 + 2 * t);
+    q_frag[kc].r[2] = pair_at(q_s, row, kc * 16 + 8 + 2 * t);
+    q_frag[kc].r[3] = pair_at(q_s, row + 8, kc * 16 + 8 + 2 * t);
+  }
+
+  FragmentC o[kD / 8];
+  for (auto& f : o) f = FragmentC{{0.f, 0.f, 0.f, 0.f}};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const int key_end = a.causal ? min(a.lk, q0 + kQueryTile) : a.lk;
+
+  for (int k0 = 0; k0 < key_end; k0 += kKeyTile) {
+    __syncthreads();  // the previous tile is no longer read
+    load_tile(k_s, k_base, a.kv_row, k0, kKeyTile, a.lk);
+    load_tile(v_s, v_base, a.kv_row, k0, kKeyTile, a.lk);
+    __syncthreads();
+
+    FragmentC s[kKeyTile / 8];
+    for (int j = 0; j < kKeyTile / 8; ++j) {
+      s[j] = FragmentC{{0.f, 0.f, 0.f, 0.f}};
+      for (int kc = 0; kc < kD / 16; ++kc) {
+        const FragmentB kb{{pair_at(k_s, j * 8 + g, kc * 16 + 2 * t), pair_at(k_s, j * 8 + g, kc * 16 + 8 + 2 * t)}};
+        mma_16x8x16<T, kPortable>(s[j], q_frag[kc], kb);
+      }
+    }
+    // Scale, mask (keys past the end; the future under causal), and the running maximum of each row.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+    for (int j = 0; j < kKeyTile / 8; ++j) {
+      for (int e = 0; e < 4; ++e) {
+        const int key = k0 + j * 8 + 2 * t + (e & 1), query = q0 + row + (e >= 2 ? 8 : 0);
+        const bool masked = key >= a.lk || (a.causal && key > query);
+        s[j].r[e] = masked ? -INFINITY : s[j].r[e] * a.scale_log2;
+        tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j].r[e]);
+      }
+    }
+    float alpha[2];
+    for (int i = 0; i < 2; ++i) {
+      tile_max[i] = fmaxf(tile_max[i], shuffle_xor(tile_max[i], 1, kFragmentLanes));
+      tile_max[i] = fmaxf(tile_max[i], shuffle_xor(tile_max[i], 2, kFragmentLanes));
+      const float m_new = fmaxf(m[i], tile_max[i]);
+      // A row that has seen only masked keys keeps m = -inf: its weights stay 0 and nothing rescales.
+      alpha[i] = m_new == -INFINITY ? 1.f : exp2f(m[i] - m_new);
+      m[i] = m_new;
+      l[i] *= alpha[i];
+    }
+    for (auto& f : o) {
+      f.r[0] *= alpha[0], f.r[1] *= alpha[0];
+      f.r[2] *= alpha[1], f.r[3] *= alpha[1];
+    }
+    for (int j = 0; j < kKeyTile / 8; ++j) {
+      for (int e = 0; e < 4; ++e) {
+        const float mi = m[e / 2];
+        const float p = mi == -INFINITY ? 0.f : exp2f(s[j].r[e] - mi);
+        s[j].r[e] = p;
+        l[e / 2] += p;
+      }
+    }
+    // O += P · V: the scores' accumulator layout is the A layout of the next product, two key tiles at a time.
+    for (int kc = 0; kc < kKeyTile / 16; ++kc) {
+      const FragmentC& lo = s[2 * kc];
+      const FragmentC& hi = s[2 * kc + 1];
+      const FragmentA p{{pack2<T>(lo.r[0], lo.r[1]), pack2<T>(lo.r[2], lo.r[3]), pack2<T>(hi.r[0], hi.r[1]),
+                         pack2<T>(hi.r[2], hi.r[3])}};
+      for (int n = 0; n < kD / 8; ++n)
+        mma_16x8x16<T, kPortable>(o[n], p, load_b_transposed<kPortable>(v_s, kStride, kc * 16, n * 8));
+    }
+  }
+
+  for (int i = 0; i < 2; ++i) {
+    l[i] += shuffle_xor(l[i], 1, kFragmentLanes);
+    l[i] += shuffle_xor(l[i], 2, kFragmentLanes);
+  }
+  for (int half = 0; half < 2; ++half) {
+    const int query = q0 + row + 8 * half;
+    if (query >= a.lq) continue;
+    const float inv = l[half] > 0.f ? 1.f / l[half] : 0.f;
+    T* dst = out + (int64_t(b) * a.lq + query) * a.out_row + int64_t(h) * a.head_dim;
+    for (int n = 0; n < kD / 8; ++n) {
+      const int col = n * 8 + 2 * t;
+      if (col >= a.head_dim) continue;  // head_dim is a multiple of 8, so col + 1 is in range too
+      *reinterpret_cast<uint32_t*>(dst + col) = pack2<T>(o[n].r[2 * half] * inv, o[n].r[2 * half + 1] * inv);
+    }
+  }
+}
+
+template <class T, int kD, bool kPortable>
+void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
+  constexpr int kKeyTile = kD <= 64 ? 64 : 32;  // keeps shared memory under 48 KB (and AMD's 64 KB)
+  const size_t smem = size_t(kQueryTile + 2 * kKeyTile) * (kD + kPad) * sizeof(uint16_t);
+  const auto kernel = flash_attention_kernel<T, kD, kKeyTile, kPortable>;
+  {  // once per kernel and device: the attribute outlives the call, and setting it costs a driver call
+    static std::mutex mutex;
+    static std::set<int> configured;
+    const std::lock_guard lock(mutex);
+    if (configured.insert(q.device.index).second)
+      HD_GPU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  }
+  const dim3 grid(unsigned((a.lq + kQueryTile - 1) / kQueryTile), unsigned(q.dim(0) * a.heads));
+  kernel<<<grid, kThreads, smem>>>(static_cast<const T*>(q.data), static_cast<const T*>(k.data),
+                                   static_cast<const T*>(v.data), static_cast<T*>(out.data), a);
+  HD_GPU_CHECK_LAUNCH();
+}
+
+template <class T, bool kPortable>
+void dispatch_head_dim(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
+  const int d = a.head_dim;
+  if (d <= 32) return launch<T, 32, kPortable>(q, k, v, out, a);
+  if (d <= 48) return launch<T, 48, kPortable>(q, k, v, out, a);
+  if (d <= 64) return launch<T, 64, kPortable>(q, k, v, out, a);
+  if (d <= 80) return launch<T, 80, kPortable>(q, k, v, out, a);
+  if (d <= 96) return launch<T, 96, kPortable>(q, k, v, out, a);
+  if (d <= 128) return launch<T, 128, kPortable>(q, k, v, out, a);
+  return launch<T, 160, kPortable>(q, k, v, out, a);
+}
+
+}  // namespace
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
+               const Tensor& out, AttentionPath path) {
+  const int head_dim = int(q.dim(2) / heads);
+  HD_CHECK_KIND(q.dtype == DType::kF16 || q.dtype == DType::kBF16, ErrorKind::kUnsupported,
+                "attention: the GPU kernel takes f16 or bf16, got ", dtype_name(q.dtype));
+  HD_CHECK_KIND(head_dim % 8 == 0 && head_dim <= kMaxAttentionHeadDim, ErrorKind::kUnsupported,
+                "attention: head dimension ", head_dim, " on the GPU must be a multiple of 8 up to ",
+                kMaxAttentionHeadDim, " (the VAE's 512 is not done yet)");
+  for (const Tensor* t : {&q, &k, &v, &out})
+    HD_CHECK_KIND(reinterpret_cast<uintptr_t>(t->data) % 16 == 0, ErrorKind::kUnsupported,
+                  "attention: GPU tensors must start on a 16-byte boundary");
+  if (q.dim(1) == 0) return;
+  AttentionArgs a{heads, int(q.dim(1)), int(k.dim(1)), head_dim, q.dim(2), k.dim(2), out.dim(2),
+                  (scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim))) * 1.4426950408889634f, causal};
+  HD_GPU_CHECK(cudaSetDevice(q.device.index));
+  const bool portable = path == AttentionPath::kPortable || !device_has_matrix_unit(q.device.index);
+  if (q.dtype == DType::kF16) {
+    portable ? dispatch_head_dim<__half, true>(q, k, v, out, a) : dispatch_head_dim<__half, false>(q, k, v, out, a);
+  } else {
+    portable ? dispatch_head_dim<Bf16, true>(q, k, v, out, a) : dispatch_head_dim<Bf16, false>(q, k, v, out, a);
+  }
+}
+
+}  // namespace hd::gpu

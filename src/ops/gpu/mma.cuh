@@ -1,0 +1,107 @@
+// The matrix-fragment layer: a 16x8x16 multiply-accumulate (C[16x8] += A[16x16] · B[16x8], f16 or bf16
+// inputs, f32 accumulation) on a group of 32 lanes, with the register layout of NVIDIA's
+// mma.sync.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16"). Kernels above this layer are
+// written against that layout only and never name a vendor instruction.
+//
+//   lane = 4·g + t (g = lane / 4, t = lane % 4)
+//   A: r[0] = A[g][2t..2t+1], r[1] = A[g+8][2t..2t+1], r[2] = A[g][2t+8..2t+9], r[3] = A[g+8][2t+8..2t+9]
+//   B: r[0] = B[2t..2t+1][g], r[1] = B[2t+8..2t+9][g]
+//   C: r[0..1] = C[g][2t..2t+1], r[2..3] = C[g+8][2t..2t+1]
+// (two 16-bit values per 32-bit register, the lower index in the low half).
+//
+// Implementations: the tensor-core instruction on NVIDIA sm_80 and newer; everywhere else (AMD for now,
+// and on demand for testing) a portable one that gathers the operands with lane shuffles and multiplies
+// in f32. AMD's matrix cores (MFMA on gfx90a) have a different layout and are not used yet.
+#pragma once
+
+#include <type_traits>
+
+#include "ops/gpu/numeric.cuh"
+
+namespace hd::gpu {
+
+struct FragmentA {
+  uint32_t r[4];
+};
+struct FragmentB {
+  uint32_t r[2];
+};
+struct FragmentC {
+  float r[4];
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
+inline constexpr bool kHasMatrixUnit = true;
+#else
+inline constexpr bool kHasMatrixUnit = false;
+#endif
+
+template <class T>
+__device__ inline float dot2(uint32_t a, uint32_t b) {
+  return low_half<T>(a) * low_half<T>(b) + high_half<T>(a) * high_half<T>(b);
+}
+
+// Portable path: each lane computes its own four outputs from operands gathered across the group.
+template <class T>
+__device__ inline void mma_16x8x16_portable(FragmentC& c, const FragmentA& a, const FragmentB& b) {
+  const int lane = int(threadIdx.x) % kFragmentLanes, g = lane / 4, t = lane % 4;
+  for (int k = 0; k < 4; ++k) {  // k: the lane of the quad that holds this slice of A's rows and B's columns
+    const int src_a = 4 * g + k;
+    const uint32_t a_lo = shuffle(a.r[0], src_a, kFragmentLanes), a_lo8 = shuffle(a.r[1], src_a, kFragmentLanes);
+    const uint32_t a_hi = shuffle(a.r[2], src_a, kFragmentLanes), a_hi8 = shuffle(a.r[3], src_a, kFragmentLanes);
+    const int src_b0 = 4 * (2 * t) + k, src_b1 = 4 * (2 * t + 1) + k;
+    const uint32_t b0_lo = shuffle(b.r[0], src_b0, kFragmentLanes), b0_hi = shuffle(b.r[1], src_b0, kFragmentLanes);
+    const uint32_t b1_lo = shuffle(b.r[0], src_b1, kFragmentLanes), b1_hi = shuffle(b.r[1], src_b1, kFragmentLanes);
+    c.r[0] += dot2<T>(a_lo, b0_lo) + dot2<T>(a_hi, b0_hi);
+    c.r[1] += dot2<T>(a_lo, b1_lo) + dot2<T>(a_hi, b1_hi);
+    c.r[2] += dot2<T>(a_lo8, b0_lo) + dot2<T>(a_hi8, b0_hi);
+    c.r[3] += dot2<T>(a_lo8, b1_lo) + dot2<T>(a_hi8, b1_hi);
+  }
+}
+
+template <class T, bool kPortable>
+__device__ inline void mma_16x8x16(FragmentC& c, const FragmentA& a, const FragmentB& b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
+  if constexpr (!kPortable) {
+    if constexpr (std::is_same_v<T, __half>) {
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+          "{%0,%1,%2,%3};\n"
+          : "+f"(c.r[0]), "+f"(c.r[1]), "+f"(c.r[2]), "+f"(c.r[3])
+          : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
+    } else {
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+          "{%0,%1,%2,%3};\n"
+          : "+f"(c.r[0]), "+f"(c.r[1]), "+f"(c.r[2]), "+f"(c.r[3])
+          : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
+    }
+    return;
+  }
+#endif
+  mma_16x8x16_portable<T>(c, a, b);
+}
+
+// B = the 16x8 block at (k0, n0) of a matrix stored transposed in shared memory: element (k, n) at
+// tile[(k0 + k) * stride + n0 + n], 16-bit values, rows 16-byte aligned. (In attention: V [keys][dims],
+// read as the B operand of P · V.)
+template <bool kPortable>
+__device__ inline FragmentB load_b_transposed(const uint16_t* tile, int stride, int k0, int n0) {
+  const int lane = int(threadIdx.x) % kFragmentLanes, g = lane / 4, t = lane % 4;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
+  if constexpr (!kPortable) {
+    // Lanes 0-7 name the rows of the first 8x8 matrix (k0..k0+7), lanes 8-15 those of the second.
+    const uint16_t* row = tile + (k0 + (lane % 16)) * stride + n0;
+    const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+    FragmentB b;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(b.r[0]), "=r"(b.r[1])
+                 : "r"(address));
+    return b;
+  }
+#endif
+  const auto at = [&](int k) { return uint32_t(tile[(k0 + k) * stride + n0 + g]); };
+  return FragmentB{{at(2 * t) | (at(2 * t + 1) << 16), at(2 * t + 8) | (at(2 * t + 9) << 16)}};
+}
+
+}  // namespace hd::gpu

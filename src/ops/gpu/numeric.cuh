@@ -1,0 +1,78 @@
+// Element types of GPU tensors and their conversions, the same on every vendor. f16 uses the vendor's
+// __half; bf16 is a plain 16-bit pattern converted in integer arithmetic, because ROCm 5.2 (Debian 12)
+// ships no bf16 header and because the rounding must match the CPU's hd::convert bit for bit.
+#pragma once
+
+#include "ops/gpu/common.cuh"
+
+namespace hd::gpu {
+
+struct Bf16 {
+  uint16_t bits;
+};
+
+__device__ inline float to_float(float x) { return x; }
+__device__ inline float to_float(__half x) { return __half2float(x); }
+__device__ inline float to_float(Bf16 x) { return __uint_as_float(uint32_t(x.bits) << 16); }
+
+__device__ inline uint16_t float_to_bf16_bits(float f) {
+  const uint32_t x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x0040u);  // quiet NaN
+  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);                   // nearest even
+}
+
+template <class T>
+__device__ T from_float(float x);
+template <>
+__device__ inline float from_float<float>(float x) { return x; }
+template <>
+__device__ inline __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ inline Bf16 from_float<Bf16>(float x) { return Bf16{float_to_bf16_bits(x)}; }
+
+// Two 16-bit values in one 32-bit register, the lower index in the low half (the matrix units' order).
+template <class T>
+__device__ inline uint32_t pack2(float lo, float hi);
+template <>
+__device__ inline uint32_t pack2<__half>(float lo, float hi) {
+  return uint32_t(__half_as_ushort(__float2half_rn(lo))) | (uint32_t(__half_as_ushort(__float2half_rn(hi))) << 16);
+}
+template <>
+__device__ inline uint32_t pack2<Bf16>(float lo, float hi) {
+  return uint32_t(float_to_bf16_bits(lo)) | (uint32_t(float_to_bf16_bits(hi)) << 16);
+}
+
+template <class T>
+__device__ inline float low_half(uint32_t v);
+template <>
+__device__ inline float low_half<__half>(uint32_t v) { return __half2float(__ushort_as_half(uint16_t(v & 0xffffu))); }
+template <>
+__device__ inline float low_half<Bf16>(uint32_t v) { return __uint_as_float(v << 16); }
+template <class T>
+__device__ inline float high_half(uint32_t v);
+template <>
+__device__ inline float high_half<__half>(uint32_t v) { return __half2float(__ushort_as_half(uint16_t(v >> 16))); }
+template <>
+__device__ inline float high_half<Bf16>(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+
+// Lanes that cooperate through shuffles (matrix fragments, row reductions): 32 on every target. A
+// 64-wide AMD wavefront holds two such groups; shuffles never cross a group.
+inline constexpr int kFragmentLanes = 32;
+
+// Lane exchange within groups of `width` lanes, spelled once for both vendors.
+__device__ inline uint32_t shuffle(uint32_t v, int src_lane, int width) {
+#if defined(HD_GPU_HIP)
+  return uint32_t(__shfl(int(v), src_lane, width));
+#else
+  return __shfl_sync(0xffffffffu, v, src_lane, width);
+#endif
+}
+__device__ inline float shuffle_xor(float v, int lane_mask, int width) {
+#if defined(HD_GPU_HIP)
+  return __shfl_xor(v, lane_mask, width);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
+#endif
+}
+
+}  // namespace hd::gpu

@@ -1,0 +1,77 @@
+// GPU GroupNorm(+SiLU) and LayerNorm against the CPU reference on fresh random data, in f32, f16 and
+// bf16, on SD's shapes and on awkward ones (2 channels a group, channel counts that are not multiples
+// of 8, a large mean that would cancel a naive variance).
+#include <gtest/gtest.h>
+
+#include "ops/gpu/gpu_test_util.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+namespace hd {
+namespace {
+
+double tolerance(DType t) { return t == DType::kF32 ? 1e-5 : t == DType::kF16 ? 1.5e-3 : 1e-2; }
+
+OwnedTensor random_with_mean(test::Rng& rng, Shape shape, float mean, float stddev) {
+  auto t = test::random_tensor(rng, shape, stddev);
+  for (int64_t i = 0; i < t.view().numel(); ++i) t.ptr<float>()[i] += mean;
+  return t;
+}
+
+TEST(GpuGroupNorm, MatchesCpu) {
+  struct Case {
+    Shape shape;
+    int groups;
+    float mean;
+  };
+  const Case cases[] = {
+      {Shape{2, 16, 16, 320}, 32, 0.f},   // 10 channels a group, as SD1.5's first level
+      {Shape{1, 8, 8, 64}, 32, 0.5f},     // 2 channels a group
+      {Shape{2, 7, 5, 96}, 32, -1.f},
+      {Shape{1, 3, 3, 30}, 3, 0.f},       // C % 8 != 0: the scalar path
+      {Shape{1, 32, 32, 128}, 32, 100.f}, // a mean far above the spread
+      {Shape{2, 77, 40}, 8, 0.f},         // any rank: [N, L, C]
+  };
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const auto& c : cases) {
+      for (bool silu : {false, true}) {
+        SCOPED_TRACE(testing::Message() << dtype_name(t) << " " << c.shape.to_string() << " groups " << c.groups
+                                        << (silu ? " +silu" : ""));
+        test::Rng rng;
+        HD_SEED_TRACE(rng);
+        const int64_t channels = c.shape[c.shape.rank() - 1];
+        const auto x = random_with_mean(rng, c.shape, c.mean, 2.f);
+        const auto gamma = random_with_mean(rng, Shape{channels}, 1.f, 0.3f);
+        const auto beta = test::random_tensor(rng, Shape{channels}, 0.3f);
+        const auto out = test::poisoned_gpu(c.shape, t);
+        ops::group_norm(test::to_gpu(x, t), test::to_gpu(gamma, t), test::to_gpu(beta, t), c.groups, 1e-5f, silu, out);
+        OwnedTensor expected(c.shape, DType::kF32);
+        ops::group_norm(test::rounded_to(x, t), test::rounded_to(gamma, t), test::rounded_to(beta, t), c.groups, 1e-5f,
+                        silu, expected);
+        EXPECT_LE(test::relative_l2(test::to_host_f32(out), test::reference_of(expected)), tolerance(t));
+      }
+    }
+  }
+}
+
+TEST(GpuLayerNorm, MatchesCpu) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const Shape& shape : {Shape{2, 77, 768}, Shape{3, 5, 40}, Shape{1, 4096, 320}, Shape{7, 1}}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(t) << " " << shape.to_string());
+      test::Rng rng;
+      HD_SEED_TRACE(rng);
+      const int64_t channels = shape[shape.rank() - 1];
+      const auto x = random_with_mean(rng, shape, 3.f, 1.5f);
+      const auto gamma = random_with_mean(rng, Shape{channels}, 1.f, 0.3f);
+      const auto beta = test::random_tensor(rng, Shape{channels}, 0.3f);
+      const auto out = test::poisoned_gpu(shape, t);
+      ops::layer_norm(test::to_gpu(x, t), test::to_gpu(gamma, t), test::to_gpu(beta, t), 1e-5f, out);
+      OwnedTensor expected(shape, DType::kF32);
+      ops::layer_norm(test::rounded_to(x, t), test::rounded_to(gamma, t), test::rounded_to(beta, t), 1e-5f, expected);
+      EXPECT_LE(test::relative_l2(test::to_host_f32(out), test::reference_of(expected)), tolerance(t));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hd
