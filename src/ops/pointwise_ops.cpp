@@ -4,17 +4,35 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
+#if defined(HD_WITH_GPU)
+#include "ops/gpu/gpu_ops.h"
+#endif
 
 namespace hd::ops {
 
 namespace {
 
+#if defined(HD_WITH_GPU)
+gpu::Activation gpu_activation(cpu::Activation kind) {
+  switch (kind) {
+    case cpu::Activation::kGeluErf: return gpu::Activation::kGeluErf;
+    case cpu::Activation::kGeluTanh: return gpu::Activation::kGeluTanh;
+    case cpu::Activation::kQuickGelu: return gpu::Activation::kQuickGelu;
+    default: return gpu::Activation::kSilu;
+  }
+}
+#endif
+
 void unary(std::string_view op, const Tensor& x, const Tensor& out, cpu::Activation kind) {
   check_operand(op, "input", x, x.device);
   check_operand(op, "output", out, x.device);
   check_shape(op, "output", out, x.shape);
-  if (!x.device.is_cpu()) no_kernel(op, x.device);
-  cpu::activation(x, kind, out);
+  if (x.device.is_cpu()) return cpu::activation(x, kind, out);
+#if defined(HD_WITH_GPU)
+  gpu::activation(x, gpu_activation(kind), out);
+#else
+  no_kernel(op, x.device);
+#endif
 }
 
 // numpy's rule: align shapes on the right; each pair of dims equal or one of them 1.
@@ -36,8 +54,12 @@ void binary(std::string_view op, const Tensor& a, const Tensor& b, const Tensor&
   check_operand(op, "b", b, a.device);
   check_operand(op, "output", out, a.device);
   check_shape(op, "output", out, broadcast_shape(op, a.shape, b.shape));
-  if (!a.device.is_cpu()) no_kernel(op, a.device);
-  cpu::binary(a, b, kind, out);
+  if (a.device.is_cpu()) return cpu::binary(a, b, kind, out);
+#if defined(HD_WITH_GPU)
+  gpu::binary(a, b, kind == cpu::BinaryOp::kMul, out);
+#else
+  no_kernel(op, a.device);
+#endif
 }
 
 }  // namespace
@@ -57,8 +79,12 @@ void geglu(const Tensor& x, GeluApproximation approximation, const Tensor& out) 
   Shape expected = x.shape;
   expected[x.rank() - 1] = x.dim(-1) / 2;
   check_shape("geglu", "output", out, expected);
-  if (!x.device.is_cpu()) no_kernel("geglu", x.device);
-  cpu::geglu(x, approximation, out);
+  if (x.device.is_cpu()) return cpu::geglu(x, approximation, out);
+#if defined(HD_WITH_GPU)
+  gpu::geglu(x, approximation == GeluApproximation::kTanh ? gpu::Activation::kGeluTanh : gpu::Activation::kGeluErf, out);
+#else
+  no_kernel("geglu", x.device);
+#endif
 }
 
 void softmax(const Tensor& x, const Tensor& out) {
@@ -78,8 +104,12 @@ void scale(const Tensor& x, float factor, const Tensor& out) {
   check_operand("scale", "input", x, x.device);
   check_operand("scale", "output", out, x.device);
   check_shape("scale", "output", out, x.shape);
-  if (!x.device.is_cpu()) no_kernel("scale", x.device);
-  cpu::scale(x, factor, out);
+  if (x.device.is_cpu()) return cpu::scale(x, factor, out);
+#if defined(HD_WITH_GPU)
+  gpu::scale(x, factor, out);
+#else
+  no_kernel("scale", x.device);
+#endif
 }
 
 }  // namespace hd::ops

@@ -22,4 +22,13 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
                 const Tensor& out);
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out);
 
+// Elementwise, f32/f16/bf16, every operand of one dtype; out may alias an input of its shape.
+enum class Activation { kGeluErf, kGeluTanh, kQuickGelu, kSilu };
+void activation(const Tensor& x, Activation kind, const Tensor& out);
+// out [..., N] = x[..., :N] · gelu(x[..., N:]), `gelu` kGeluErf or kGeluTanh.
+void geglu(const Tensor& x, Activation gelu, const Tensor& out);
+// out = a + b or a · b with numpy broadcasting (rank up to 8).
+void binary(const Tensor& a, const Tensor& b, bool multiply, const Tensor& out);
+void scale(const Tensor& x, float factor, const Tensor& out);
+
 }  // namespace hd::gpu

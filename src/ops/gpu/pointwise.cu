@@ -1,0 +1,150 @@
+// Elementwise GPU kernels: activations, GEGLU, add/mul with numpy broadcasting, scale. f32, f16 or bf16
+// (every operand of one dtype), computed in f32 with the CPU reference's formulas.
+#include <algorithm>
+#include <type_traits>
+
+#include "core/error.h"
+#include "ops/gpu/gpu_ops.h"
+#include "ops/gpu/numeric.cuh"
+
+namespace hd::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t items) {
+  return unsigned(std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, 65535));
+}
+
+__device__ inline float apply(Activation kind, float v) {
+  switch (kind) {
+    case Activation::kGeluErf: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    case Activation::kGeluTanh: return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    case Activation::kQuickGelu: return v / (1.f + expf(-1.702f * v));
+    default: return v / (1.f + expf(-v));  // SiLU
+  }
+}
+
+template <class T>
+__global__ void activation_kernel(const T* __restrict__ x, T* out, int64_t n, Activation kind) {
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < n; i += int64_t(gridDim.x) * kThreads)
+    out[i] = from_float<T>(apply(kind, to_float(x[i])));
+}
+
+template <class T>
+__global__ void geglu_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t rows, int64_t half, Activation gelu) {
+  const int64_t n = rows * half;
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < n; i += int64_t(gridDim.x) * kThreads) {
+    const int64_t r = i / half, c = i % half;
+    const T* row = x + r * 2 * half;
+    out[i] = from_float<T>(to_float(row[c]) * apply(gelu, to_float(row[half + c])));
+  }
+}
+
+template <class T>
+__global__ void scale_kernel(const T* __restrict__ x, T* out, int64_t n, float factor) {
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < n; i += int64_t(gridDim.x) * kThreads)
+    out[i] = from_float<T>(to_float(x[i]) * factor);
+}
+
+constexpr int kMaxRank = 8;
+struct Broadcast {
+  int rank;
+  int64_t shape[kMaxRank], a_stride[kMaxRank], b_stride[kMaxRank];  // broadcast dims have stride 0
+};
+
+template <class T>
+__global__ void binary_kernel(const T* a, const T* b, T* out, int64_t n, Broadcast s, bool multiply) {
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < n; i += int64_t(gridDim.x) * kThreads) {
+    int64_t ia = 0, ib = 0, rest = i;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      const int64_t idx = rest % s.shape[d];
+      rest /= s.shape[d];
+      ia += idx * s.a_stride[d];
+      ib += idx * s.b_stride[d];
+    }
+    const float x = to_float(a[ia]), y = to_float(b[ib]);
+    out[i] = from_float<T>(multiply ? x * y : x + y);
+  }
+}
+
+void check_dtypes(const char* op, std::initializer_list<const Tensor*> ts) {
+  const DType t = (*ts.begin())->dtype;
+  for (const Tensor* x : ts)
+    HD_CHECK_KIND(x->dtype == t, ErrorKind::kUnsupported, op, ": on the GPU all operands share one dtype; got ",
+                  dtype_name(t), " and ", dtype_name(x->dtype));
+}
+
+// Calls f with a null pointer of the tensors' element type.
+template <class F>
+void with_type(DType t, F f) {
+  switch (t) {
+    case DType::kF16: return f(static_cast<__half*>(nullptr));
+    case DType::kBF16: return f(static_cast<Bf16*>(nullptr));
+    default: return f(static_cast<float*>(nullptr));
+  }
+}
+
+}  // namespace
+
+void activation(const Tensor& x, Activation kind, const Tensor& out) {
+  check_dtypes("activation", {&x, &out});
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  HD_GPU_CHECK(cudaSetDevice(x.device.index));
+  with_type(x.dtype, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    activation_kernel<T><<<blocks_for(n), kThreads>>>(static_cast<const T*>(x.data), static_cast<T*>(out.data), n, kind);
+  });
+  HD_GPU_CHECK_LAUNCH();
+}
+
+void geglu(const Tensor& x, Activation gelu, const Tensor& out) {
+  check_dtypes("geglu", {&x, &out});
+  const int64_t half = out.dim(-1), rows = half == 0 ? 0 : out.numel() / half;
+  if (rows * half == 0) return;
+  HD_GPU_CHECK(cudaSetDevice(x.device.index));
+  with_type(x.dtype, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    geglu_kernel<T><<<blocks_for(rows * half), kThreads>>>(static_cast<const T*>(x.data), static_cast<T*>(out.data),
+                                                           rows, half, gelu);
+  });
+  HD_GPU_CHECK_LAUNCH();
+}
+
+void binary(const Tensor& a, const Tensor& b, bool multiply, const Tensor& out) {
+  check_dtypes(multiply ? "mul" : "add", {&a, &b, &out});
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  HD_CHECK_KIND(out.rank() <= kMaxRank, ErrorKind::kUnsupported, multiply ? "mul" : "add", ": rank ", out.rank(),
+                " is past the GPU kernel's ", kMaxRank);
+  Broadcast s{out.rank(), {}, {}, {}};
+  for (int i = 0; i < out.rank(); ++i) {
+    s.shape[i] = out.shape[i];
+    const int ia = i - (out.rank() - a.rank()), ib = i - (out.rank() - b.rank());
+    s.a_stride[i] = ia < 0 || a.shape[ia] == 1 ? 0 : a.strides[ia];
+    s.b_stride[i] = ib < 0 || b.shape[ib] == 1 ? 0 : b.strides[ib];
+  }
+  HD_GPU_CHECK(cudaSetDevice(out.device.index));
+  with_type(out.dtype, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    binary_kernel<T><<<blocks_for(n), kThreads>>>(static_cast<const T*>(a.data), static_cast<const T*>(b.data),
+                                                   static_cast<T*>(out.data), n, s, multiply);
+  });
+  HD_GPU_CHECK_LAUNCH();
+}
+
+void scale(const Tensor& x, float factor, const Tensor& out) {
+  check_dtypes("scale", {&x, &out});
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  HD_GPU_CHECK(cudaSetDevice(x.device.index));
+  with_type(x.dtype, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    scale_kernel<T><<<blocks_for(n), kThreads>>>(static_cast<const T*>(x.data), static_cast<T*>(out.data), n, factor);
+  });
+  HD_GPU_CHECK_LAUNCH();
+}
+
+}  // namespace hd::gpu
