@@ -4,6 +4,9 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
+#if defined(HD_WITH_GPU)
+#include "ops/gpu/gpu_ops.h"
+#endif
 
 namespace hd::ops {
 
@@ -12,8 +15,12 @@ void upsample_nearest_2x(const Tensor& x, const Tensor& out) {
   check_operand("upsample_nearest_2x", "output", out, x.device);
   check_rank("upsample_nearest_2x", "input", x, 4);
   check_shape("upsample_nearest_2x", "output", out, Shape{x.dim(0), 2 * x.dim(1), 2 * x.dim(2), x.dim(3)});
-  if (!x.device.is_cpu()) no_kernel("upsample_nearest_2x", x.device);
-  cpu::upsample_nearest_2x(x, out);
+  if (x.device.is_cpu()) return cpu::upsample_nearest_2x(x, out);
+#if defined(HD_WITH_GPU)
+  gpu::upsample_nearest_2x(x, out);
+#else
+  no_kernel("upsample_nearest_2x", x.device);
+#endif
 }
 
 void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -29,8 +36,12 @@ void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out) {
   }
   expected[a.rank() - 1] = a.dim(-1) + b.dim(-1);
   check_shape("concat_channels", "output", out, expected);
-  if (!a.device.is_cpu()) no_kernel("concat_channels", a.device);
-  cpu::concat_channels(a, b, out);
+  if (a.device.is_cpu()) return cpu::concat_channels(a, b, out);
+#if defined(HD_WITH_GPU)
+  gpu::concat_channels(a, b, out);
+#else
+  no_kernel("concat_channels", a.device);
+#endif
 }
 
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {

@@ -92,7 +92,13 @@ void softmax(const Tensor& x, const Tensor& out) {
   check_operand("softmax", "output", out, x.device);
   HD_CHECK(x.rank() >= 1, "softmax: input must have at least one dimension");
   check_shape("softmax", "output", out, x.shape);
-  if (!x.device.is_cpu()) no_kernel("softmax", x.device);
+  if (!x.device.is_cpu()) {
+#if defined(HD_WITH_GPU)
+    return gpu::softmax(x, out);
+#else
+    no_kernel("softmax", x.device);
+#endif
+  }
   const int64_t cols = x.dim(-1);
   cpu::softmax_rows(x.ptr<float>(), out.ptr<float>(), cols == 0 ? 0 : x.numel() / cols, cols);
 }

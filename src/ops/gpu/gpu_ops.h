@@ -30,5 +30,12 @@ void geglu(const Tensor& x, Activation gelu, const Tensor& out);
 // out = a + b or a · b with numpy broadcasting (rank up to 8).
 void binary(const Tensor& a, const Tensor& b, bool multiply, const Tensor& out);
 void scale(const Tensor& x, float factor, const Tensor& out);
+// Softmax over the last dimension (out may alias x).
+void softmax(const Tensor& x, const Tensor& out);
+
+// Layout, any dtype (bits are moved, not converted): [N, H, W, C] -> [N, 2H, 2W, C], and
+// [..., Ca] ++ [..., Cb] -> [..., Ca + Cb].
+void upsample_nearest_2x(const Tensor& x, const Tensor& out);
+void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out);
 
 }  // namespace hd::gpu

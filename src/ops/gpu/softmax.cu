@@ -1,0 +1,55 @@
+// Softmax over the last dimension: one group of 32 lanes per row (the maximum, the sum of exponentials,
+// then the output), f32 arithmetic for every dtype.
+#include <algorithm>
+#include <type_traits>
+
+#include "core/error.h"
+#include "ops/gpu/gpu_ops.h"
+#include "ops/gpu/numeric.cuh"
+
+namespace hd::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kRowsPerBlock = kThreads / kFragmentLanes;
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) softmax_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t rows,
+                                                           int64_t cols) {
+  const int lane = int(threadIdx.x) % kFragmentLanes;
+  const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kFragmentLanes;
+  if (row >= rows) return;  // whole 32-lane groups leave together
+  const T* in = x + row * cols;
+  float m = -INFINITY;
+  for (int64_t c = lane; c < cols; c += kFragmentLanes) m = fmaxf(m, to_float(in[c]));
+  for (int s = kFragmentLanes / 2; s > 0; s /= 2) m = fmaxf(m, shuffle_xor(m, s, kFragmentLanes));
+  float sum = 0.f;
+  for (int64_t c = lane; c < cols; c += kFragmentLanes) sum += expf(to_float(in[c]) - m);
+  for (int s = kFragmentLanes / 2; s > 0; s /= 2) sum += shuffle_xor(sum, s, kFragmentLanes);
+  const float inv = 1.f / sum;
+  for (int64_t c = lane; c < cols; c += kFragmentLanes) out[row * cols + c] = from_float<T>(expf(to_float(in[c]) - m) * inv);
+}
+
+}  // namespace
+
+void softmax(const Tensor& x, const Tensor& out) {
+  HD_CHECK_KIND(out.dtype == x.dtype, ErrorKind::kUnsupported, "softmax: input and output dtypes differ");
+  const int64_t cols = x.dim(-1), rows = cols == 0 ? 0 : x.numel() / cols;
+  if (rows == 0) return;
+  HD_GPU_CHECK(cudaSetDevice(x.device.index));
+  const unsigned blocks = unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  switch (x.dtype) {
+    case DType::kF16:
+      softmax_kernel<__half><<<blocks, kThreads>>>(static_cast<const __half*>(x.data), static_cast<__half*>(out.data), rows, cols);
+      break;
+    case DType::kBF16:
+      softmax_kernel<Bf16><<<blocks, kThreads>>>(static_cast<const Bf16*>(x.data), static_cast<Bf16*>(out.data), rows, cols);
+      break;
+    default:
+      softmax_kernel<float><<<blocks, kThreads>>>(static_cast<const float*>(x.data), static_cast<float*>(out.data), rows, cols);
+  }
+  HD_GPU_CHECK_LAUNCH();
+}
+
+}  // namespace hd::gpu
