@@ -12,24 +12,13 @@ namespace hd::ops {
 
 namespace {
 
-#if defined(HD_WITH_GPU)
-gpu::Activation gpu_activation(cpu::Activation kind) {
-  switch (kind) {
-    case cpu::Activation::kGeluErf: return gpu::Activation::kGeluErf;
-    case cpu::Activation::kGeluTanh: return gpu::Activation::kGeluTanh;
-    case cpu::Activation::kQuickGelu: return gpu::Activation::kQuickGelu;
-    default: return gpu::Activation::kSilu;
-  }
-}
-#endif
-
-void unary(std::string_view op, const Tensor& x, const Tensor& out, cpu::Activation kind) {
+void unary(std::string_view op, const Tensor& x, const Tensor& out, Activation kind) {
   check_operand(op, "input", x, x.device);
   check_operand(op, "output", out, x.device);
   check_shape(op, "output", out, x.shape);
   if (x.device.is_cpu()) return cpu::activation(x, kind, out);
 #if defined(HD_WITH_GPU)
-  gpu::activation(x, gpu_activation(kind), out);
+  gpu::activation(x, kind, out);
 #else
   no_kernel(op, x.device);
 #endif
@@ -49,14 +38,14 @@ Shape broadcast_shape(std::string_view op, const Shape& a, const Shape& b) {
   return s;
 }
 
-void binary(std::string_view op, const Tensor& a, const Tensor& b, const Tensor& out, cpu::BinaryOp kind) {
+void binary(std::string_view op, const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp kind) {
   check_operand(op, "a", a, a.device);
   check_operand(op, "b", b, a.device);
   check_operand(op, "output", out, a.device);
   check_shape(op, "output", out, broadcast_shape(op, a.shape, b.shape));
   if (a.device.is_cpu()) return cpu::binary(a, b, kind, out);
 #if defined(HD_WITH_GPU)
-  gpu::binary(a, b, kind == cpu::BinaryOp::kMul, out);
+  gpu::binary(a, b, kind, out);
 #else
   no_kernel(op, a.device);
 #endif
@@ -65,11 +54,10 @@ void binary(std::string_view op, const Tensor& a, const Tensor& b, const Tensor&
 }  // namespace
 
 void gelu(const Tensor& x, GeluApproximation approximation, const Tensor& out) {
-  unary("gelu", x, out, approximation == GeluApproximation::kTanh ? cpu::Activation::kGeluTanh
-                                                                  : cpu::Activation::kGeluErf);
+  unary("gelu", x, out, approximation == GeluApproximation::kTanh ? Activation::kGeluTanh : Activation::kGeluErf);
 }
-void quick_gelu(const Tensor& x, const Tensor& out) { unary("quick_gelu", x, out, cpu::Activation::kQuickGelu); }
-void silu(const Tensor& x, const Tensor& out) { unary("silu", x, out, cpu::Activation::kSilu); }
+void quick_gelu(const Tensor& x, const Tensor& out) { unary("quick_gelu", x, out, Activation::kQuickGelu); }
+void silu(const Tensor& x, const Tensor& out) { unary("silu", x, out, Activation::kSilu); }
 
 void geglu(const Tensor& x, GeluApproximation approximation, const Tensor& out) {
   check_operand("geglu", "input", x, x.device);
@@ -81,7 +69,7 @@ void geglu(const Tensor& x, GeluApproximation approximation, const Tensor& out) 
   check_shape("geglu", "output", out, expected);
   if (x.device.is_cpu()) return cpu::geglu(x, approximation, out);
 #if defined(HD_WITH_GPU)
-  gpu::geglu(x, approximation == GeluApproximation::kTanh ? gpu::Activation::kGeluTanh : gpu::Activation::kGeluErf, out);
+  gpu::geglu(x, approximation, out);
 #else
   no_kernel("geglu", x.device);
 #endif
@@ -103,8 +91,8 @@ void softmax(const Tensor& x, const Tensor& out) {
   cpu::softmax_rows(x.ptr<float>(), out.ptr<float>(), cols == 0 ? 0 : x.numel() / cols, cols);
 }
 
-void add(const Tensor& a, const Tensor& b, const Tensor& out) { binary("add", a, b, out, cpu::BinaryOp::kAdd); }
-void mul(const Tensor& a, const Tensor& b, const Tensor& out) { binary("mul", a, b, out, cpu::BinaryOp::kMul); }
+void add(const Tensor& a, const Tensor& b, const Tensor& out) { binary("add", a, b, out, BinaryOp::kAdd); }
+void mul(const Tensor& a, const Tensor& b, const Tensor& out) { binary("mul", a, b, out, BinaryOp::kMul); }
 
 void scale(const Tensor& x, float factor, const Tensor& out) {
   check_operand("scale", "input", x, x.device);

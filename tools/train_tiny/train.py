@@ -70,6 +70,7 @@ class Batches:
         self.triples = torch.tensor([[index[f], index[b], shape_index[s]] for f, b, s in triples], device=device)
         self.device = device
         self.gen = torch.Generator(device=device).manual_seed(seed)
+        self.empty_caption = len(shapes.all_captions())  # the empty prompt's row, after every caption
 
     def rand(self, *shape):
         return torch.rand(shape, generator=self.gen, device=self.device)
@@ -84,8 +85,7 @@ class Batches:
         radius = 9 + 3 * self.rand(n)
         images = shapes.render(fg, bg, shape, cx, cy, radius, supersample=2)
         captions = shapes.caption_index(fg, bg, shape, position)
-        empty = len(shapes.all_captions())  # the empty prompt's row, after every caption
-        captions = torch.where(self.rand(n) < caption_dropout, torch.full_like(captions, empty), captions)
+        captions = torch.where(self.rand(n) < caption_dropout, torch.full_like(captions, self.empty_caption), captions)
         return images, captions
 
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "ops/op_kinds.h"
 #include "ops/ops.h"
 
 namespace hd::ops::cpu {
@@ -23,12 +24,10 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
                 const Tensor& out);
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out);
 
-enum class Activation { kGeluErf, kGeluTanh, kQuickGelu, kSilu };
 void activation(const Tensor& x, Activation kind, const Tensor& out);
 void geglu(const Tensor& x, GeluApproximation approximation, const Tensor& out);
 void softmax_rows(const float* x, float* out, int64_t rows, int64_t cols);
 
-enum class BinaryOp { kAdd, kMul };
 void binary(const Tensor& a, const Tensor& b, BinaryOp op, const Tensor& out);
 void scale(const Tensor& x, float factor, const Tensor& out);
 

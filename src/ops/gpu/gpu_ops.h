@@ -3,6 +3,8 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/op_kinds.h"
+#include "ops/ops.h"
 
 namespace hd::gpu {
 
@@ -23,12 +25,11 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out);
 
 // Elementwise, f32/f16/bf16, every operand of one dtype; out may alias an input of its shape.
-enum class Activation { kGeluErf, kGeluTanh, kQuickGelu, kSilu };
-void activation(const Tensor& x, Activation kind, const Tensor& out);
-// out [..., N] = x[..., :N] · gelu(x[..., N:]), `gelu` kGeluErf or kGeluTanh.
-void geglu(const Tensor& x, Activation gelu, const Tensor& out);
+void activation(const Tensor& x, ops::Activation kind, const Tensor& out);
+// out [..., N] = x[..., :N] · gelu(x[..., N:]).
+void geglu(const Tensor& x, ops::GeluApproximation approximation, const Tensor& out);
 // out = a + b or a · b with numpy broadcasting (rank up to 8).
-void binary(const Tensor& a, const Tensor& b, bool multiply, const Tensor& out);
+void binary(const Tensor& a, const Tensor& b, ops::BinaryOp op, const Tensor& out);
 void scale(const Tensor& x, float factor, const Tensor& out);
 // Softmax over the last dimension (out may alias x).
 void softmax(const Tensor& x, const Tensor& out);

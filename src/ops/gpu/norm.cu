@@ -6,6 +6,7 @@
 // first value, so a large mean does not cancel the variance away.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/scratch.h"
@@ -20,7 +21,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __device__ float block_sum(float v, float* shared) {  // shared: kThreads / 32 floats; all threads get the sum
-  for (int m = kFragmentLanes / 2; m > 0; m /= 2) v += shuffle_xor(v, m, kFragmentLanes);
+  v = group_sum(v);
   const int lane = int(threadIdx.x) % kFragmentLanes, part = int(threadIdx.x) / kFragmentLanes;
   __syncthreads();
   if (lane == 0) shared[part] = v;
@@ -167,8 +168,10 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
                       reinterpret_cast<uintptr_t>(out.data) % 16 == 0 && sizeof(T) == 2;
   const int64_t wanted = (4 * multiprocessor_count(x.device.index) + (vector ? samples : pairs) - 1) /
                          (vector ? samples : pairs);
-  // ...but at least 32 positions a slice: shorter slices spend more on setting up than on reading.
-  const int slices = int(std::clamp<int64_t>(std::min(wanted, (positions + 31) / 32), 1, std::max<int64_t>(positions, 1)));
+  // ...but at least kMinSlice positions a slice: shorter ones spend more on setting up than on reading.
+  constexpr int64_t kMinSlice = 32;
+  const int slices = int(std::clamp<int64_t>(std::min(wanted, (positions + kMinSlice - 1) / kMinSlice), 1,
+                                             std::max<int64_t>(positions, 1)));
   auto* partial = static_cast<float2*>(scratch(x.device, size_t(pairs) * (size_t(slices) + 1) * sizeof(float2)));
   float2* mean_rstd = partial + int64_t(pairs) * slices;
   const T* xp = static_cast<const T*>(x.data);
@@ -210,15 +213,13 @@ __global__ void __launch_bounds__(kThreads) layer_norm_kernel(const T* __restric
   const T* in = x + row * channels;
   float sum = 0.f;
   for (int c = lane; c < channels; c += kFragmentLanes) sum += to_float(in[c]);
-  for (int m = kFragmentLanes / 2; m > 0; m /= 2) sum += shuffle_xor(sum, m, kFragmentLanes);
-  const float mean = sum / float(channels);
+  const float mean = group_sum(sum) / float(channels);
   float squares = 0.f;
   for (int c = lane; c < channels; c += kFragmentLanes) {
     const float d = to_float(in[c]) - mean;
     squares += d * d;
   }
-  for (int m = kFragmentLanes / 2; m > 0; m /= 2) squares += shuffle_xor(squares, m, kFragmentLanes);
-  const float rstd = rsqrtf(squares / float(channels) + eps);
+  const float rstd = rsqrtf(group_sum(squares) / float(channels) + eps);
   for (int c = lane; c < channels; c += kFragmentLanes)
     out[row * channels + c] = from_float<T>((to_float(in[c]) - mean) * rstd * to_float(gamma[c]) + to_float(beta[c]));
 }
@@ -247,21 +248,17 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
   check_same_dtype("group_norm", x, gamma, beta, out);
   if (x.numel() == 0) return;
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
-  switch (x.dtype) {
-    case DType::kF16: return group_norm_typed<__half>(x, gamma, beta, groups, eps, fuse_silu, out);
-    case DType::kBF16: return group_norm_typed<Bf16>(x, gamma, beta, groups, eps, fuse_silu, out);
-    default: return group_norm_typed<float>(x, gamma, beta, groups, eps, fuse_silu, out);
-  }
+  with_element_type(x.dtype, [&](auto* type) {
+    group_norm_typed<std::remove_pointer_t<decltype(type)>>(x, gamma, beta, groups, eps, fuse_silu, out);
+  });
 }
 
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out) {
   check_same_dtype("layer_norm", x, gamma, beta, out);
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
-  switch (x.dtype) {
-    case DType::kF16: return layer_norm_typed<__half>(x, gamma, beta, eps, out);
-    case DType::kBF16: return layer_norm_typed<Bf16>(x, gamma, beta, eps, out);
-    default: return layer_norm_typed<float>(x, gamma, beta, eps, out);
-  }
+  with_element_type(x.dtype, [&](auto* type) {
+    layer_norm_typed<std::remove_pointer_t<decltype(type)>>(x, gamma, beta, eps, out);
+  });
 }
 
 }  // namespace hd::gpu

@@ -3,6 +3,7 @@
 // ships no bf16 header and because the rounding must match the CPU's hd::convert bit for bit.
 #pragma once
 
+#include "core/dtype.h"
 #include "ops/gpu/common.cuh"
 
 namespace hd::gpu {
@@ -59,20 +60,46 @@ __device__ inline float high_half<Bf16>(uint32_t v) { return __uint_as_float(v &
 // 64-wide AMD wavefront holds two such groups; shuffles never cross a group.
 inline constexpr int kFragmentLanes = 32;
 
+#if !defined(HD_GPU_HIP)
+// CUDA's shuffles name the lanes taking part: every lane of the warp.
+inline constexpr unsigned kAllLanes = unsigned((uint64_t(1) << kWarpSize) - 1);
+#endif
+
 // Lane exchange within groups of `width` lanes, spelled once for both vendors.
 __device__ inline uint32_t shuffle(uint32_t v, int src_lane, int width) {
 #if defined(HD_GPU_HIP)
   return uint32_t(__shfl(int(v), src_lane, width));
 #else
-  return __shfl_sync(0xffffffffu, v, src_lane, width);
+  return __shfl_sync(kAllLanes, v, src_lane, width);
 #endif
 }
 __device__ inline float shuffle_xor(float v, int lane_mask, int width) {
 #if defined(HD_GPU_HIP)
   return __shfl_xor(v, lane_mask, width);
 #else
-  return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
+  return __shfl_xor_sync(kAllLanes, v, lane_mask, width);
 #endif
+}
+
+// The sum / maximum of v over the calling group of kFragmentLanes lanes, returned to every lane.
+__device__ inline float group_sum(float v) {
+  for (int m = kFragmentLanes / 2; m > 0; m /= 2) v += shuffle_xor(v, m, kFragmentLanes);
+  return v;
+}
+__device__ inline float group_max(float v) {
+  for (int m = kFragmentLanes / 2; m > 0; m /= 2) v = fmaxf(v, shuffle_xor(v, m, kFragmentLanes));
+  return v;
+}
+
+// Host side: calls f with a null pointer of the element type that holds `t` (float, __half or Bf16), so
+// that one launcher instantiates a kernel for each.
+template <class F>
+void with_element_type(DType t, F f) {
+  switch (t) {
+    case DType::kF16: return f(static_cast<__half*>(nullptr));
+    case DType::kBF16: return f(static_cast<Bf16*>(nullptr));
+    default: return f(static_cast<float*>(nullptr));
+  }
 }
 
 }  // namespace hd::gpu

@@ -9,6 +9,8 @@
 
 namespace hd::gpu {
 
+using ops::Activation;
+
 namespace {
 
 constexpr int kThreads = 256;
@@ -76,16 +78,6 @@ void check_dtypes(const char* op, std::initializer_list<const Tensor*> ts) {
                   dtype_name(t), " and ", dtype_name(x->dtype));
 }
 
-// Calls f with a null pointer of the tensors' element type.
-template <class F>
-void with_type(DType t, F f) {
-  switch (t) {
-    case DType::kF16: return f(static_cast<__half*>(nullptr));
-    case DType::kBF16: return f(static_cast<Bf16*>(nullptr));
-    default: return f(static_cast<float*>(nullptr));
-  }
-}
-
 }  // namespace
 
 void activation(const Tensor& x, Activation kind, const Tensor& out) {
@@ -93,19 +85,20 @@ void activation(const Tensor& x, Activation kind, const Tensor& out) {
   const int64_t n = x.numel();
   if (n == 0) return;
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
-  with_type(x.dtype, [&](auto* type) {
+  with_element_type(x.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     activation_kernel<T><<<blocks_for(n), kThreads>>>(static_cast<const T*>(x.data), static_cast<T*>(out.data), n, kind);
   });
   HD_GPU_CHECK_LAUNCH();
 }
 
-void geglu(const Tensor& x, Activation gelu, const Tensor& out) {
+void geglu(const Tensor& x, ops::GeluApproximation approximation, const Tensor& out) {
+  const Activation gelu = approximation == ops::GeluApproximation::kTanh ? Activation::kGeluTanh : Activation::kGeluErf;
   check_dtypes("geglu", {&x, &out});
   const int64_t half = out.dim(-1), rows = half == 0 ? 0 : out.numel() / half;
   if (rows * half == 0) return;
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
-  with_type(x.dtype, [&](auto* type) {
+  with_element_type(x.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     geglu_kernel<T><<<blocks_for(rows * half), kThreads>>>(static_cast<const T*>(x.data), static_cast<T*>(out.data),
                                                            rows, half, gelu);
@@ -113,7 +106,8 @@ void geglu(const Tensor& x, Activation gelu, const Tensor& out) {
   HD_GPU_CHECK_LAUNCH();
 }
 
-void binary(const Tensor& a, const Tensor& b, bool multiply, const Tensor& out) {
+void binary(const Tensor& a, const Tensor& b, ops::BinaryOp op, const Tensor& out) {
+  const bool multiply = op == ops::BinaryOp::kMul;
   check_dtypes(multiply ? "mul" : "add", {&a, &b, &out});
   const int64_t n = out.numel();
   if (n == 0) return;
@@ -127,7 +121,7 @@ void binary(const Tensor& a, const Tensor& b, bool multiply, const Tensor& out) 
     s.b_stride[i] = ib < 0 || b.shape[ib] == 1 ? 0 : b.strides[ib];
   }
   HD_GPU_CHECK(cudaSetDevice(out.device.index));
-  with_type(out.dtype, [&](auto* type) {
+  with_element_type(out.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     binary_kernel<T><<<blocks_for(n), kThreads>>>(static_cast<const T*>(a.data), static_cast<const T*>(b.data),
                                                    static_cast<T*>(out.data), n, s, multiply);
@@ -140,7 +134,7 @@ void scale(const Tensor& x, float factor, const Tensor& out) {
   const int64_t n = x.numel();
   if (n == 0) return;
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
-  with_type(x.dtype, [&](auto* type) {
+  with_element_type(x.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     scale_kernel<T><<<blocks_for(n), kThreads>>>(static_cast<const T*>(x.data), static_cast<T*>(out.data), n, factor);
   });

@@ -23,11 +23,10 @@ __global__ void __launch_bounds__(kThreads) softmax_kernel(const T* __restrict__
   const T* in = x + row * cols;
   float m = -INFINITY;
   for (int64_t c = lane; c < cols; c += kFragmentLanes) m = fmaxf(m, to_float(in[c]));
-  for (int s = kFragmentLanes / 2; s > 0; s /= 2) m = fmaxf(m, shuffle_xor(m, s, kFragmentLanes));
+  m = group_max(m);
   float sum = 0.f;
   for (int64_t c = lane; c < cols; c += kFragmentLanes) sum += expf(to_float(in[c]) - m);
-  for (int s = kFragmentLanes / 2; s > 0; s /= 2) sum += shuffle_xor(sum, s, kFragmentLanes);
-  const float inv = 1.f / sum;
+  const float inv = 1.f / group_sum(sum);
   for (int64_t c = lane; c < cols; c += kFragmentLanes) out[row * cols + c] = from_float<T>(expf(to_float(in[c]) - m) * inv);
 }
 
@@ -39,16 +38,10 @@ void softmax(const Tensor& x, const Tensor& out) {
   if (rows == 0) return;
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
   const unsigned blocks = unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  switch (x.dtype) {
-    case DType::kF16:
-      softmax_kernel<__half><<<blocks, kThreads>>>(static_cast<const __half*>(x.data), static_cast<__half*>(out.data), rows, cols);
-      break;
-    case DType::kBF16:
-      softmax_kernel<Bf16><<<blocks, kThreads>>>(static_cast<const Bf16*>(x.data), static_cast<Bf16*>(out.data), rows, cols);
-      break;
-    default:
-      softmax_kernel<float><<<blocks, kThreads>>>(static_cast<const float*>(x.data), static_cast<float*>(out.data), rows, cols);
-  }
+  with_element_type(x.dtype, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    softmax_kernel<T><<<blocks, kThreads>>>(static_cast<const T*>(x.data), static_cast<T*>(out.data), rows, cols);
+  });
   HD_GPU_CHECK_LAUNCH();
 }
 
