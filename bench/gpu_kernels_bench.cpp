@@ -101,6 +101,72 @@ int main() {
     std::printf("%-34s %8.3f %8.0f %6.0f%%\n", s.to_string().c_str(), ms, gbs, 100.0 * gbs / copy_gbs);
   }
 
+  // Ceiling for the matrix kernels: our own GEMM at 8192^3 (bench/torch_peers.py prints cuBLAS's).
+  {
+    const auto a = random_gpu({8192, 8192}, hd::DType::kF16, rng), b = random_gpu({8192, 8192}, hd::DType::kF16, rng);
+    hd::OwnedTensor c({8192, 8192}, hd::DType::kF16, gpu0());
+    const double ms = median_ms([&] { hd::ops::linear(a, b, nullptr, c); });
+    std::printf("\nour GEMM 8192^3 f16: %.3f ms, %.0f TFLOP/s\n", ms, 2.0 * 8192.0 * 8192.0 * 8192.0 / (ms * 1e9));
+  }
+
+  std::printf("\nconv2d (f16, NHWC, bias; tile autotuned)      ms     TFLOP/s\n");
+  struct ConvCase {
+    const char* name;
+    hd::Shape x;
+    int64_t cout, k;
+    int stride;
+  };
+  const ConvCase conv_cases[] = {
+      {"UNet 64x64 320->320 3x3 B2", {2, 64, 64, 320}, 320, 3, 1},
+      {"UNet 32x32 640->640 3x3 B2", {2, 32, 32, 640}, 640, 3, 1},
+      {"UNet 16x16 1280->1280 3x3 B2", {2, 16, 16, 1280}, 1280, 3, 1},
+      {"UNet 8x8 1280->1280 3x3 B2", {2, 8, 8, 1280}, 1280, 3, 1},
+      {"UNet up 64x64 640->320 3x3 B2", {2, 64, 64, 640}, 320, 3, 1},
+      {"UNet down 64x64 320 3x3 s2 B2", {2, 64, 64, 320}, 320, 3, 2},
+      {"VAE 128x128 512->512 3x3", {1, 128, 128, 512}, 512, 3, 1},
+      {"VAE 512x512 256->256 3x3", {1, 512, 512, 256}, 256, 3, 1},
+  };
+  for (const auto& c : conv_cases) {
+    const auto x = random_gpu(c.x, hd::DType::kF16, rng);
+    const auto w = random_gpu({c.cout, c.k, c.k, c.x[3]}, hd::DType::kF16, rng);
+    const auto bias = random_gpu({c.cout}, hd::DType::kF16, rng);
+    const hd::ops::Conv2dParams p{c.stride, int(c.k / 2), 0};
+    hd::OwnedTensor out(hd::ops::conv2d_output_shape(c.x, w.view().shape, p), hd::DType::kF16, gpu0());
+    const double ms = median_ms([&] { hd::ops::conv2d(x, w, &bias.view(), nullptr, p, out); });
+    const double flop = 2.0 * double(out.view().numel()) * double(c.k * c.k * c.x[3]);
+    std::printf("%-40s %8.3f %8.1f\n", c.name, ms, flop / (ms * 1e9));
+  }
+
+  std::printf("\nlinear (f16, bias; tile autotuned)             ms     TFLOP/s\n");
+  struct LinearCase {
+    const char* name;
+    int64_t m, n, k;
+  };
+  const LinearCase linear_cases[] = {
+      {"to_q 64x64 B2: 8192 x 320 <- 320", 8192, 320, 320},
+      {"GEGLU proj: 8192 x 2560 <- 320", 8192, 2560, 320},
+      {"ff out: 8192 x 320 <- 1280", 8192, 320, 1280},
+      {"GEGLU proj 16x16: 512 x 10240 <- 1280", 512, 10240, 1280},
+      {"to_k cross: 154 x 320 <- 768", 154, 320, 768},
+  };
+  for (const auto& c : linear_cases) {
+    const auto x = random_gpu({c.m, c.k}, hd::DType::kF16, rng);
+    const auto w = random_gpu({c.n, c.k}, hd::DType::kF16, rng);
+    const auto bias = random_gpu({c.n}, hd::DType::kF16, rng);
+    hd::OwnedTensor out({c.m, c.n}, hd::DType::kF16, gpu0());
+    const double ms = median_ms([&] { hd::ops::linear(x, w, &bias.view(), out); });
+    std::printf("%-40s %8.3f %8.1f\n", c.name, ms, 2.0 * double(c.m) * double(c.n) * double(c.k) / (ms * 1e9));
+  }
+
+  std::printf("\nattention, materialised path (f16)   ms     TFLOP/s\n");
+  for (const int64_t l : {int64_t(4096), int64_t(16384)}) {
+    const auto q = random_gpu({1, l, 512}, hd::DType::kF16, rng);
+    hd::OwnedTensor out(q.view().shape, hd::DType::kF16, gpu0());
+    hd::ops::AttentionParams p;
+    const double ms = median_ms([&] { hd::ops::attention(q, q, q, p, out); });
+    std::printf("VAE mid B1 H1 L%-6lld D512           %8.3f %8.1f\n", (long long)l, ms, 4.0 * double(l) * double(l) * 512 / (ms * 1e9));
+  }
+
   std::printf("\nlayer_norm (f16)                     ms     GB/s   of copy\n");
   for (const hd::Shape& s : {hd::Shape{2, 4096, 320}, hd::Shape{2, 1024, 640}, hd::Shape{2, 77, 768}}) {
     const auto x = random_gpu(s, hd::DType::kF16, rng);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch's own kernels on the shapes of hd_bench_gpu_kernels, in the same session on the same GPU:
 torch's scaled_dot_product_attention with each backend it offers (flash, cuDNN, memory-efficient),
-group_norm + silu as diffusers runs them (NCHW), layer_norm, and the ceilings: device-to-device copy
+group_norm + silu as diffusers runs them (NCHW), cuDNN's convolution and cuBLAS's linear on the UNet's and
+VAE's shapes, layer_norm, and the ceilings: device-to-device copy
 bandwidth and the dense bf16/f16 matrix product rate. Timed with CUDA events, median of 7 batches.
 
     python3 bench/torch_peers.py
@@ -71,6 +72,48 @@ def main():
         ms = median_ms(lambda: F.silu(F.group_norm(x, 32, gamma, beta, 1e-5)))
         gbs = 2 * x.numel() * 2 / (ms * 1e6)
         print(f"{str(list(shape)):34s} {ms:8.3f} {gbs:8.0f} {100 * gbs / copy_gbs:5.0f}%")
+
+    torch.backends.cudnn.benchmark = True  # cuDNN picks its fastest algorithm per shape, as we autotune
+    print("\nconv2d (f16, channels_last, bias; cuDNN)       ms     TFLOP/s")
+    convs = [("UNet 64x64 320->320 3x3 B2", (2, 64, 64, 320), 320, 3, 1),
+             ("UNet 32x32 640->640 3x3 B2", (2, 32, 32, 640), 640, 3, 1),
+             ("UNet 16x16 1280->1280 3x3 B2", (2, 16, 16, 1280), 1280, 3, 1),
+             ("UNet 8x8 1280->1280 3x3 B2", (2, 8, 8, 1280), 1280, 3, 1),
+             ("UNet up 64x64 640->320 3x3 B2", (2, 64, 64, 640), 320, 3, 1),
+             ("UNet down 64x64 320 3x3 s2 B2", (2, 64, 64, 320), 320, 3, 2),
+             ("VAE 128x128 512->512 3x3", (1, 128, 128, 512), 512, 3, 1),
+             ("VAE 512x512 256->256 3x3", (1, 512, 512, 256), 256, 3, 1)]
+    for name, (nb, h, w, cin), cout, k, stride in convs:
+        x = torch.randn(nb, cin, h, w, dtype=torch.float16, device=dev).to(memory_format=torch.channels_last)
+        weight = torch.randn(cout, cin, k, k, dtype=torch.float16, device=dev).to(memory_format=torch.channels_last)
+        bias = torch.randn(cout, dtype=torch.float16, device=dev)
+        ms = median_ms(lambda: F.conv2d(x, weight, bias, stride=stride, padding=k // 2))
+        ho, wo = (h + 2 * (k // 2) - k) // stride + 1, (w + 2 * (k // 2) - k) // stride + 1
+        flop = 2 * nb * ho * wo * cout * k * k * cin
+        print(f"{name:40s} {ms:8.3f} {flop / (ms * 1e9):8.1f}")
+
+    print("\nlinear (f16, bias; cuBLAS)                     ms     TFLOP/s")
+    for name, m, n, k in [("to_q 64x64 B2: 8192 x 320 <- 320", 8192, 320, 320),
+                          ("GEGLU proj: 8192 x 2560 <- 320", 8192, 2560, 320),
+                          ("ff out: 8192 x 320 <- 1280", 8192, 320, 1280),
+                          ("GEGLU proj 16x16: 512 x 10240 <- 1280", 512, 10240, 1280),
+                          ("to_k cross: 154 x 320 <- 768", 154, 320, 768)]:
+        x = torch.randn(m, k, dtype=torch.float16, device=dev)
+        weight = torch.randn(n, k, dtype=torch.float16, device=dev)
+        bias = torch.randn(n, dtype=torch.float16, device=dev)
+        ms = median_ms(lambda: F.linear(x, weight, bias))
+        print(f"{name:40s} {ms:8.3f} {2 * m * n * k / (ms * 1e9):8.1f}")
+
+    print("\nattention D512 (VAE mid, f16)  backend      ms    TFLOP/s")
+    for length in (4096, 16384):
+        q = torch.randn(1, 1, length, 512, dtype=torch.float16, device=dev)
+        for backend in (SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH):
+            try:
+                with sdpa_kernel(backend):
+                    ms = median_ms(lambda: F.scaled_dot_product_attention(q, q, q))
+                print(f"VAE mid B1 H1 L{length:<6d} D512 {backend.name[:9]:9s} {ms:8.3f} {4 * length * length * 512 / (ms * 1e9):8.1f}")
+            except RuntimeError as e:
+                print(f"VAE mid B1 H1 L{length:<6d} D512 {backend.name[:9]:9s} refused ({str(e).splitlines()[0][:50]})")
 
     print("\nlayer_norm (f16)                     ms     GB/s  of copy")
     for shape in [(2, 4096, 320), (2, 1024, 640), (2, 77, 768)]:

@@ -76,6 +76,8 @@ class OwnedTensor {
 
   // A dense host copy of a host tensor (any strides).
   static OwnedTensor copy_of(const Tensor& t);
+  // A new dense tensor of `shape` with t's dtype and device (contents undefined).
+  static OwnedTensor like(const Tensor& t, Shape shape) { return OwnedTensor(shape, t.dtype, t.device); }
 
   const Tensor& view() const { return view_; }
   Tensor& view() { return view_; }

@@ -16,7 +16,7 @@ Conv2d Conv2d::load(const WeightReader& w, const std::string& name, int64_t out,
 
 OwnedTensor Conv2d::operator()(const Tensor& x, const Tensor* residual) const {
   const ops::Conv2dParams p{stride, padding, extra_end_padding};
-  OwnedTensor y(ops::conv2d_output_shape(x.shape, weight.view().shape, p), DType::kF32);
+  OwnedTensor y = OwnedTensor::like(x, ops::conv2d_output_shape(x.shape, weight.view().shape, p));
   ops::conv2d(x, weight, &bias.view(), residual, p, y);
   return y;
 }
@@ -26,7 +26,7 @@ GroupNorm GroupNorm::load(const WeightReader& w, const std::string& name, int64_
 }
 
 OwnedTensor GroupNorm::operator()(const Tensor& x, bool silu) const {
-  OwnedTensor y(x.shape, DType::kF32);
+  OwnedTensor y = OwnedTensor::like(x, x.shape);
   ops::group_norm(x, gamma, beta, groups, eps, silu, y);
   return y;
 }
@@ -46,7 +46,7 @@ Linear Linear::load_pointwise_conv(const WeightReader& w, const std::string& nam
 OwnedTensor Linear::operator()(const Tensor& x) const {
   Shape shape = x.shape;
   shape[shape.rank() - 1] = weight.view().dim(0);
-  OwnedTensor y(shape, DType::kF32);
+  OwnedTensor y = OwnedTensor::like(x, shape);
   ops::linear(x, weight, bias ? &bias->view() : nullptr, y);
   return y;
 }
@@ -102,7 +102,7 @@ OwnedTensor SpatialSelfAttention::operator()(const Tensor& x) const {
   const OwnedTensor h = norm(x, /*silu=*/false);
   const Tensor tokens = h.view().reshape(Shape{n, positions, c});  // NHWC is already [N, H*W, C]
   const OwnedTensor q_ = q(tokens), k_ = k(tokens), v_ = v(tokens);
-  OwnedTensor attended(Shape{n, positions, c}, DType::kF32);
+  OwnedTensor attended = OwnedTensor::like(x, Shape{n, positions, c});
   ops::attention(q_, k_, v_, {1, false, 0.0f}, attended);
   OwnedTensor y = out(attended);
   ops::add(y.view(), x.reshape(Shape{n, positions, c}), y);
@@ -139,7 +139,7 @@ OwnedTensor SpatialTransformer::operator()(const Tensor& x, const Tensor& contex
   const int64_t n = x.dim(0), positions = x.dim(1) * x.dim(2), c = x.dim(3);
   const OwnedTensor normed = norm(x, /*silu=*/false);
   OwnedTensor tokens = proj_in(normed.view().reshape(Shape{n, positions, c}));  // [N, HW, C]
-  OwnedTensor h(tokens.view().shape, DType::kF32), attended(tokens.view().shape, DType::kF32);
+  OwnedTensor h = OwnedTensor::like(tokens, tokens.view().shape), attended = OwnedTensor::like(tokens, tokens.view().shape);
   for (const Block& b : blocks) {
     ops::layer_norm(tokens, b.norm1_g, b.norm1_b, layer_norm_eps, h);
     ops::attention(b.q1(h), b.k1(h), b.v1(h), {heads, false, 0.0f}, attended);
@@ -151,7 +151,7 @@ OwnedTensor SpatialTransformer::operator()(const Tensor& x, const Tensor& contex
     const OwnedTensor projected = b.ff_in(h);  // [N, HW, 2 * 4C]
     Shape gated_shape = projected.view().shape;
     gated_shape[2] /= 2;
-    OwnedTensor gated(gated_shape, DType::kF32);
+    OwnedTensor gated = OwnedTensor::like(projected, gated_shape);
     ops::geglu(projected, ops::GeluApproximation::kNone, gated);
     ops::add(tokens, b.ff_out(gated), tokens);
   }

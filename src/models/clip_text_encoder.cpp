@@ -61,11 +61,12 @@ ClipTextConfig ClipTextConfig::detect(const ModelComponent& component) {
   return c;
 }
 
-ClipTextEncoder ClipTextEncoder::load(const ModelComponent& component) {
+ClipTextEncoder ClipTextEncoder::load(const ModelComponent& component, const ops::Placement& placement) {
   ClipTextEncoder e;
   e.config_ = ClipTextConfig::detect(component);
+  e.placement_ = placement;
   const ClipTextConfig& c = e.config_;
-  const WeightReader w(component, find_prefix(component));
+  const WeightReader w(component, find_prefix(component), placement);
   e.token_embedding_ = w.load("embeddings.token_embedding.weight", Shape{c.vocab, c.width});
   e.position_embedding_ = w.load("embeddings.position_embedding.weight", Shape{c.max_positions, c.width});
   const auto norm = [&](const std::string& name) {
@@ -90,16 +91,24 @@ ClipTextEncoder ClipTextEncoder::load(const ModelComponent& component) {
 
 OwnedTensor ClipTextEncoder::forward(const Tensor& ids) const {
   const ClipTextConfig& c = config_;
-  HD_CHECK(ids.rank() == 2 && ids.dim(1) <= c.max_positions, "text encoder: ids ", ids.shape.to_string(),
-           " must be [batch, <= ", c.max_positions, "]");
+  HD_CHECK(ids.rank() == 2 && ids.dim(1) <= c.max_positions && ids.dtype == DType::kI32, "text encoder: ids ",
+           ids.describe(), " must be i32 [batch, <= ", c.max_positions, "]");
   const int64_t b = ids.dim(0), l = ids.dim(1);
-  OwnedTensor x(Shape{b, l, c.width}, DType::kF32);  // the residual stream
-  ops::embedding(ids, token_embedding_, x);
+  const Tensor& table = token_embedding_.view();
+  OwnedTensor x = OwnedTensor::like(table, Shape{b, l, c.width});  // the residual stream
+  if (ids.device == table.device) {
+    ops::embedding(ids, table, x);
+  } else {  // host ids for a GPU model: moved next to the table first
+    OwnedTensor moved(ids.shape, ids.dtype, table.device);
+    ops::copy(ids, moved);
+    ops::embedding(moved, table, x);
+  }
   ops::add(x, position_embedding_.view().slice(0, 0, l), x);
 
-  OwnedTensor h(Shape{b, l, c.width}, DType::kF32), q(h.view().shape, DType::kF32), k(h.view().shape, DType::kF32),
-      v(h.view().shape, DType::kF32), a(h.view().shape, DType::kF32);
-  OwnedTensor mlp(Shape{b, l, c.intermediate}, DType::kF32);
+  const Shape stream{b, l, c.width};
+  OwnedTensor h = OwnedTensor::like(x, stream), q = OwnedTensor::like(x, stream), k = OwnedTensor::like(x, stream),
+              v = OwnedTensor::like(x, stream), a = OwnedTensor::like(x, stream);
+  OwnedTensor mlp = OwnedTensor::like(x, Shape{b, l, c.intermediate});
   for (const Layer& layer : layers_) {
     // Self-attention block, pre-norm, causal: token i sees tokens <= i.
     ops::layer_norm(x, layer.norm1.gamma, layer.norm1.beta, c.eps, h);
@@ -120,7 +129,7 @@ OwnedTensor ClipTextEncoder::forward(const Tensor& ids) const {
     ops::linear(mlp, layer.fc2.weight, &layer.fc2.bias.view(), h);
     ops::add(x, h, x);
   }
-  OwnedTensor out(Shape{b, l, c.width}, DType::kF32);
+  OwnedTensor out = OwnedTensor::like(x, stream);
   ops::layer_norm(x, final_norm_.gamma, final_norm_.beta, c.eps, out);
   return out;
 }

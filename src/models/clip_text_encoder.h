@@ -8,6 +8,7 @@
 
 #include "core/tensor.h"
 #include "io/model_source.h"
+#include "ops/placement.h"
 
 namespace hd {
 
@@ -23,7 +24,9 @@ struct ClipTextConfig {
 
 class ClipTextEncoder {
  public:
-  static ClipTextEncoder load(const ModelComponent& component);
+  // Weights placed where the model computes: the CPU in f32 (the default), or a GPU in f16/bf16.
+  static ClipTextEncoder load(const ModelComponent& component, const ops::Placement& placement = {});
+  const ops::Placement& placement() const { return placement_; }
 
   const ClipTextConfig& config() const { return config_; }
   // ids [B, L] (i32, L <= max_positions) -> last hidden state [B, L, width], after the final LayerNorm.
@@ -41,6 +44,7 @@ class ClipTextEncoder {
     Linear q, k, v, out, fc1, fc2;
   };
 
+  ops::Placement placement_;
   ClipTextConfig config_;
   OwnedTensor token_embedding_, position_embedding_;
   std::vector<Layer> layers_;

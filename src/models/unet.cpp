@@ -60,11 +60,12 @@ UnetConfig UnetConfig::detect(const ModelComponent& component) {
   return c;
 }
 
-Unet Unet::load(const ModelComponent& component) {
+Unet Unet::load(const ModelComponent& component, const ops::Placement& placement) {
   Unet u;
   u.config_ = UnetConfig::detect(component);
+  u.placement_ = placement;
   const UnetConfig& c = u.config_;
-  const WeightReader w(component, "");
+  const WeightReader w(component, "", placement);
   const auto levels = int64_t(c.block_out_channels.size());
   const int g = c.norm_groups;
   const int64_t c0 = c.block_out_channels[0];
@@ -121,36 +122,43 @@ OwnedTensor Unet::forward(const Tensor& sample, float timestep, const Tensor& co
            sample.dim(2), " must be a multiple of ", factor);
   HD_CHECK(context.rank() == 3 && context.dim(0) == sample.dim(0) && context.dim(2) == c.context_dim,
            "unet: context ", context.shape.to_string(), " must be [", sample.dim(0), ", L, ", c.context_dim, "]");
+  for (const Tensor* t : {&sample, &context})
+    HD_CHECK(t->device == placement_.device && t->dtype == placement_.dtype, "unet: input ", t->describe(),
+             " is not where the model computes (", placement_.to_string(), ")");
   const int64_t n = sample.dim(0);
 
   // Time embedding: sinusoidal (cos first), two linears with SiLU between; the resnets take SiLU of it.
   OwnedTensor t(Shape{n}, DType::kF32);
   for (int64_t i = 0; i < n; ++i) t.ptr<float>()[i] = timestep;
-  OwnedTensor sinusoid(Shape{n, c.block_out_channels[0]}, DType::kF32);
-  ops::timestep_embedding(t, {true, 0.0f, 10000.0f, 1.0f}, sinusoid);
+  OwnedTensor t_on_device(Shape{n}, DType::kF32, sample.device);
+  ops::copy(t, t_on_device);
+  OwnedTensor sinusoid = OwnedTensor::like(sample, Shape{n, c.block_out_channels[0]});
+  ops::timestep_embedding(t_on_device, {true, 0.0f, 10000.0f, 1.0f}, sinusoid);
   OwnedTensor temb = time_linear1_(sinusoid);
   ops::silu(temb, temb);
   temb = time_linear2_(temb);
   ops::silu(temb, temb);  // [N, time_embed_dim], as every resnet's time_emb_proj receives it
 
-  OwnedTensor h = conv_in_(sample);
-  std::vector<OwnedTensor> skips;  // the down path's outputs, consumed in reverse by the up path
+  // The down path's outputs are kept for the up path, which consumes them in reverse; each is also the
+  // input of the next layer (a view: moving an OwnedTensor keeps its memory where it is).
+  std::vector<OwnedTensor> skips;
   const auto run_layer = [&](const Layer& layer, const Tensor& x) {
     OwnedTensor y = layer.resnet(x, &temb.view());
     return layer.transformer ? (*layer.transformer)(y, context) : std::move(y);
   };
-  skips.push_back(OwnedTensor::copy_of(h));
+  skips.push_back(conv_in_(sample));
+  Tensor down = skips.back().view();
   for (const Level& level : down_) {
     for (const Layer& layer : level.layers) {
-      h = run_layer(layer, h);
-      skips.push_back(OwnedTensor::copy_of(h));
+      skips.push_back(run_layer(layer, down));
+      down = skips.back().view();
     }
     if (level.resample) {
-      h = (*level.resample)(h);
-      skips.push_back(OwnedTensor::copy_of(h));
+      skips.push_back((*level.resample)(down));
+      down = skips.back().view();
     }
   }
-  h = mid_first_(h, &temb.view());
+  OwnedTensor h = mid_first_(down, &temb.view());
   h = mid_transformer_(h, context);
   h = mid_second_(h, &temb.view());
   for (const Level& level : up_) {
@@ -159,12 +167,12 @@ OwnedTensor Unet::forward(const Tensor& sample, float timestep, const Tensor& co
       skips.pop_back();
       Shape joined = h.view().shape;
       joined[3] += skip.view().dim(3);
-      OwnedTensor cat(joined, DType::kF32);
+      OwnedTensor cat = OwnedTensor::like(h, joined);
       ops::concat_channels(h, skip, cat);  // [h, skip], the order diffusers concatenates in
       h = run_layer(layer, cat);
     }
     if (level.resample) {
-      OwnedTensor up(Shape{n, 2 * h.view().dim(1), 2 * h.view().dim(2), h.view().dim(3)}, DType::kF32);
+      OwnedTensor up = OwnedTensor::like(h, Shape{n, 2 * h.view().dim(1), 2 * h.view().dim(2), h.view().dim(3)});
       ops::upsample_nearest_2x(h, up);
       h = (*level.resample)(up);
     }

@@ -9,6 +9,7 @@
 
 #include "core/tensor.h"
 #include "io/model_source.h"
+#include "ops/placement.h"
 #include "models/blocks.h"
 
 namespace hd {
@@ -31,7 +32,9 @@ struct UnetConfig {
 
 class Unet {
  public:
-  static Unet load(const ModelComponent& component);
+  // Weights placed where the model computes: the CPU in f32 (the default), or a GPU in f16/bf16.
+  static Unet load(const ModelComponent& component, const ops::Placement& placement = {});
+  const ops::Placement& placement() const { return placement_; }
 
   const UnetConfig& config() const { return config_; }
   // sample [N, h, w, in], the same timestep for every sample, context [N, L, context_dim]
@@ -48,6 +51,7 @@ class Unet {
     std::optional<Conv2d> resample;
   };
 
+  ops::Placement placement_;
   UnetConfig config_;
   Linear time_linear1_, time_linear2_;
   Conv2d conv_in_;

@@ -50,11 +50,12 @@ OwnedTensor Vae::MidBlock::operator()(const Tensor& x) const {
   return second(h);
 }
 
-Vae Vae::load(const ModelComponent& component) {
+Vae Vae::load(const ModelComponent& component, const ops::Placement& placement) {
   Vae v;
   v.config_ = VaeConfig::detect(component);
+  v.placement_ = placement;
   const VaeConfig& c = v.config_;
-  const WeightReader w(component, "");
+  const WeightReader w(component, "", placement);
   const auto levels = int64_t(c.block_out_channels.size());
   const int64_t top = c.block_out_channels.back(), g = c.norm_groups;
   const auto mid = [&](const std::string& side) {
@@ -117,13 +118,15 @@ Vae Vae::load(const ModelComponent& component) {
 OwnedTensor Vae::decode(const Tensor& latents) const {
   HD_CHECK(latents.rank() == 4 && latents.dim(3) == config_.latent_channels, "vae decode: latents ",
            latents.shape.to_string(), " must be [N, h, w, ", config_.latent_channels, "]");
+  HD_CHECK(latents.device == placement_.device && latents.dtype == placement_.dtype, "vae decode: latents ",
+           latents.describe(), " are not where the model computes (", placement_.to_string(), ")");
   OwnedTensor x = post_quant_conv_ ? (*post_quant_conv_)(latents) : OwnedTensor();
   OwnedTensor h = decoder_in_(post_quant_conv_ ? x.view() : latents);  // [N, h, w, top]
   h = (*decoder_mid_)(h);
   for (const Level& level : up_) {
     for (const ResnetBlock& r : level.resnets) h = r(h);
     if (level.resample) {
-      OwnedTensor up(Shape{h.view().dim(0), 2 * h.view().dim(1), 2 * h.view().dim(2), h.view().dim(3)}, DType::kF32);
+      OwnedTensor up = OwnedTensor::like(h, Shape{h.view().dim(0), 2 * h.view().dim(1), 2 * h.view().dim(2), h.view().dim(3)});
       ops::upsample_nearest_2x(h, up);
       h = (*level.resample)(up);
     }
@@ -135,6 +138,8 @@ OwnedTensor Vae::encode(const Tensor& image) const {
   HD_CHECK_KIND(config_.has_encoder, ErrorKind::kUnsupported, "this VAE has no encoder weights");
   HD_CHECK(image.rank() == 4 && image.dim(3) == 3, "vae encode: image ", image.shape.to_string(),
            " must be [N, H, W, 3]");
+  HD_CHECK(image.device == placement_.device && image.dtype == placement_.dtype, "vae encode: image ",
+           image.describe(), " is not where the model computes (", placement_.to_string(), ")");
   OwnedTensor h = encoder_in_(image);
   for (const Level& level : down_) {
     for (const ResnetBlock& r : level.resnets) h = r(h);

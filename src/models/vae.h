@@ -9,6 +9,7 @@
 
 #include "core/tensor.h"
 #include "io/model_source.h"
+#include "ops/placement.h"
 #include "models/blocks.h"
 
 namespace hd {
@@ -27,7 +28,9 @@ struct VaeConfig {
 
 class Vae {
  public:
-  static Vae load(const ModelComponent& component);
+  // Weights placed where the model computes: the CPU in f32 (the default), or a GPU in f16/bf16.
+  static Vae load(const ModelComponent& component, const ops::Placement& placement = {});
+  const ops::Placement& placement() const { return placement_; }
 
   const VaeConfig& config() const { return config_; }
   // latents [N, h, w, latent_channels] -> image [N, 8h, 8w, 3] (for 4 levels; 2^(levels-1) in general)
@@ -47,6 +50,7 @@ class Vae {
     std::optional<Conv2d> resample;  // decoder: upsampling conv after nearest 2x; encoder: stride-2 conv
   };
 
+  ops::Placement placement_;
   VaeConfig config_;
   // decoder
   std::optional<Conv2d> post_quant_conv_;

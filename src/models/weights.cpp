@@ -11,8 +11,15 @@ nlohmann::json component_config(const ModelComponent& component) {
   return j;
 }
 
-WeightReader::WeightReader(const ModelComponent& component, std::string prefix)
-    : component_(component), prefix_(std::move(prefix)) {}
+WeightReader::WeightReader(const ModelComponent& component, std::string prefix, ops::Placement placement)
+    : component_(component), prefix_(std::move(prefix)), placement_(placement) {
+  placement_.validate();
+}
+
+OwnedTensor WeightReader::placed(OwnedTensor host_f32) const {
+  if (placement_.device.is_cpu() && placement_.dtype == DType::kF32) return host_f32;
+  return ops::place(host_f32, placement_);
+}
 
 bool WeightReader::has(std::string_view name) const { return component_.find(prefix_ + std::string(name)) != nullptr; }
 
@@ -34,12 +41,12 @@ OwnedTensor WeightReader::load(std::string_view name, const Shape& expected) con
   HD_CHECK(fits && actual == expected, component_.name, ": tensor '", component_.prefix, prefix_, name, "'",
            component_.mapped_from_ldm ? " (mapped from the single file's names)" : "", " has shape ",
            fits ? actual.to_string() : "of rank > 6", ", expected ", expected.to_string());
-  if (t.row_count == 0) return t.file->load(*t.entry, DType::kF32);
-  return t.file->load_rows(*t.entry, t.first_row, t.row_count, DType::kF32);  // one of OpenCLIP's fused q/k/v
+  if (t.row_count == 0) return placed(t.file->load(*t.entry, DType::kF32));
+  return placed(t.file->load_rows(*t.entry, t.first_row, t.row_count, DType::kF32));  // one of OpenCLIP's fused q/k/v
 }
 
 OwnedTensor WeightReader::load_conv(std::string_view name, int64_t out, int64_t in, int64_t kh, int64_t kw) const {
-  const OwnedTensor torch_layout = load(name, Shape{out, in, kh, kw});
+  const OwnedTensor torch_layout = WeightReader(component_, prefix_).load(name, Shape{out, in, kh, kw});
   OwnedTensor nhwc(Shape{out, kh, kw, in}, DType::kF32);
   const float* src = torch_layout.ptr<float>();
   float* dst = nhwc.ptr<float>();
@@ -47,7 +54,7 @@ OwnedTensor WeightReader::load_conv(std::string_view name, int64_t out, int64_t 
     for (int64_t c = 0; c < in; ++c)
       for (int64_t y = 0; y < kh; ++y)
         for (int64_t x = 0; x < kw; ++x) dst[((o * kh + y) * kw + x) * in + c] = src[((o * in + c) * kh + y) * kw + x];
-  return nhwc;
+  return placed(std::move(nhwc));
 }
 
 }  // namespace hd

@@ -1,5 +1,6 @@
-// Reads a component's weights by name as f32 host tensors, checking each shape against what the
-// model's configuration expects. Every failure names the component, the tensor and both shapes.
+// Reads a component's weights by name, checking each shape against what the model's configuration
+// expects, and places them where the model computes (f32 on the CPU, f16/bf16 on a GPU: converted on
+// the host, uploaded once). Every failure names the component, the tensor and both shapes.
 #pragma once
 
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "core/tensor.h"
 #include "io/model_source.h"
+#include "ops/placement.h"
 
 namespace hd {
 
@@ -18,7 +20,9 @@ nlohmann::json component_config(const ModelComponent& component);
 class WeightReader {
  public:
   // `prefix` is put before every name asked for (e.g. "text_model." where a checkpoint nests them).
-  WeightReader(const ModelComponent& component, std::string prefix);
+  WeightReader(const ModelComponent& component, std::string prefix, ops::Placement placement = {});
+
+  const ops::Placement& placement() const { return placement_; }
 
   bool has(std::string_view name) const;
   // The shape stored in the file; throws "missing tensor" when absent.
@@ -31,8 +35,11 @@ class WeightReader {
  private:
   const TensorRef& find(std::string_view name) const;
 
+  OwnedTensor placed(OwnedTensor host_f32) const;
+
   const ModelComponent& component_;
   std::string prefix_;
+  ops::Placement placement_;
 };
 
 }  // namespace hd

@@ -1,9 +1,12 @@
-// Front half of convert: checks, then the CPU loop or the GPU kernel.
+// Front half of convert and copy, and device preparation.
+#include <cstring>
+
 #include "core/error.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
 #if defined(HD_WITH_GPU)
 #include "ops/gpu/gpu_ops.h"
+#include "ops/gpu/gpu_runtime.h"
 #endif
 
 namespace hd::ops {
@@ -24,6 +27,39 @@ void convert(const Tensor& src, const Tensor& dst) {
   gpu::convert(src, dst);
 #else
   no_kernel("convert", src.device);
+#endif
+}
+
+void copy(const Tensor& src, const Tensor& dst) {
+  HD_CHECK(src.shape == dst.shape && src.dtype == dst.dtype, "copy: ", src.describe(), " does not match ",
+           dst.describe());
+  HD_CHECK_KIND(src.is_contiguous() && dst.is_contiguous(), ErrorKind::kUnsupported,
+                "copy: both tensors must be contiguous");
+  if (src.device.is_cpu() && dst.device.is_cpu()) {
+    if (src.nbytes() > 0) std::memmove(dst.data, src.data, src.nbytes());
+    return;
+  }
+#if defined(HD_WITH_GPU)
+  gpu::copy(src, dst);
+#else
+  no_kernel("copy", src.device.is_cpu() ? dst.device : src.device);
+#endif
+}
+
+void prepare_device(const Device& device) {
+  if (device.is_cpu()) return;
+#if defined(HD_WITH_GPU)
+  HD_CHECK_KIND(device.type == gpu::build_device_type(), ErrorKind::kUnsupported, "device ", device.to_string(),
+                ": this build's GPU kernels are for ",
+                gpu::build_device_type() == DeviceType::kCuda ? "cuda" : "hip", " devices");
+  gpu::initialize();
+  const int count = gpu::device_count();
+  HD_CHECK_KIND(device.index < count, ErrorKind::kUnsupported, "device ", device.to_string(), " does not exist: ",
+                count == 0 ? std::string("no usable GPU was found (is the driver loaded?)")
+                           : str_cat("this machine has ", count, " GPU", count == 1 ? "" : "s"));
+#else
+  throw Error(ErrorKind::kUnsupported, str_cat("device ", device.to_string(),
+                                               ": this build has no GPU kernels; build with the cuda or hip preset"));
 #endif
 }
 

@@ -53,8 +53,12 @@ void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
   Shape expected = ids.shape;
   expected.push_back(table.dim(1));
   check_shape("embedding", "output", out, expected);
-  if (!table.device.is_cpu()) no_kernel("embedding", table.device);
-  cpu::embedding(ids, table, out);
+  if (table.device.is_cpu()) return cpu::embedding(ids, table, out);
+#if defined(HD_WITH_GPU)
+  gpu::embedding(ids, table, out);
+#else
+  no_kernel("embedding", table.device);
+#endif
 }
 
 void timestep_embedding(const Tensor& timesteps, TimestepEmbeddingParams p, const Tensor& out) {
@@ -66,8 +70,12 @@ void timestep_embedding(const Tensor& timesteps, TimestepEmbeddingParams p, cons
            out.shape.to_string(), " does not fit ", timesteps.dim(0), " timesteps");
   HD_CHECK(std::isfinite(p.max_period) && p.max_period > 0 && float(out.dim(1) / 2) != p.downscale_freq_shift,
            "timestep_embedding: max_period must be positive and downscale_freq_shift differ from dim/2");
-  if (!timesteps.device.is_cpu()) no_kernel("timestep_embedding", timesteps.device);
-  cpu::timestep_embedding(timesteps, p, out);
+  if (timesteps.device.is_cpu()) return cpu::timestep_embedding(timesteps, p, out);
+#if defined(HD_WITH_GPU)
+  gpu::timestep_embedding(timesteps, p, out);
+#else
+  no_kernel("timestep_embedding", timesteps.device);
+#endif
 }
 
 }  // namespace hd::ops

@@ -2,6 +2,9 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
+#if defined(HD_WITH_GPU)
+#include "ops/gpu/gpu_ops.h"
+#endif
 
 namespace hd::ops {
 
@@ -36,8 +39,12 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
     check_operand("conv2d", "residual", *residual, dev);
     check_shape("conv2d", "residual", *residual, expected);
   }
-  if (!dev.is_cpu()) no_kernel("conv2d", dev);
-  cpu::conv2d(x, w, bias, residual, p, out);
+  if (dev.is_cpu()) return cpu::conv2d(x, w, bias, residual, p, out);
+#if defined(HD_WITH_GPU)
+  gpu::conv2d(x, w, bias, residual, p, out);
+#else
+  no_kernel("conv2d", dev);
+#endif
 }
 
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
@@ -55,8 +62,12 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& 
     check_operand("linear", "bias", *bias, dev);
     check_shape("linear", "bias", *bias, Shape{w.dim(0)});
   }
-  if (!dev.is_cpu()) no_kernel("linear", dev);
-  cpu::linear(x, w, bias, out);
+  if (dev.is_cpu()) return cpu::linear(x, w, bias, out);
+#if defined(HD_WITH_GPU)
+  gpu::linear(x, w, bias, out);
+#else
+  no_kernel("linear", dev);
+#endif
 }
 
 void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha,
@@ -72,8 +83,12 @@ void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool tra
   HD_CHECK(a.dim(0) == b.dim(0) && ka == kb, "batched_matmul: cannot multiply ", a.shape.to_string(),
            transpose_a ? "ᵀ" : "", " by ", b.shape.to_string(), transpose_b ? "ᵀ" : "");
   check_shape("batched_matmul", "output", out, Shape{a.dim(0), m, n});
-  if (!dev.is_cpu()) no_kernel("batched_matmul", dev);
-  cpu::batched_matmul(a, b, transpose_a, transpose_b, alpha, out);
+  if (dev.is_cpu()) return cpu::batched_matmul(a, b, transpose_a, transpose_b, alpha, out);
+#if defined(HD_WITH_GPU)
+  gpu::batched_matmul(a, b, transpose_a, transpose_b, alpha, out);
+#else
+  no_kernel("batched_matmul", dev);
+#endif
 }
 
 }  // namespace hd::ops

@@ -15,6 +15,14 @@ namespace hd::ops {
 
 // dst = src converted between f32, f16 and bf16 (round to nearest even); same shape, same device.
 void convert(const Tensor& src, const Tensor& dst);
+// dst = src, same shape and dtype, between any two devices (host and GPU, either way, or within one).
+void copy(const Tensor& src, const Tensor& dst);
+
+// ---- devices ----
+
+// Makes `device` ready for tensors (a GPU's runtime and allocator); throws a clear error when this build
+// has no kernels for its vendor or the device does not exist. Idempotent; every front end calls it first.
+void prepare_device(const Device& device);
 
 // ---- convolution and matrix products ----
 

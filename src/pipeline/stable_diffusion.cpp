@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/layout.h"
 #include "ops/ops.h"
+#include "ops/placement.h"
 #include "pipeline/tokenizer_files.h"
 #include "sampling/torch_rng.h"
 
@@ -51,14 +52,19 @@ int img2img_first_step(const GenerationParams& p) {
 }
 
 StableDiffusion StableDiffusion::load(const std::string& model_path, const std::optional<std::string>& vocab_dir,
-                                      const std::optional<std::string>& config_folder) {
-  const ModelSource source = config_folder ? ModelSource::open(model_path, *config_folder) : ModelSource::open(model_path);
+                                      const std::optional<std::string>& config_folder,
+                                      const ops::Placement& placement) {
+  placement.validate();
+  ops::prepare_device(placement.device);
   StableDiffusion sd;
+  sd.source_ = std::make_shared<ModelSource>(config_folder ? ModelSource::open(model_path, *config_folder)
+                                                           : ModelSource::open(model_path));
+  const ModelSource& source = *sd.source_;
   sd.arch_ = detect_architecture(source);
   sd.tokenizer_ = ClipTokenizer::load(find_tokenizer_folder(source, sd.arch_.family, vocab_dir));
-  sd.text_encoder_ = ClipTextEncoder::load(require(source, "text_encoder"));
-  sd.unet_ = Unet::load(require(source, "unet"));
-  sd.vae_ = Vae::load(require(source, "vae"));
+  sd.text_encoder_ = ClipTextEncoder::load(require(source, "text_encoder"), placement);
+  sd.unet_ = Unet::load(require(source, "unet"), placement);
+  sd.vae_ = Vae::load(require(source, "vae"), placement);
   // A single file without a scheduler config gets SD's own schedule; its prediction type is what its
   // keys say (a v_pred key), else epsilon, unless the user says otherwise.
   if (source.scheduler_config()) {
@@ -84,9 +90,8 @@ OwnedTensor StableDiffusion::encode_prompts(const std::string& text, int batch) 
   OwnedTensor tokens(Shape{1, ClipTokenizer::kContextLength}, DType::kI32);
   std::copy(ids.begin(), ids.end(), tokens.ptr<int32_t>());
   const OwnedTensor one = text_encoder_.forward(tokens);  // [1, 77, width]
-  OwnedTensor out(Shape{batch, one.view().dim(1), one.view().dim(2)}, DType::kF32);
-  const int64_t per = one.view().numel();
-  for (int b = 0; b < batch; ++b) std::copy_n(one.ptr<float>(), per, out.ptr<float>() + b * per);
+  OwnedTensor out = OwnedTensor::like(one, Shape{batch, one.view().dim(1), one.view().dim(2)});
+  for (int b = 0; b < batch; ++b) ops::copy(one, out.view().slice(0, b, 1));
   return out;
 }
 
@@ -114,10 +119,9 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
   OwnedTensor context;
   if (guided) {
     const OwnedTensor uncond = encode_prompts(p.negative_prompt, p.batch);
-    const int64_t per = cond.view().numel();
-    context = OwnedTensor(Shape{2 * n, cond.view().dim(1), cond.view().dim(2)}, DType::kF32);
-    std::copy_n(uncond.ptr<float>(), per, context.ptr<float>());
-    std::copy_n(cond.ptr<float>(), per, context.ptr<float>() + per);
+    context = OwnedTensor::like(cond, Shape{2 * n, cond.view().dim(1), cond.view().dim(2)});
+    ops::copy(uncond, context.view().slice(0, 0, n));
+    ops::copy(cond, context.view().slice(0, n, n));
   }
 
   TorchCpuGenerator generator(p.seed);
@@ -127,7 +131,8 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
     ops::scale(latents, sampler->init_noise_sigma(), latents);
   } else {
     // The image's latent: a sample of the VAE's Gaussian, mean + exp(logvar / 2) * noise, scaled.
-    const OwnedTensor moments = vae_.encode(*init_image);  // [1, h, w, 2c]: mean, then log-variance
+    // [1, h, w, 2c]: mean, then log-variance
+    const OwnedTensor moments = ops::to_host_f32(vae_.encode(ops::place(*init_image, vae_.placement())));
     const OwnedTensor eps = randn_nhwc(generator, 1, c, h, w);
     const float* m = moments.ptr<float>();
     OwnedTensor init(Shape{n, h, w, c}, DType::kF32);
@@ -153,7 +158,9 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
   for (int i = first_step; i < sampler->steps(); ++i) {
     sampler->scale_model_input(i, latents.ptr<float>(), model_input.ptr<float>(), count);
     if (guided) std::copy_n(model_input.ptr<float>(), count, model_input.ptr<float>() + count);
-    const OwnedTensor prediction = unet_.forward(model_input, sampler->timestep(i), guided ? context.view() : cond.view());
+    // The sampler works on the host in f32 (the latents are small); the UNet where it computes.
+    const OwnedTensor prediction = ops::to_host_f32(
+        unet_.forward(ops::place(model_input, placement()), sampler->timestep(i), guided ? context.view() : cond.view()));
     OwnedTensor guidance(latents.view().shape, DType::kF32);
     const float* pred = prediction.ptr<float>();
     float* g = guidance.ptr<float>();
@@ -166,10 +173,26 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
 
   OwnedTensor unscaled(latents.view().shape, DType::kF32);
   ops::scale(latents, 1.0f / vae_.config().scaling_factor, unscaled);
-  OwnedTensor image = vae_.decode(unscaled);
+  bool retried = false;
+  OwnedTensor image = decode(unscaled, &retried);
   float* px = image.ptr<float>();
   for (int64_t j = 0; j < image.view().numel(); ++j) px[j] = std::clamp(px[j] / 2.0f + 0.5f, 0.0f, 1.0f);
-  return GenerationResult{std::move(latents), std::move(image)};
+  return GenerationResult{std::move(latents), std::move(image), retried};
+}
+
+OwnedTensor StableDiffusion::decode(const Tensor& latents, bool* retried_in_bf16) const {
+  OwnedTensor image = ops::to_host_f32(vae_.decode(ops::place(latents, vae_.placement())));
+  const auto finite = [](const OwnedTensor& t) {
+    const float* v = t.ptr<float>();
+    return std::all_of(v, v + t.view().numel(), [](float x) { return std::isfinite(x); });
+  };
+  *retried_in_bf16 = false;
+  if (vae_.placement().dtype != DType::kF16 || finite(image)) return image;
+  // f16 tops out at 65504; SDXL's VAE (and some fine-tunes) exceed it inside the decoder. bf16 has f32's
+  // range: the same decode again, with the VAE's weights loaded a second time in bf16.
+  if (!vae_bf16_) vae_bf16_ = Vae::load(require(*source_, "vae"), ops::Placement{vae_.placement().device, DType::kBF16});
+  *retried_in_bf16 = true;
+  return ops::to_host_f32(vae_bf16_->decode(ops::place(latents, vae_bf16_->placement())));
 }
 
 }  // namespace hd

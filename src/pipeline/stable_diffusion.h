@@ -1,4 +1,4 @@
-// Text-to-image with Stable Diffusion 1.x/2.x on the CPU, step for step as diffusers'
+// Text-to-image with Stable Diffusion 1.x/2.x on the CPU or a GPU, step for step as diffusers'
 // StableDiffusionPipeline: prompt and negative prompt encoded, initial noise from torch's generator,
 // classifier-free guidance ([unconditional, conditional] in one UNet batch, skipped at scale <= 1),
 // the chosen sampler, and the VAE decode of latents / scaling_factor.
@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -47,6 +48,8 @@ int img2img_first_step(const GenerationParams& p);
 struct GenerationResult {
   OwnedTensor latents;  // [N, h, w, 4], the final latents as diffusers returns them (before 1/scaling_factor)
   OwnedTensor image;    // [N, H, W, 3] in [0, 1]
+  // The VAE overflowed in f16 (its output held NaN or infinity) and the image was decoded again in bf16.
+  bool vae_retried_in_bf16 = false;
 };
 
 // Called after each denoising step with (steps done, steps in all).
@@ -56,8 +59,11 @@ class StableDiffusion {
  public:
   // A diffusers folder, or a single-file checkpoint (optionally described by a diffusers folder's
   // configs, `config_folder`, as diffusers' from_single_file(config=...)).
+  // `placement`: where the models compute (the CPU in f32 by default; a GPU in f16 or bf16).
   static StableDiffusion load(const std::string& model_path, const std::optional<std::string>& vocab_dir,
-                              const std::optional<std::string>& config_folder = std::nullopt);
+                              const std::optional<std::string>& config_folder = std::nullopt,
+                              const ops::Placement& placement = {});
+  const ops::Placement& placement() const { return unet_.placement(); }
 
   const SchedulerConfig& scheduler_config() const { return scheduler_config_; }
   int64_t vae_scale_factor() const { return int64_t(1) << (vae_.config().block_out_channels.size() - 1); }
@@ -73,13 +79,18 @@ class StableDiffusion {
                             const Tensor* init_image = nullptr) const;
 
  private:
-  OwnedTensor encode_prompts(const std::string& text, int batch) const;  // [batch, 77, width]
+  OwnedTensor encode_prompts(const std::string& text, int batch) const;  // [batch, 77, width], placed
+  // Host f32 image [N, H, W, 3] in [-1, 1] from host f32 latents (already / scaling_factor); retries in
+  // bf16 when f16 overflows.
+  OwnedTensor decode(const Tensor& latents, bool* retried_in_bf16) const;
 
   ArchitectureInfo arch_;
   ClipTokenizer tokenizer_;
   ClipTextEncoder text_encoder_;
   Unet unet_;
   Vae vae_;
+  mutable std::optional<Vae> vae_bf16_;   // loaded on the first f16 overflow
+  std::shared_ptr<ModelSource> source_;  // kept (memory-mapped) for that reload
   SchedulerConfig scheduler_config_;
 };
 

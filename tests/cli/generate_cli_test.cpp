@@ -88,7 +88,13 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
       {"--prompt x --strength 0.5", "--init-image"},
       {"--prompt x --init-image " + std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png --strength 2", "[0, 1]"},
       {"--prompt x --init-image " + std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png --width 64", "not resized"},
-      {"--prompt x --device cuda:0", "CPU only"},
+#if !defined(HD_WITH_GPU)
+      {"--prompt x --device cuda:0", "no GPU kernels"},
+#endif
+      {"--prompt x --device tpu", "device"},
+      {"--prompt x --dtype f16", "the CPU computes in f32"},
+      {"--prompt x --device cuda:0 --dtype f32", "f16 or bf16"},
+      {"--prompt x --dtype f8", "--dtype"},
       {"--prompt x --seed -1", "--seed"},
       {"--prompt \"$(printf 'caf\\303')\"", "UTF-8"},
   };

@@ -1,4 +1,4 @@
-// `hipdiffusion generate`: text to image on the CPU, with a progress bar on stderr and the generation
+// `hipdiffusion generate`: text to image on the CPU or a GPU, with a progress bar on stderr and the generation
 // parameters written into the PNG (A1111's "parameters" text, which web UIs read back).
 #include <algorithm>
 #include <cerrno>
@@ -16,6 +16,8 @@
 #include "core/thread_pool.h"
 #include "io/png.h"
 #include "io/safetensors.h"
+#include "ops/placement.h"
+#include "ops/tuning/autotuner.h"
 #include "pipeline/default_model.h"
 #include "pipeline/stable_diffusion.h"
 #include "text/clip_tokenizer.h"
@@ -27,7 +29,8 @@ namespace {
 
 constexpr const char* kFlags[] = {"--model", "--prompt", "--negative-prompt", "--steps", "--cfg-scale", "--sampler",
                                   "--schedule", "--seed", "--width", "--height", "--batch", "--init-image", "--strength",
-                                  "--vocab", "--config", "--prediction", "--output", "--save-latents", "--device", "--threads"};
+                                  "--vocab", "--config", "--prediction", "--output", "--save-latents", "--device", "--dtype",
+                                  "--tune-cache", "--threads"};
 
 template <typename T>
 T parse_number(const std::string& flag, const std::string& text) {
@@ -129,9 +132,15 @@ int run_generate(std::span<const std::string_view> args) {
   check_sampler_schedule(p.sampler, p.schedule);
   require_utf8(p.prompt, "the prompt");
   require_utf8(p.negative_prompt, "the negative prompt");
-  const std::string device = get("--device").value_or("cpu");
-  HD_CHECK_KIND(Device::parse(device).is_cpu(), ErrorKind::kUnsupported, "--device ", device,
-                ": generation runs on the CPU only so far (the GPU backend is the next step)");
+  // Where to compute: the CPU in f32, or a GPU in f16 (default) or bf16.
+  ops::Placement placement{Device::parse(get("--device").value_or("cpu")), DType::kF32};
+  if (placement.device.is_gpu()) placement.dtype = DType::kF16;
+  if (auto v = get("--dtype")) {
+    HD_CHECK(*v == "f32" || *v == "f16" || *v == "bf16", "--dtype must be f32, f16 or bf16, got '", *v, "'");
+    placement.dtype = *v == "f32" ? DType::kF32 : *v == "f16" ? DType::kF16 : DType::kBF16;
+  }
+  placement.validate();
+  if (auto v = get("--tune-cache")) ops::set_tune_cache_path(*v);
   // img2img: the image sets the size unless --width/--height are given, which must then agree (no
   // resizing is done).
   std::optional<OwnedTensor> init_image;
@@ -158,15 +167,16 @@ int run_generate(std::span<const std::string_view> args) {
   }
 
   const std::string model = get("--model") ? *get("--model") : default_model_folder();
-  const StableDiffusion sd = StableDiffusion::load(model, get("--vocab"), get("--config"));
+  const StableDiffusion sd = StableDiffusion::load(model, get("--vocab"), get("--config"), placement);
   // Without --width/--height (and no init image), the size the model was trained for.
   if (!get("--width") && !init_image) p.width = sd.default_image_size();
   if (!get("--height") && !init_image) p.height = sd.default_image_size();
   validate(p, sd.vae_scale_factor());
-  std::fprintf(stderr, "model: %s, %s, %dx%d, %d steps of %s\n", model.c_str(), sd.description().c_str(), p.width,
-               p.height, p.steps, std::string(sampler_name(p.sampler)).c_str());
+  std::fprintf(stderr, "model: %s, %s, %dx%d, %d steps of %s on %s\n", model.c_str(), sd.description().c_str(),
+               p.width, p.height, p.steps, std::string(sampler_name(p.sampler)).c_str(), placement.to_string().c_str());
   ProgressBar bar;
   const GenerationResult result = sd.generate(p, std::ref(bar), init_image ? &init_image->view() : nullptr);
+  if (result.vae_retried_in_bf16) std::fprintf(stderr, "note: the VAE overflowed in f16; decoded again in bf16\n");
 
   const std::string output = get("--output").value_or("out.png");
   const Tensor& image = result.image.view();  // [N, H, W, 3] in [0, 1]

@@ -11,13 +11,29 @@ namespace hd::gpu {
 // dst = src converted between f32, f16 and bf16, rounding to nearest even (bit-identical to hd::convert).
 void convert(const Tensor& src, const Tensor& dst);
 
-// Flash attention forward for f16/bf16, head dimension a multiple of 8 up to kMaxAttentionHeadDim.
-// `kPortable` forces the matrix-fragment layer's portable path (the one AMD targets use), so that it
-// can be tested on NVIDIA too.
-inline constexpr int kMaxAttentionHeadDim = 160;
+// Attention for f16/bf16. Head dimensions that are a multiple of 8 up to kMaxFlashHeadDim run the flash
+// kernel; wider heads (the VAE's single 512-wide head) take the materialised path: scores in scratch
+// memory (B·H·Lq·Lk elements), softmax, then P·V, all on the GEMM kernels. `kPortable` forces the
+// matrix-fragment layer's portable path (the one AMD targets use), so that it can be tested on NVIDIA.
+inline constexpr int kMaxFlashHeadDim = 160;
 enum class AttentionPath { kFastest, kPortable };
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
                const Tensor& out, AttentionPath path = AttentionPath::kFastest);
+// The materialised path by itself (not causal).
+void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, int heads, float scale,
+                            const Tensor& out);
+
+// Matrix products (f16/bf16, f32 accumulation) on the implicit-GEMM kernels, tile shapes autotuned.
+void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, ops::Conv2dParams p,
+            const Tensor& out);
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
+void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha,
+                    const Tensor& out);
+
+// Token embedding rows (ids i32 on the device; an id outside the table is an error naming it) and the
+// sinusoidal timestep embedding (timesteps f32, output any float dtype).
+void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
+void timestep_embedding(const Tensor& timesteps, ops::TimestepEmbeddingParams p, const Tensor& out);
 
 // f32, f16 or bf16 (x, gamma, beta and out of one dtype); statistics in f32.
 void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,

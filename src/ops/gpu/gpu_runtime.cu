@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "ops/gpu/common.cuh"
+#include "ops/gpu/device_memory.h"
 #include "ops/gpu/gpu_runtime.h"
 
 namespace hd::gpu {
@@ -14,37 +15,32 @@ void throw_gpu_error(cudaError_t status, const char* statement, const char* file
                             file, ":", line, " on device ", device));
 }
 
-namespace {
-
-void* allocate(Device device, size_t bytes) {
+void* device_malloc(const Device& device, size_t bytes) {
   HD_GPU_CHECK(cudaSetDevice(device.index));
   void* p = nullptr;
   const cudaError_t status = cudaMalloc(&p, bytes);
   if (status == cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError();  // clear the sticky-free error so later calls are not blamed
-    size_t free = 0, total = 0;
-    (void)cudaMemGetInfo(&free, &total);
-    throw Error(ErrorKind::kOutOfMemory,
-                str_cat("out of memory on ", device.to_string(), " allocating ", format_bytes(bytes), " (",
-                        format_bytes(free), " free of ", format_bytes(total), ")"));
+    (void)cudaGetLastError();  // clear the error so that later calls are not blamed
+    return nullptr;
   }
   HD_GPU_CHECK(status);
   return p;
 }
 
-void release(Device device, void* p) noexcept {
+void device_free(const Device& device, void* p) noexcept {
   // A failure to free cannot be reported from a destructor; the driver's state is the only loss.
   (void)cudaSetDevice(device.index);
   (void)cudaFree(p);
 }
 
-constexpr DeviceAllocator kAllocator{allocate, release};
-
-}  // namespace
+void device_memory_info(const Device& device, size_t* free_bytes, size_t* total_bytes) {
+  *free_bytes = *total_bytes = 0;
+  if (cudaSetDevice(device.index) == cudaSuccess) (void)cudaMemGetInfo(free_bytes, total_bytes);
+}
 
 DeviceType build_device_type() { return HD_GPU_DEVICE_TYPE; }
 
-void initialize() { register_device_allocator(HD_GPU_DEVICE_TYPE, &kAllocator); }
+void initialize() { register_device_allocator(HD_GPU_DEVICE_TYPE, caching_allocator()); }
 
 int device_count() {
   int n = 0;

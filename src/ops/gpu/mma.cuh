@@ -82,6 +82,54 @@ __device__ inline void mma_16x8x16(FragmentC& c, const FragmentA& a, const Fragm
   mma_16x8x16_portable<T>(c, a, b);
 }
 
+// Shared-memory tiles of 16-bit values with 16-byte aligned rows, read into fragments. With rows a
+// multiple of 16 bytes plus 16 bytes of padding apart, the eight rows that one ldmatrix reads fall
+// into different banks.
+//
+// A = the 16x16 block at (r0, k0) of a row-major [rows][k] tile.
+template <bool kPortable>
+__device__ inline FragmentA load_a(const uint16_t* tile, int stride, int r0, int k0) {
+  const int lane = int(threadIdx.x) % kFragmentLanes;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
+  if constexpr (!kPortable) {
+    // Lanes 0-15 name rows r0..r0+15 at column k0, lanes 16-31 the same rows at k0 + 8: the four 8x8
+    // matrices arrive as r[0] (rows 0-7, k 0-7), r[1] (rows 8-15), r[2] (rows 0-7, k 8-15), r[3].
+    const uint16_t* row = tile + (r0 + lane % 16) * stride + k0 + (lane / 16) * 8;
+    const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+    FragmentA a;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(a.r[0]), "=r"(a.r[1]), "=r"(a.r[2]), "=r"(a.r[3])
+                 : "r"(address));
+    return a;
+  }
+#endif
+  const int g = lane / 4, t = lane % 4;
+  const auto pair = [&](int r, int k) { return *reinterpret_cast<const uint32_t*>(tile + r * stride + k); };
+  return FragmentA{{pair(r0 + g, k0 + 2 * t), pair(r0 + g + 8, k0 + 2 * t), pair(r0 + g, k0 + 8 + 2 * t),
+                    pair(r0 + g + 8, k0 + 8 + 2 * t)}};
+}
+
+// B = the 16x8 block at (k0, n0) of B stored as [n][k] rows (a weight matrix [out, in], or keys).
+template <bool kPortable>
+__device__ inline FragmentB load_b(const uint16_t* tile, int stride, int n0, int k0) {
+  const int lane = int(threadIdx.x) % kFragmentLanes;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
+  if constexpr (!kPortable) {
+    // Lanes 0-7 name rows n0..n0+7 at k0, lanes 8-15 the same rows at k0 + 8 (the rest are ignored).
+    const uint16_t* row = tile + (n0 + lane % 8) * stride + k0 + ((lane / 8) % 2) * 8;
+    const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+    FragmentB b;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(b.r[0]), "=r"(b.r[1])
+                 : "r"(address));
+    return b;
+  }
+#endif
+  const int g = lane / 4, t = lane % 4;
+  const auto pair = [&](int k) { return *reinterpret_cast<const uint32_t*>(tile + (n0 + g) * stride + k); };
+  return FragmentB{{pair(k0 + 2 * t), pair(k0 + 8 + 2 * t)}};
+}
+
 // B = the 16x8 block at (k0, n0) of a matrix stored transposed in shared memory: element (k, n) at
 // tile[(k0 + k) * stride + n0 + n], 16-bit values, rows 16-byte aligned. (In attention: V [keys][dims],
 // read as the B operand of P · V.)

@@ -16,6 +16,12 @@
 #define cudaDeviceProp hipDeviceProp_t
 #define cudaDeviceSynchronize hipDeviceSynchronize
 #define cudaError_t hipError_t
+#define cudaEvent_t hipEvent_t
+#define cudaEventCreate hipEventCreate
+#define cudaEventDestroy hipEventDestroy
+#define cudaEventElapsedTime hipEventElapsedTime
+#define cudaEventRecord hipEventRecord
+#define cudaEventSynchronize hipEventSynchronize
 #define cudaErrorMemoryAllocation hipErrorOutOfMemory
 #define cudaFree hipFree
 #define cudaGetDevice hipGetDevice
@@ -29,6 +35,7 @@
 #define cudaMemcpyHostToDevice hipMemcpyHostToDevice
 #define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
 #define cudaMemGetInfo hipMemGetInfo
+#define cudaMemset hipMemset
 #define cudaSetDevice hipSetDevice
 #define cudaStream_t hipStream_t
 #define cudaSuccess hipSuccess

@@ -1,0 +1,30 @@
+// GPU memory below the caching allocator: the vendor's allocation calls (gpu_runtime.cu) and the cache
+// in front of them (caching_allocator.cpp). Plain C++, no vendor headers.
+#pragma once
+
+#include <cstddef>
+
+#include "core/buffer.h"
+
+namespace hd::gpu {
+
+// The vendor's allocation on `device`: nullptr when the device is out of memory (the error is cleared).
+void* device_malloc(const Device& device, size_t bytes);
+void device_free(const Device& device, void* ptr) noexcept;
+void device_memory_info(const Device& device, size_t* free_bytes, size_t* total_bytes);
+
+// The allocator that core's Buffer uses for this vendor: freed blocks are kept and handed out again for
+// requests of the same rounded size, so that the steady state of a denoising loop calls the vendor's
+// allocator (which synchronises the device on free) not at all. Reuse is safe without events because
+// every op runs in order on one stream.
+const DeviceAllocator* caching_allocator();
+
+struct MemoryStats {
+  size_t in_use = 0, peak_in_use = 0, cached = 0;  // bytes handed out, their maximum, bytes held free
+};
+MemoryStats memory_stats(const Device& device);
+void reset_peak_memory(const Device& device);
+// Returns the cached free blocks to the vendor.
+void release_cached_memory(const Device& device);
+
+}  // namespace hd::gpu

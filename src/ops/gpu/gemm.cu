@@ -1,0 +1,351 @@
+// Implicit-GEMM convolution / GEMM on the matrix-fragment layer (mma.cuh).
+//
+// A block computes a kBM x kBN tile of C with kWM x kWN fragment groups, each owning a
+// (kBM/kWM) x (kBN/kWN) sub-tile of 16x8 accumulators. The k dimension streams through shared memory in
+// steps of 32, double-buffered: the next step's global loads are in registers while the tensor units
+// work on the current one. A's rows are output pixels; their k-th element is found by splitting k into
+// (kernel row, kernel column, channel), so the im2col matrix never exists. With channels a multiple of 8,
+// every 16-byte vector of A lies inside one pixel and is one load (the "vector" kernels); otherwise (the
+// 3- and 4-channel first convolutions) elements are gathered one by one.
+#include <algorithm>
+#include <climits>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/error.h"
+#include "ops/gpu/gemm.h"
+#include "ops/gpu/gpu_runtime.h"
+#include "ops/gpu/mma.cuh"
+#include "ops/tuning/autotuner.h"
+
+namespace hd::gpu {
+
+namespace {
+
+constexpr int kBK = 32;                // k per pipeline step
+constexpr int kTileStride = kBK + 8;   // shared row length in 16-bit elements: 16 bytes of padding
+constexpr int kVectorsPerRow = kBK / 8;
+
+struct KernelArgs {  // GemmProblem in the kernel's integer widths
+  int m, n, k, inner;
+  int64_t a_outer, a_inner, b_outer, b_inner, c_outer, c_inner;
+  int height, width, channels, out_hw, out_width, kw, stride, padding;
+  int64_t pixel_stride, image_stride, ldb, ldc;
+  float alpha;
+  bool pairs;  // C rows and batch offsets even: two neighbours are one 32-bit store
+};
+
+template <class T, int kBM, int kBN, int kWM, int kWN, bool kVector, bool kPortable>
+__global__ void __launch_bounds__(kWM* kWN* kFragmentLanes)
+    gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ bias, const T* residual, T* c,
+                KernelArgs p) {
+  constexpr int kThreads = kWM * kWN * kFragmentLanes;
+  constexpr int kRowsPerPass = kThreads / kVectorsPerRow;
+  constexpr int kAPasses = kBM / kRowsPerPass, kBPasses = kBN / kRowsPerPass;
+  constexpr int kWarpM = kBM / kWM, kWarpN = kBN / kWN, kMT = kWarpM / 16, kNT = kWarpN / 8;
+  static_assert(kBM % kRowsPerPass == 0 && kBN % kRowsPerPass == 0 && kWarpM % 16 == 0 && kWarpN % 8 == 0);
+  __shared__ __align__(16) uint16_t a_s[2][kBM * kTileStride];
+  __shared__ __align__(16) uint16_t b_s[2][kBN * kTileStride];
+
+  const int zo = int(blockIdx.z) / p.inner, zi = int(blockIdx.z) % p.inner;
+  const auto* a_bits = reinterpret_cast<const uint16_t*>(a + zo * p.a_outer + zi * p.a_inner);
+  const auto* b_bits = reinterpret_cast<const uint16_t*>(b + zo * p.b_outer + zi * p.b_inner);
+  c += zo * p.c_outer + zi * p.c_inner;
+  if (residual) residual += zo * p.c_outer + zi * p.c_inner;
+  const int m0 = int(blockIdx.x) * kBM, n0 = int(blockIdx.y) * kBN;
+  const int tid = int(threadIdx.x), vec = tid % kVectorsPerRow, pass_row = tid / kVectorsPerRow;
+
+  // Where this thread's A rows (output pixels) read from: their image and top-left input position.
+  // A row past the end gets a position that no kernel offset brings into the image.
+  int64_t a_image[kAPasses];
+  int a_iy[kAPasses], a_ix[kAPasses];
+  for (int i = 0; i < kAPasses; ++i) {
+    const int m = m0 + pass_row + i * kRowsPerPass;
+    const int img = m / p.out_hw, rem = m % p.out_hw;
+    a_image[i] = int64_t(img) * p.image_stride;
+    a_iy[i] = m < p.m ? (rem / p.out_width) * p.stride - p.padding : INT_MIN / 2;
+    a_ix[i] = (rem % p.out_width) * p.stride - p.padding;
+  }
+  const auto a_element = [&](int i, int k) -> uint16_t {  // gather path: one element of A
+    if (k >= p.k) return 0;
+    const int ch = k % p.channels, kk = k / p.channels;
+    const int iy = a_iy[i] + kk / p.kw, ix = a_ix[i] + kk % p.kw;
+    if (unsigned(iy) >= unsigned(p.height) || unsigned(ix) >= unsigned(p.width)) return 0;
+    return a_bits[a_image[i] + (int64_t(iy) * p.width + ix) * p.pixel_stride + ch];
+  };
+
+  uint4 a_reg[kAPasses], b_reg[kBPasses];
+  const auto load_global = [&](int k0) {
+    const int k = k0 + vec * 8;
+    if constexpr (kVector) {
+      // channels % 8 == 0: the 8 elements share one kernel position; decompose k once for all rows.
+      const bool k_ok = k < p.k;
+      const int ch = k_ok ? k % p.channels : 0, kk = k_ok ? k / p.channels : 0;
+      const int ky = kk / p.kw, kx = kk % p.kw;
+      for (int i = 0; i < kAPasses; ++i) {
+        const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
+        a_reg[i] = make_uint4(0, 0, 0, 0);
+        if (k_ok && unsigned(iy) < unsigned(p.height) && unsigned(ix) < unsigned(p.width))
+          a_reg[i] = *reinterpret_cast<const uint4*>(a_bits + a_image[i] + (int64_t(iy) * p.width + ix) * p.pixel_stride + ch);
+      }
+      for (int j = 0; j < kBPasses; ++j) {
+        const int n = n0 + pass_row + j * kRowsPerPass;
+        b_reg[j] = make_uint4(0, 0, 0, 0);
+        if (k_ok && n < p.n) b_reg[j] = *reinterpret_cast<const uint4*>(b_bits + int64_t(n) * p.ldb + k);
+      }
+    } else {
+      for (int i = 0; i < kAPasses; ++i) {
+        uint16_t e[8];
+        for (int x = 0; x < 8; ++x) e[x] = a_element(i, k + x);
+        a_reg[i] = make_uint4(e[0] | uint32_t(e[1]) << 16, e[2] | uint32_t(e[3]) << 16, e[4] | uint32_t(e[5]) << 16,
+                              e[6] | uint32_t(e[7]) << 16);
+      }
+      for (int j = 0; j < kBPasses; ++j) {
+        const int n = n0 + pass_row + j * kRowsPerPass;
+        uint16_t e[8];
+        for (int x = 0; x < 8; ++x) e[x] = n < p.n && k + x < p.k ? b_bits[int64_t(n) * p.ldb + k + x] : uint16_t(0);
+        b_reg[j] = make_uint4(e[0] | uint32_t(e[1]) << 16, e[2] | uint32_t(e[3]) << 16, e[4] | uint32_t(e[5]) << 16,
+                              e[6] | uint32_t(e[7]) << 16);
+      }
+    }
+  };
+  const auto store_shared = [&](int buffer) {
+    for (int i = 0; i < kAPasses; ++i)
+      *reinterpret_cast<uint4*>(&a_s[buffer][(pass_row + i * kRowsPerPass) * kTileStride + vec * 8]) = a_reg[i];
+    for (int j = 0; j < kBPasses; ++j)
+      *reinterpret_cast<uint4*>(&b_s[buffer][(pass_row + j * kRowsPerPass) * kTileStride + vec * 8]) = b_reg[j];
+  };
+
+  const int group = tid / kFragmentLanes, wm = group / kWN, wn = group % kWN;
+  FragmentC acc[kMT][kNT];
+  for (auto& row : acc)
+    for (auto& f : row) f = FragmentC{{0.f, 0.f, 0.f, 0.f}};
+
+  const int steps = (p.k + kBK - 1) / kBK;
+  load_global(0);
+  store_shared(0);
+  __syncthreads();
+  for (int s = 0; s < steps; ++s) {
+    const int current = s & 1;
+    if (s + 1 < steps) load_global((s + 1) * kBK);  // in flight while the tensor units work
+    for (int kk = 0; kk < kBK; kk += 16) {
+      FragmentA af[kMT];
+      FragmentB bf[kNT];
+      for (int i = 0; i < kMT; ++i) af[i] = load_a<kPortable>(a_s[current], kTileStride, wm * kWarpM + i * 16, kk);
+      for (int j = 0; j < kNT; ++j) bf[j] = load_b<kPortable>(b_s[current], kTileStride, wn * kWarpN + j * 8, kk);
+      for (int i = 0; i < kMT; ++i)
+        for (int j = 0; j < kNT; ++j) mma_16x8x16<T, kPortable>(acc[i][j], af[i], bf[j]);
+    }
+    // The other buffer was last read in step s-1, which every thread finished before the barrier below
+    // of that step; this step's barrier then publishes it and retires the reads of `current`.
+    if (s + 1 < steps) store_shared(current ^ 1);
+    __syncthreads();
+  }
+
+  // Epilogue: alpha, bias, residual, then one rounding to T.
+  const int lane = tid % kFragmentLanes, g = lane / 4, t = lane % 4;
+  for (int i = 0; i < kMT; ++i) {
+    for (int j = 0; j < kNT; ++j) {
+      const int col = n0 + wn * kWarpN + j * 8 + 2 * t;
+      if (col >= p.n) continue;
+      const bool both = col + 1 < p.n;
+      float bias0 = 0.f, bias1 = 0.f;
+      if (bias) {
+        bias0 = to_float(bias[col]);
+        if (both) bias1 = to_float(bias[col + 1]);
+      }
+      for (int half = 0; half < 2; ++half) {
+        const int row = m0 + wm * kWarpM + i * 16 + g + 8 * half;
+        if (row >= p.m) continue;
+        float v0 = acc[i][j].r[2 * half] * p.alpha + bias0, v1 = acc[i][j].r[2 * half + 1] * p.alpha + bias1;
+        const int64_t at = int64_t(row) * p.ldc + col;
+        if (both && p.pairs) {
+          if (residual) {
+            const uint32_t r = *reinterpret_cast<const uint32_t*>(residual + at);
+            v0 += low_half<T>(r), v1 += high_half<T>(r);
+          }
+          *reinterpret_cast<uint32_t*>(c + at) = pack2<T>(v0, v1);
+        } else {
+          if (residual) v0 += to_float(residual[at]);
+          c[at] = from_float<T>(v0);
+          if (both) {
+            if (residual) v1 += to_float(residual[at + 1]);
+            c[at + 1] = from_float<T>(v1);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- host side: candidates, tuning, launch ----
+
+struct Candidate {
+  std::string name;
+  void (*launch)(const GemmProblem&, const KernelArgs&, void* c, const void* residual);
+};
+
+template <class T, int kBM, int kBN, int kWM, int kWN, bool kVector, bool kPortable>
+void launch_tile(const GemmProblem& p, const KernelArgs& args, void* c, const void* residual) {
+  const dim3 grid(unsigned((args.m + kBM - 1) / kBM), unsigned((args.n + kBN - 1) / kBN), unsigned(p.outer * p.inner));
+  gemm_kernel<T, kBM, kBN, kWM, kWN, kVector, kPortable><<<grid, kWM * kWN * kFragmentLanes>>>(
+      static_cast<const T*>(p.a), static_cast<const T*>(p.b), static_cast<const T*>(p.bias),
+      static_cast<const T*>(residual), static_cast<T*>(c), args);
+  HD_GPU_CHECK_LAUNCH();
+}
+
+// The tile shapes tried for a problem: larger tiles reuse more of each load, smaller ones fill the GPU
+// when the problem is small. The gather kernel serves only the few-channel first convolutions.
+template <class T, bool kPortable>
+std::vector<Candidate> candidates(bool vector) {
+  const std::string suffix = kPortable ? "-portable" : "";
+  if (!vector) return {{"gather64x64" + suffix, launch_tile<T, 64, 64, 2, 2, false, kPortable>}};
+  return {{"mma128x128" + suffix, launch_tile<T, 128, 128, 2, 2, true, kPortable>},
+          {"mma128x64" + suffix, launch_tile<T, 128, 64, 2, 2, true, kPortable>},
+          {"mma64x128" + suffix, launch_tile<T, 64, 128, 2, 2, true, kPortable>},
+          {"mma64x64" + suffix, launch_tile<T, 64, 64, 2, 2, true, kPortable>}};
+}
+
+bool aligned(const void* ptr, size_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
+
+std::string cached_device_name(int index) {
+  static std::mutex mutex;
+  static std::string names[16];
+  if (index < 0 || index >= 16) return device_name(index);
+  const std::lock_guard lock(mutex);
+  if (names[index].empty()) names[index] = device_name(index);
+  return names[index];
+}
+
+std::string tuning_key(const GemmProblem& p, bool vector) {
+  return str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", " on ", cached_device_name(p.device.index),
+                 ": batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x", p.width, "x", p.channels,
+                 " (pixel stride ", p.pixel_stride, ") kernel ", p.kh, "x", p.kw, " stride ", p.stride, " padding ",
+                 p.padding, " -> ", p.out_height, "x", p.out_width, "x", p.n, p.bias ? " bias" : "",
+                 p.residual ? " residual" : "");
+}
+
+// Milliseconds per run of `launch` (after one warm-up run), writing C to `c`.
+template <class F>
+double time_runs(F launch) {
+  cudaEvent_t start, stop;
+  HD_GPU_CHECK(cudaEventCreate(&start));
+  HD_GPU_CHECK(cudaEventCreate(&stop));
+  launch();
+  constexpr int kRuns = 3;
+  HD_GPU_CHECK(cudaEventRecord(start));
+  for (int i = 0; i < kRuns; ++i) launch();
+  HD_GPU_CHECK(cudaEventRecord(stop));
+  HD_GPU_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.f;
+  HD_GPU_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  HD_GPU_CHECK(cudaEventDestroy(start));
+  HD_GPU_CHECK(cudaEventDestroy(stop));
+  return double(ms) / kRuns;
+}
+
+template <class T, bool kPortable>
+void run(const GemmProblem& p, const KernelArgs& args, bool vector) {
+  const std::vector<Candidate> list = candidates<T, kPortable>(vector);
+  std::vector<std::string> names;
+  for (const Candidate& c : list) names.push_back(c.name);
+  const int chosen = ops::choose_fastest(tuning_key(p, vector), names, [&](int i) {
+    // Tuning runs write to a buffer of their own: C may be the residual, which repeated runs would
+    // otherwise add up.
+    const int64_t extent = (p.outer - 1) * p.c_batch.outer + (p.inner - 1) * p.c_batch.inner +
+                           (p.m() - 1) * p.ldc + p.n;
+    const Buffer trial(p.device, size_t(extent) * sizeof(T));
+    return time_runs([&] { list[size_t(i)].launch(p, args, trial.data(), p.residual); });
+  });
+  list[size_t(chosen)].launch(p, args, p.c, p.residual);
+}
+
+}  // namespace
+
+GemmProblem dense_gemm(DType dtype, const Device& device, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                       const void* b, int64_t ldb, void* c, int64_t ldc) {
+  GemmProblem p;
+  p.dtype = dtype;
+  p.device = device;
+  p.n = n;
+  p.a = a;
+  p.width = p.out_width = m;
+  p.channels = k;
+  p.pixel_stride = lda;
+  p.b = b;
+  p.ldb = ldb;
+  p.c = c;
+  p.ldc = ldc;
+  return p;
+}
+
+void gemm(const GemmProblem& p, GemmPath path) {
+  HD_CHECK_KIND(p.dtype == DType::kF16 || p.dtype == DType::kBF16, ErrorKind::kUnsupported,
+                "gemm: the GPU kernels take f16 or bf16, got ", dtype_name(p.dtype));
+  const int64_t m = p.m(), k = p.k();
+  if (m == 0 || p.n == 0 || p.outer * p.inner == 0) return;
+  HD_CHECK_KIND(m < INT_MAX && p.n < INT_MAX && k < INT_MAX && p.height * p.width < INT_MAX, ErrorKind::kUnsupported,
+                "gemm: a problem of ", m, " x ", p.n, " x ", k, " exceeds the kernels' 32-bit indices");
+  HD_CHECK_KIND(p.outer * p.inner <= 65535, ErrorKind::kUnsupported, "gemm: a batch of ", p.outer * p.inner,
+                " problems exceeds 65535");
+  const KernelArgs args{int(m), int(p.n), int(k), int(p.inner), p.a_batch.outer, p.a_batch.inner, p.b_batch.outer,
+                        p.b_batch.inner, p.c_batch.outer, p.c_batch.inner, int(p.height), int(p.width),
+                        int(p.channels), int(p.out_height * p.out_width), int(p.out_width), p.kw, p.stride, p.padding,
+                        p.pixel_stride, p.height * p.width * p.pixel_stride, p.ldb, p.ldc, p.alpha,
+                        p.ldc % 2 == 0 && p.c_batch.outer % 2 == 0 && p.c_batch.inner % 2 == 0 && aligned(p.c, 4) &&
+                            (!p.residual || aligned(p.residual, 4))};
+  // 16-byte loads need every row and batch start of A and B on a 16-byte boundary.
+  const bool vector = p.channels % 8 == 0 && p.pixel_stride % 8 == 0 && p.a_batch.outer % 8 == 0 &&
+                      p.a_batch.inner % 8 == 0 && aligned(p.a, 16) && p.ldb % 8 == 0 && p.b_batch.outer % 8 == 0 &&
+                      p.b_batch.inner % 8 == 0 && aligned(p.b, 16);
+  HD_GPU_CHECK(cudaSetDevice(p.device.index));
+  const bool portable = path == GemmPath::kPortable || !device_has_matrix_unit(p.device.index);
+  with_element_type(p.dtype, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    if constexpr (!std::is_same_v<T, float>) portable ? run<T, true>(p, args, vector) : run<T, false>(p, args, vector);
+  });
+}
+
+// ---- transpose ----
+
+namespace {
+
+constexpr int kTransposeTile = 32;
+
+__global__ void transpose_kernel(const uint16_t* __restrict__ in, int64_t ld_in, int64_t in_outer, int64_t in_inner,
+                                 int inner, int rows, int cols, uint16_t* __restrict__ out) {
+  __shared__ uint16_t tile[kTransposeTile][kTransposeTile + 1];
+  const int z = int(blockIdx.z);
+  in += (z / inner) * in_outer + (z % inner) * in_inner;
+  out += int64_t(z) * rows * cols;
+  const int r0 = int(blockIdx.y) * kTransposeTile, c0 = int(blockIdx.x) * kTransposeTile;
+  for (int r = int(threadIdx.y); r < kTransposeTile; r += int(blockDim.y)) {
+    const int row = r0 + r, col = c0 + int(threadIdx.x);
+    if (row < rows && col < cols) tile[r][threadIdx.x] = in[int64_t(row) * ld_in + col];
+  }
+  __syncthreads();
+  for (int cc = int(threadIdx.y); cc < kTransposeTile; cc += int(blockDim.y)) {
+    const int col = c0 + cc, row = r0 + int(threadIdx.x);
+    if (row < rows && col < cols) out[int64_t(col) * rows + row] = tile[threadIdx.x][cc];
+  }
+}
+
+}  // namespace
+
+void transpose_16bit(const void* in, int64_t ld_in, BatchStrides in_batch, int64_t outer, int64_t inner, int64_t rows,
+                     int64_t cols, void* out, const Device& device) {
+  if (rows == 0 || cols == 0 || outer * inner == 0) return;
+  HD_CHECK_KIND(rows < INT_MAX && cols < INT_MAX && outer * inner <= 65535, ErrorKind::kUnsupported,
+                "transpose: ", outer * inner, " matrices of ", rows, " x ", cols, " exceed the kernel's limits");
+  HD_GPU_CHECK(cudaSetDevice(device.index));
+  const dim3 grid(unsigned((cols + kTransposeTile - 1) / kTransposeTile),
+                  unsigned((rows + kTransposeTile - 1) / kTransposeTile), unsigned(outer * inner));
+  transpose_kernel<<<grid, dim3(kTransposeTile, 8)>>>(static_cast<const uint16_t*>(in), ld_in, in_batch.outer,
+                                                       in_batch.inner, int(inner), int(rows), int(cols),
+                                                       static_cast<uint16_t*>(out));
+  HD_GPU_CHECK_LAUNCH();
+}
+
+}  // namespace hd::gpu

@@ -1,0 +1,65 @@
+// The GPU's matrix products as plain C++ sees them: one implicit-GEMM kernel family serves convolution
+// (A is the im2col view of an NHWC image, never materialised), linear layers and batched products (a
+// dense matrix is a 1x1 convolution over an image one pixel high).
+//
+//   C[m, n] = alpha · Σ_k A[m, k] · B[n, k] + bias[n] + residual[m, n]
+//
+// f16 or bf16 operands, f32 accumulation, C of the operands' dtype. Tile shapes are chosen per problem by
+// the autotuner (ops/tuning/autotuner.h).
+#pragma once
+
+#include <cstdint>
+
+#include "core/device.h"
+#include "core/dtype.h"
+
+namespace hd::gpu {
+
+// A batch of outer × inner problems: operand X of problem (o, i) starts o·outer + i·inner elements in.
+struct BatchStrides {
+  int64_t outer = 0, inner = 0;
+};
+
+struct GemmProblem {
+  DType dtype = DType::kF16;
+  Device device;
+  int64_t outer = 1, inner = 1;  // the batch
+  int64_t n = 0;                 // columns of C: output channels
+  // A: images [images, height, width, channels] with `pixel_stride` elements between pixels, convolved
+  // with a kh x kw kernel at `stride`, `padding` zeros before the first row/column (the output size says
+  // where the last ones end); the rows of A are the output pixels, images × out_height × out_width.
+  const void* a = nullptr;
+  BatchStrides a_batch;
+  int64_t images = 1, height = 1, width = 0, channels = 0, pixel_stride = 0;
+  int64_t out_height = 1, out_width = 0;
+  int kh = 1, kw = 1, stride = 1, padding = 0;
+  // B [n, kh·kw·channels], rows ldb apart (a weight [Cout, kh, kw, Cin] is dense: ldb = kh·kw·Cin).
+  const void* b = nullptr;
+  int64_t ldb = 0;
+  BatchStrides b_batch;
+  // C [m, n], rows ldc apart; residual (may alias C) has C's layout; bias [n].
+  void* c = nullptr;
+  int64_t ldc = 0;
+  BatchStrides c_batch;
+  const void* bias = nullptr;
+  const void* residual = nullptr;
+  float alpha = 1.0f;
+
+  int64_t m() const { return images * out_height * out_width; }
+  int64_t k() const { return int64_t(kh) * kw * channels; }
+};
+
+// The dense product C = alpha · A · Bᵀ with A [m, k] (rows lda apart) as the 1x1 convolution it equals.
+GemmProblem dense_gemm(DType dtype, const Device& device, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                       const void* b, int64_t ldb, void* c, int64_t ldc);
+
+enum class GemmPath { kTuned, kPortable };  // kPortable: the matrix-fragment layer's portable path, for tests
+
+void gemm(const GemmProblem& p, GemmPath path = GemmPath::kTuned);
+
+// out [outer·inner problems][cols][rows] = in [..][rows][cols] transposed: rows `ld_in` apart in the input,
+// inputs of problem (o, i) at o·in_batch.outer + i·in_batch.inner; the output dense. 16-bit elements.
+void transpose_16bit(const void* in, int64_t ld_in, BatchStrides in_batch, int64_t outer, int64_t inner, int64_t rows,
+                     int64_t cols, void* out, const Device& device);
+
+}  // namespace hd::gpu

@@ -1,0 +1,106 @@
+// conv2d, linear, batched_matmul and the materialised attention as problems for the one GEMM kernel
+// family (gemm.h). Host code only: shapes and pointers, no kernels.
+#include <cmath>
+
+#include "core/error.h"
+#include "core/scratch.h"
+#include "ops/gpu/gemm.h"
+#include "ops/gpu/gpu_ops.h"
+
+namespace hd::gpu {
+
+namespace {
+
+void check_dtype(const char* op, const Tensor& reference, std::initializer_list<const Tensor*> others) {
+  HD_CHECK_KIND(reference.dtype == DType::kF16 || reference.dtype == DType::kBF16, ErrorKind::kUnsupported, op,
+                ": the GPU kernels take f16 or bf16, got ", reference.describe());
+  for (const Tensor* t : others)
+    HD_CHECK(t == nullptr || t->dtype == reference.dtype, op, ": ", t->describe(), " differs in dtype from ",
+             reference.describe());
+}
+
+}  // namespace
+
+void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, ops::Conv2dParams p,
+            const Tensor& out) {
+  check_dtype("conv2d", x, {&w, bias, residual, &out});
+  GemmProblem g;
+  g.dtype = x.dtype;
+  g.device = x.device;
+  g.n = w.dim(0);
+  g.a = x.data;
+  g.images = x.dim(0), g.height = x.dim(1), g.width = x.dim(2), g.channels = x.dim(3), g.pixel_stride = x.dim(3);
+  g.out_height = out.dim(1), g.out_width = out.dim(2);
+  g.kh = int(w.dim(1)), g.kw = int(w.dim(2)), g.stride = p.stride, g.padding = p.padding;
+  g.b = w.data;
+  g.ldb = w.dim(1) * w.dim(2) * w.dim(3);
+  g.c = out.data;
+  g.ldc = out.dim(3);
+  g.bias = bias ? bias->data : nullptr;
+  g.residual = residual ? residual->data : nullptr;
+  gemm(g);
+}
+
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+  check_dtype("linear", x, {&w, bias, &out});
+  const int64_t k = w.dim(1), n = w.dim(0), m = k == 0 ? 0 : x.numel() / k;
+  GemmProblem g = dense_gemm(x.dtype, x.device, m, n, k, x.data, k, w.data, k, out.data, n);
+  g.bias = bias ? bias->data : nullptr;
+  gemm(g);
+}
+
+void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha,
+                    const Tensor& out) {
+  check_dtype("batched_matmul", a, {&b, &out});
+  const int64_t batch = a.dim(0), m = out.dim(1), n = out.dim(2), k = transpose_a ? a.dim(1) : a.dim(2);
+  // The kernel reads A as [m, k] and B as [n, k]; other orientations are transposed into scratch first.
+  const size_t a_bytes = transpose_a ? size_t(a.nbytes() + 255) / 256 * 256 : 0;
+  const size_t b_bytes = transpose_b ? 0 : b.nbytes();
+  char* temp = a_bytes + b_bytes > 0 ? static_cast<char*>(scratch(a.device, a_bytes + b_bytes)) : nullptr;
+  const void* a_rows = a.data;
+  const void* b_rows = b.data;
+  if (transpose_a) {
+    transpose_16bit(a.data, m, {a.dim(1) * m, 0}, batch, 1, k, m, temp, a.device);
+    a_rows = temp;
+  }
+  if (!transpose_b) {
+    transpose_16bit(b.data, n, {k * n, 0}, batch, 1, k, n, temp + a_bytes, a.device);
+    b_rows = temp + a_bytes;
+  }
+  GemmProblem g = dense_gemm(a.dtype, a.device, m, n, k, a_rows, k, b_rows, k, out.data, n);
+  g.outer = batch;
+  g.a_batch = {m * k, 0};
+  g.b_batch = {n * k, 0};
+  g.c_batch = {m * n, 0};
+  g.alpha = alpha;
+  gemm(g);
+}
+
+void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, int heads, float scale,
+                            const Tensor& out) {
+  const int64_t b = q.dim(0), lq = q.dim(1), lk = k.dim(1), d = q.dim(2) / heads, problems = b * heads;
+  const size_t element = dtype_size(q.dtype);
+  const size_t scores_bytes = (size_t(problems * lq * lk) * element + 255) / 256 * 256;
+  char* temp = static_cast<char*>(scratch(q.device, scores_bytes + size_t(problems * d * lk) * element));
+  void* scores = temp;      // [B, H, Lq, Lk]
+  void* v_t = temp + scores_bytes;  // [B, H, D, Lk]: V of each head transposed, the layout B is read in
+
+  GemmProblem s = dense_gemm(q.dtype, q.device, lq, lk, d, q.data, q.dim(2), k.data, k.dim(2), scores, lk);
+  s.outer = b, s.inner = heads;
+  s.a_batch = {lq * q.dim(2), d};
+  s.b_batch = {lk * k.dim(2), d};
+  s.c_batch = {heads * lq * lk, lq * lk};
+  s.alpha = scale > 0.f ? scale : 1.0f / std::sqrt(float(d));
+  gemm(s);
+  const Tensor scores_view = Tensor::contiguous(scores, q.dtype, Shape{problems * lq, lk}, q.device);
+  softmax(scores_view, scores_view);
+  transpose_16bit(v.data, v.dim(2), {lk * v.dim(2), d}, b, heads, lk, d, v_t, q.device);
+  GemmProblem o = dense_gemm(q.dtype, q.device, lq, d, lk, scores, lk, v_t, lk, out.data, out.dim(2));
+  o.outer = b, o.inner = heads;
+  o.a_batch = {heads * lq * lk, lq * lk};
+  o.b_batch = {heads * d * lk, d * lk};
+  o.c_batch = {lq * out.dim(2), d};
+  gemm(o);
+}
+
+}  // namespace hd::gpu

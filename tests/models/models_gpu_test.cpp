@@ -1,0 +1,93 @@
+// The text encoder, UNet and VAE on the GPU (f16 and bf16) against the diffusers / transformers outputs
+// that the CPU engine matches to 1e-4 (tests/fixtures/models/tiny_sd{1,2}_components.safetensors).
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "fixture_util.h"
+#include "io/model_source.h"
+#include "models/clip_text_encoder.h"
+#include "models/unet.h"
+#include "models/vae.h"
+#include "ops/gpu/gpu_test_util.h"
+#include "ops/placement.h"
+#include "test_util.h"
+
+namespace hd {
+namespace {
+
+// Relative L2 bounds for a whole network in 16-bit storage: every layer's output is rounded once (f16
+// keeps 11 significant bits, 4.9e-4 relative; bf16 8 bits, 3.9e-3), and the roundings of a few dozen
+// layers add up to a few of those. Statistics and accumulations are f32 throughout.
+double tolerance(DType t) { return t == DType::kF16 ? 5e-3 : 4e-2; }
+
+ops::Placement on_gpu(DType t) { return ops::Placement{test::gpu0(), t}; }
+
+std::string model_dir(const std::string& family) {
+  return std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_" + family;
+}
+
+TEST(GpuModels, TextEncoderMatchesTransformers) {
+  for (const std::string family : {"sd1", "sd2"}) {
+    const ModelSource model = ModelSource::open(model_dir(family));
+    const test::Fixture fixture("models/tiny_" + family + "_components.safetensors");
+    const std::vector<int64_t> ids64 = fixture.ints("input_ids");
+    OwnedTensor ids(Shape{2, 77}, DType::kI32);
+    for (size_t i = 0; i < ids64.size(); ++i) ids.ptr<int32_t>()[i] = int32_t(ids64[i]);
+    const std::vector<float> expected = fixture.floats("last_hidden_state");
+    for (DType t : {DType::kF16, DType::kBF16}) {
+      const ClipTextEncoder encoder = ClipTextEncoder::load(*model.component("text_encoder"), on_gpu(t));
+      const OwnedTensor hidden = ops::to_host_f32(encoder.forward(ids));
+      const double err = test::relative_l2(hidden, std::vector<double>(expected.begin(), expected.end()));
+      std::printf("%s text encoder on the GPU in %s: relative L2 %.3g against transformers\n", family.c_str(),
+                  std::string(dtype_name(t)).c_str(), err);
+      EXPECT_LE(err, tolerance(t)) << family << " " << dtype_name(t);
+    }
+  }
+}
+
+TEST(GpuModels, UnetMatchesDiffusers) {
+  for (const std::string family : {"sd1", "sd2"}) {
+    const ModelSource model = ModelSource::open(model_dir(family));
+    const test::Fixture fixture("models/tiny_" + family + "_components.safetensors");
+    const std::vector<float> ctx = fixture.floats("context");
+    OwnedTensor context(Shape{2, 77, 32}, DType::kF32);
+    std::copy(ctx.begin(), ctx.end(), context.ptr<float>());
+    for (DType t : {DType::kF16, DType::kBF16}) {
+      const Unet unet = Unet::load(*model.component("unet"), on_gpu(t));
+      for (const auto& [name, timestep] : {std::pair{"unet_t537", 537.0f}, {"unet_t12.25", 12.25f}}) {
+        const OwnedTensor out = ops::to_host_f32(
+            unet.forward(ops::place(fixture.nhwc("sample"), on_gpu(t)), timestep, ops::place(context, on_gpu(t))));
+        const double err = test::relative_l2(out, test::as_reference(fixture.nhwc(name)));
+        std::printf("%s UNet on the GPU in %s at t=%g: relative L2 %.3g against diffusers\n", family.c_str(),
+                    std::string(dtype_name(t)).c_str(), timestep, err);
+        EXPECT_LE(err, tolerance(t)) << family << " " << dtype_name(t) << " t=" << timestep;
+      }
+    }
+  }
+}
+
+TEST(GpuModels, VaeDecodesAndEncodesAsDiffusers) {
+  const ModelSource model = ModelSource::open(model_dir("sd1"));
+  const test::Fixture fixture("models/tiny_sd1_components.safetensors");
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    const Vae vae = Vae::load(*model.component("vae"), on_gpu(t));
+    const OwnedTensor image = ops::to_host_f32(vae.decode(ops::place(fixture.nhwc("latents"), on_gpu(t))));
+    const double decode_err = test::relative_l2(image, test::as_reference(fixture.nhwc("decoded")));
+    const OwnedTensor moments = ops::to_host_f32(vae.encode(ops::place(fixture.nhwc("image"), on_gpu(t))));
+    const double encode_err = test::relative_l2(moments, test::as_reference(fixture.nhwc("moments")));
+    std::printf("VAE on the GPU in %s: decode relative L2 %.3g, encode %.3g against diffusers\n",
+                std::string(dtype_name(t)).c_str(), decode_err, encode_err);
+    EXPECT_LE(decode_err, tolerance(t)) << dtype_name(t);
+    EXPECT_LE(encode_err, tolerance(t)) << dtype_name(t);
+  }
+}
+
+TEST(GpuModels, InputsNotWhereTheModelComputesAreAnError) {
+  const ModelSource model = ModelSource::open(model_dir("sd1"));
+  const Unet unet = Unet::load(*model.component("unet"), on_gpu(DType::kF16));
+  OwnedTensor host_sample(Shape{1, 8, 8, 4}, DType::kF32), host_context(Shape{1, 77, 32}, DType::kF32);
+  EXPECT_THROW(unet.forward(host_sample, 1.0f, host_context), Error);
+}
+
+}  // namespace
+}  // namespace hd

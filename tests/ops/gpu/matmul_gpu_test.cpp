@@ -1,0 +1,133 @@
+// The GPU's implicit-GEMM convolution, linear and batched products against the CPU reference on fresh
+// random data: the UNet's and VAE's kernel sizes, strides and paddings, few-channel first convolutions
+// (the gathering kernels), tile edges, bias and residual epilogues (the residual aliasing the output),
+// f16 and bf16, through the matrix units and through the portable fragment path that AMD targets run.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "ops/gpu/gemm.h"
+#include "ops/gpu/gpu_ops.h"
+#include "ops/gpu/gpu_test_util.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+namespace hd {
+namespace {
+
+// Relative L2 bounds: the inputs are rounded to the type before the CPU computes in f32, so what is left
+// is the f32 accumulation order and one rounding of the output (f16: 11 significant bits, bf16: 8).
+double tolerance(DType t) { return t == DType::kF16 ? 1e-3 : 8e-3; }
+
+struct ConvCase {
+  int64_t n, h, w, cin, cout, k;
+  int stride, padding, extra_end_padding;
+  bool bias, residual;
+};
+
+void check_conv(const ConvCase& c, DType dtype, gpu::GemmPath path) {
+  SCOPED_TRACE(testing::Message() << dtype_name(dtype) << (path == gpu::GemmPath::kPortable ? " portable" : "")
+                                  << " x[" << c.n << "," << c.h << "," << c.w << "," << c.cin << "] k" << c.k << " cout "
+                                  << c.cout << " s" << c.stride << " p" << c.padding << "+" << c.extra_end_padding);
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const ops::Conv2dParams p{c.stride, c.padding, c.extra_end_padding};
+  const Shape xs{c.n, c.h, c.w, c.cin}, ws{c.cout, c.k, c.k, c.cin};
+  const Shape os = ops::conv2d_output_shape(xs, ws, p);
+  const auto x = test::random_tensor(rng, xs), w = test::random_tensor(rng, ws, 0.1f);
+  const auto bias = test::random_tensor(rng, Shape{c.cout}), residual = test::random_tensor(rng, os);
+  const auto dx = test::to_gpu(x, dtype), dw = test::to_gpu(w, dtype), db = test::to_gpu(bias, dtype);
+  // With a residual, the output starts as the residual and is overwritten in place (as the UNet's
+  // resnets use it); otherwise it starts poisoned.
+  const auto dout = c.residual ? test::to_gpu(residual, dtype) : test::poisoned_gpu(os, dtype);
+  if (path == gpu::GemmPath::kPortable) {
+    gpu::GemmProblem g;
+    g.dtype = dtype, g.device = dx.view().device, g.n = c.cout, g.a = dx.view().data;
+    g.images = c.n, g.height = c.h, g.width = c.w, g.channels = c.cin, g.pixel_stride = c.cin;
+    g.out_height = os[1], g.out_width = os[2], g.kh = g.kw = int(c.k), g.stride = c.stride, g.padding = c.padding;
+    g.b = dw.view().data, g.ldb = c.k * c.k * c.cin, g.c = dout.view().data, g.ldc = c.cout;
+    g.bias = c.bias ? db.view().data : nullptr;
+    g.residual = c.residual ? dout.view().data : nullptr;
+    gpu::gemm(g, path);
+  } else {
+    ops::conv2d(dx, dw, c.bias ? &db.view() : nullptr, c.residual ? &dout.view() : nullptr, p, dout);
+  }
+  OwnedTensor expected(os, DType::kF32);
+  const auto rb = test::rounded_to(bias, dtype), rr = test::rounded_to(residual, dtype);
+  ops::conv2d(test::rounded_to(x, dtype), test::rounded_to(w, dtype), c.bias ? &rb.view() : nullptr,
+              c.residual ? &rr.view() : nullptr, p, expected);
+  EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(dtype));
+}
+
+const ConvCase kConvCases[] = {
+    {2, 9, 11, 64, 96, 3, 1, 1, 0, true, true},    // a resnet's conv2: 3x3, residual in place
+    {1, 16, 16, 32, 32, 3, 2, 1, 0, true, false},  // the UNet's downsampler: stride 2
+    {1, 9, 9, 32, 40, 3, 2, 0, 1, true, false},    // the VAE encoder's (0, 1, 0, 1)-padded downsampler
+    {2, 7, 5, 96, 64, 1, 1, 0, 0, true, true},     // a 1x1 shortcut
+    {1, 12, 10, 4, 64, 3, 1, 1, 0, true, false},   // conv_in: 4 latent channels (gathered)
+    {1, 10, 8, 3, 32, 3, 1, 1, 0, true, false},    // the VAE encoder's conv_in: RGB
+    {1, 8, 8, 64, 3, 3, 1, 1, 0, true, false},     // the VAE decoder's conv_out: 3 output channels
+    {1, 33, 31, 320, 320, 3, 1, 1, 0, true, false}, // SD's widths; M, N, K all off the tiles
+};
+
+TEST(GpuConv2d, MatchesCpuThroughMatrixUnits) {
+  for (DType t : {DType::kF16, DType::kBF16})
+    for (const ConvCase& c : kConvCases) check_conv(c, t, gpu::GemmPath::kTuned);
+}
+
+TEST(GpuConv2d, MatchesCpuThroughPortableFragments) {
+  for (DType t : {DType::kF16, DType::kBF16})
+    for (const ConvCase& c : kConvCases) check_conv(c, t, gpu::GemmPath::kPortable);
+}
+
+TEST(GpuLinear, MatchesCpuWithAndWithoutBias) {
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    for (const auto& [m, n, k, with_bias] : {std::tuple{2 * 77, 320, 768, false}, std::tuple{300, 2560, 320, true},
+                                              std::tuple{2, 1280, 320, true}, std::tuple{5, 7, 12, true}}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(t) << " m" << m << " n" << n << " k" << k);
+      test::Rng rng;
+      HD_SEED_TRACE(rng);
+      const auto x = test::random_tensor(rng, Shape{1, m, k}), w = test::random_tensor(rng, Shape{n, k}, 0.05f);
+      const auto b = test::random_tensor(rng, Shape{n});
+      const auto dx = test::to_gpu(x, t), dw = test::to_gpu(w, t), db = test::to_gpu(b, t);
+      const auto dout = test::poisoned_gpu(Shape{1, m, n}, t);
+      ops::linear(dx, dw, with_bias ? &db.view() : nullptr, dout);
+      OwnedTensor expected(Shape{1, m, n}, DType::kF32);
+      const auto rb = test::rounded_to(b, t);
+      ops::linear(test::rounded_to(x, t), test::rounded_to(w, t), with_bias ? &rb.view() : nullptr, expected);
+      EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(t));
+    }
+  }
+}
+
+TEST(GpuBatchedMatmul, MatchesCpuInEveryOrientation) {
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(testing::Message() << dtype_name(t) << " ta " << ta << " tb " << tb);
+        test::Rng rng;
+        HD_SEED_TRACE(rng);
+        const int64_t batch = 3, m = 70, n = 45, k = 72;
+        const auto a = test::random_tensor(rng, ta ? Shape{batch, k, m} : Shape{batch, m, k});
+        const auto b = test::random_tensor(rng, tb ? Shape{batch, n, k} : Shape{batch, k, n});
+        const auto da = test::to_gpu(a, t), db = test::to_gpu(b, t);
+        const auto dout = test::poisoned_gpu(Shape{batch, m, n}, t);
+        ops::batched_matmul(da, db, ta, tb, 0.5f, dout);
+        OwnedTensor expected(Shape{batch, m, n}, DType::kF32);
+        ops::batched_matmul(test::rounded_to(a, t), test::rounded_to(b, t), ta, tb, 0.5f, expected);
+        EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(t));
+      }
+    }
+  }
+}
+
+TEST(GpuMatmul, RefusesMixedAndF32Operands) {
+  test::Rng rng;
+  const auto x = test::random_tensor(rng, Shape{4, 8}), w = test::random_tensor(rng, Shape{8, 8});
+  const auto x16 = test::to_gpu(x, DType::kF16), wb16 = test::to_gpu(w, DType::kBF16);
+  EXPECT_THROW(ops::linear(x16, wb16, nullptr, test::poisoned_gpu(Shape{4, 8}, DType::kF16)), Error);
+  const auto x32 = test::to_gpu(x, DType::kF32), w32 = test::to_gpu(w, DType::kF32);
+  EXPECT_THROW(ops::linear(x32, w32, nullptr, test::poisoned_gpu(Shape{4, 8}, DType::kF32)), Error);
+}
+
+}  // namespace
+}  // namespace hd

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Run on the device machine after tools/device/gpu_checks.sh (which builds build/cuda): the kernel
+# benchmarks beside PyTorch's, the UNet step beside diffusers', and a generation through the CLI, all in
+# one session on one GPU. Logs in $OUT. diffusers comes from wheels carried in .whl (README, "Building
+# for GPUs").
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export HD_TUNE_CACHE="$OUT/tuning.tsv"
+./build/cuda/hd_bench_gpu_kernels 2>&1 | tee "$OUT/bench-kernels.txt"
+python3 bench/torch_peers.py 2>&1 | tee "$OUT/bench-torch.txt"
+if ls .whl/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  PYTHONPATH=/tmp/site python3 bench/compare_diffusers.py ${COMPARE_FLAGS:-} 2>&1 | tee "$OUT/bench-unet-step.txt"
+fi
+{
+  /usr/bin/time -v ./build/cuda/hipdiffusion generate --device cuda:0 --prompt "a red circle on a blue background, top left" \
+    --output "$OUT/default-model-gpu.png"
+  ./build/cuda/hipdiffusion generate --device cuda:0 --prompt "a red circle on a blue background, top left" \
+    --output "$OUT/default-model-gpu-second.png"
+} 2>&1 | grep -E "model:|Elapsed|Maximum resident|note|error|png" | tee "$OUT/cli-gpu.txt"
