@@ -78,11 +78,13 @@ class StableDiffusion {
   GenerationResult generate(const GenerationParams& params, const ProgressCallback& progress = {},
                             const Tensor* init_image = nullptr) const;
 
+  // The VAE decode of host f32 latents [N, h, w, 4] (already divided by scaling_factor) into a host f32
+  // image [N, H, W, 3] in about [-1, 1]. On a GPU in f16, an output holding NaN or infinity (f16 overflow
+  // inside the decoder) is decoded again with the VAE in bf16, and *retried_in_bf16 says so.
+  OwnedTensor decode(const Tensor& latents, bool* retried_in_bf16) const;
+
  private:
   OwnedTensor encode_prompts(const std::string& text, int batch) const;  // [batch, 77, width], placed
-  // Host f32 image [N, H, W, 3] in [-1, 1] from host f32 latents (already / scaling_factor); retries in
-  // bf16 when f16 overflows.
-  OwnedTensor decode(const Tensor& latents, bool* retried_in_bf16) const;
 
   ArchitectureInfo arch_;
   ClipTokenizer tokenizer_;

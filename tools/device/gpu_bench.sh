@@ -7,6 +7,8 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+cudnn_root=$(python3 -c 'import nvidia.cudnn as c; print(list(c.__path__)[0])' 2>/dev/null || true)
+[ -n "$cudnn_root" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$cudnn_root/lib"
 export HD_TUNE_CACHE="$OUT/tuning.tsv"
 ./build/cuda/hd_bench_gpu_kernels 2>&1 | tee "$OUT/bench-kernels.txt"
 python3 bench/torch_peers.py 2>&1 | tee "$OUT/bench-torch.txt"
@@ -20,3 +22,4 @@ fi
   ./build/cuda/hipdiffusion generate --device cuda:0 --prompt "a red circle on a blue background, top left" \
     --output "$OUT/default-model-gpu-second.png"
 } 2>&1 | grep -E "model:|Elapsed|Maximum resident|note|error|png" | tee "$OUT/cli-gpu.txt"
+cp "$OUT/tuning.tsv" "$OUT/tuning-choices.txt" 2>/dev/null || true

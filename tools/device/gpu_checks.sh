@@ -16,8 +16,17 @@ export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:/tmp/
   nvcc --version | tail -2
   cmake --version | head -1
 } 2>&1 | tee "$OUT/env.txt"
-cmake --preset cuda -DCMAKE_PREFIX_PATH=/tmp/deps/usr -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON > "$OUT/configure.log" 2>&1 \
+# cuDNN: the system's if it has one, else the nvidia-cudnn wheel that PyTorch brought.
+cudnn_root=""
+if [ ! -e /usr/local/cuda/include/cudnn.h ] && [ ! -e /usr/include/cudnn.h ]; then
+  cudnn_root=$(python3 -c 'import nvidia.cudnn as c; print(list(c.__path__)[0])' 2>/dev/null || true)
+  [ -n "$cudnn_root" ] && export LD_LIBRARY_PATH="$cudnn_root/lib:$LD_LIBRARY_PATH"
+fi
+echo "cuDNN root: ${cudnn_root:-system}" | tee -a "$OUT/env.txt"
+cmake --preset cuda -DCMAKE_PREFIX_PATH=/tmp/deps/usr -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
+  ${cudnn_root:+-DHD_CUDNN_ROOT=$cudnn_root} > "$OUT/configure.log" 2>&1 \
   || { tail -30 "$OUT/configure.log"; exit 1; }
+grep -i cudnn "$OUT/configure.log" | tee -a "$OUT/env.txt"
 cmake --build --preset cuda -j 16 > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; exit 1; }
 status=0
 ctest --preset cuda-gpu --output-on-failure 2>&1 | tee "$OUT/ctest-gpu.log" || status=1

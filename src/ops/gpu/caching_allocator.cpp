@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -30,9 +31,11 @@ struct Pools {
   DevicePool device[kMaxDevices];
 };
 
+// Never destroyed: tensors held in other statics (the scratch buffers) are freed at exit, possibly after
+// a function-local static pool would already be gone.
 Pools& pools() {
-  static Pools p;
-  return p;
+  static Pools* p = new Pools;
+  return *p;
 }
 
 DevicePool& pool_of(Pools& p, const Device& device) {

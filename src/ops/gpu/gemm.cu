@@ -9,6 +9,7 @@
 // 3- and 4-channel first convolutions) elements are gathered one by one.
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -18,6 +19,9 @@
 #include "ops/gpu/gemm.h"
 #include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/mma.cuh"
+#if defined(HD_WITH_CUDNN) || defined(HD_WITH_CUBLASLT)
+#include "ops/gpu/nvidia/vendor_gemm.h"
+#endif
 #include "ops/tuning/autotuner.h"
 
 namespace hd::gpu {
@@ -182,30 +186,47 @@ __global__ void __launch_bounds__(kWM* kWN* kFragmentLanes)
 
 // ---- host side: candidates, tuning, launch ----
 
+// A way to compute a problem, writing C to the pointer it is given (p.c, or a tuning buffer).
 struct Candidate {
   std::string name;
-  void (*launch)(const GemmProblem&, const KernelArgs&, void* c, const void* residual);
+  std::function<void(void* c)> launch;
 };
 
 template <class T, int kBM, int kBN, int kWM, int kWN, bool kVector, bool kPortable>
-void launch_tile(const GemmProblem& p, const KernelArgs& args, void* c, const void* residual) {
+void launch_tile(const GemmProblem& p, const KernelArgs& args, void* c) {
   const dim3 grid(unsigned((args.m + kBM - 1) / kBM), unsigned((args.n + kBN - 1) / kBN), unsigned(p.outer * p.inner));
   gemm_kernel<T, kBM, kBN, kWM, kWN, kVector, kPortable><<<grid, kWM * kWN * kFragmentLanes>>>(
       static_cast<const T*>(p.a), static_cast<const T*>(p.b), static_cast<const T*>(p.bias),
-      static_cast<const T*>(residual), static_cast<T*>(c), args);
+      static_cast<const T*>(p.residual), static_cast<T*>(c), args);
   HD_GPU_CHECK_LAUNCH();
 }
 
-// The tile shapes tried for a problem: larger tiles reuse more of each load, smaller ones fill the GPU
-// when the problem is small. The gather kernel serves only the few-channel first convolutions.
+// The candidates for a problem: our tile shapes (larger tiles reuse more of each load, smaller ones fill
+// the GPU when the problem is small; the gather kernel serves only the few-channel first convolutions),
+// then, on NVIDIA builds that have them, cuDNN for convolutions and cuBLASLt for dense products.
 template <class T, bool kPortable>
-std::vector<Candidate> candidates(bool vector) {
+std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& args, bool vector) {
   const std::string suffix = kPortable ? "-portable" : "";
-  if (!vector) return {{"gather64x64" + suffix, launch_tile<T, 64, 64, 2, 2, false, kPortable>}};
-  return {{"mma128x128" + suffix, launch_tile<T, 128, 128, 2, 2, true, kPortable>},
-          {"mma128x64" + suffix, launch_tile<T, 128, 64, 2, 2, true, kPortable>},
-          {"mma64x128" + suffix, launch_tile<T, 64, 128, 2, 2, true, kPortable>},
-          {"mma64x64" + suffix, launch_tile<T, 64, 64, 2, 2, true, kPortable>}};
+  std::vector<Candidate> list;
+  const auto add = [&](std::string name, void (*launch)(const GemmProblem&, const KernelArgs&, void*)) {
+    list.push_back({std::move(name), [&p, args, launch](void* c) { launch(p, args, c); }});
+  };
+  if (!vector) {
+    add("gather64x64" + suffix, launch_tile<T, 64, 64, 2, 2, false, kPortable>);
+    return list;
+  }
+  add("mma128x128" + suffix, launch_tile<T, 128, 128, 2, 2, true, kPortable>);
+  add("mma128x64" + suffix, launch_tile<T, 128, 64, 2, 2, true, kPortable>);
+  add("mma64x128" + suffix, launch_tile<T, 64, 128, 2, 2, true, kPortable>);
+  add("mma64x64" + suffix, launch_tile<T, 64, 64, 2, 2, true, kPortable>);
+  if (kPortable) return list;  // the portable path is ours alone: it is what AMD targets run
+#if defined(HD_WITH_CUDNN)
+  if (cudnn_can_run(p)) list.push_back({"cudnn", [&p](void* c) { cudnn_conv(p, c); }});
+#endif
+#if defined(HD_WITH_CUBLASLT)
+  if (cublaslt_can_run(p)) list.push_back({"cublaslt", [&p](void* c) { cublaslt_gemm(p, c); }});
+#endif
+  return list;
 }
 
 bool aligned(const void* ptr, size_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
@@ -219,8 +240,8 @@ std::string cached_device_name(int index) {
   return names[index];
 }
 
-std::string tuning_key(const GemmProblem& p, bool vector) {
-  return str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", " on ", cached_device_name(p.device.index),
+std::string tuning_key(const GemmProblem& p, bool vector, bool portable) {
+  return str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", portable ? " portable" : "", " on ", cached_device_name(p.device.index),
                  ": batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x", p.width, "x", p.channels,
                  " (pixel stride ", p.pixel_stride, ") kernel ", p.kh, "x", p.kw, " stride ", p.stride, " padding ",
                  p.padding, " -> ", p.out_height, "x", p.out_width, "x", p.n, p.bias ? " bias" : "",
@@ -246,20 +267,56 @@ double time_runs(F launch) {
   return double(ms) / kRuns;
 }
 
-template <class T, bool kPortable>
-void run(const GemmProblem& p, const KernelArgs& args, bool vector) {
-  const std::vector<Candidate> list = candidates<T, kPortable>(vector);
-  std::vector<std::string> names;
-  for (const Candidate& c : list) names.push_back(c.name);
-  const int chosen = ops::choose_fastest(tuning_key(p, vector), names, [&](int i) {
-    // Tuning runs write to a buffer of their own: C may be the residual, which repeated runs would
-    // otherwise add up.
-    const int64_t extent = (p.outer - 1) * p.c_batch.outer + (p.inner - 1) * p.c_batch.inner +
-                           (p.m() - 1) * p.ldc + p.n;
-    const Buffer trial(p.device, size_t(extent) * sizeof(T));
-    return time_runs([&] { list[size_t(i)].launch(p, args, trial.data(), p.residual); });
+// Milliseconds per run of candidate `c` on `p`, into a buffer of its own: C may be the residual, which
+// repeated runs would otherwise add up. -1 when the candidate fails on this problem.
+double time_candidate(const GemmProblem& p, const Candidate& c) {
+  const int64_t extent = (p.outer - 1) * p.c_batch.outer + (p.inner - 1) * p.c_batch.inner + (p.m() - 1) * p.ldc + p.n;
+  const Buffer trial(p.device, size_t(extent) * dtype_size(p.dtype));
+  try {
+    return time_runs([&] { c.launch(trial.data()); });
+  } catch (const Error&) {
+    (void)cudaGetLastError();
+    return -1.0;
+  }
+}
+
+struct Prepared {
+  KernelArgs args;
+  bool vector, portable;
+};
+
+Prepared prepare(const GemmProblem& p, GemmPath path) {
+  const int64_t m = p.m(), k = p.k();
+  HD_CHECK_KIND(p.dtype == DType::kF16 || p.dtype == DType::kBF16, ErrorKind::kUnsupported,
+                "gemm: the GPU kernels take f16 or bf16, got ", dtype_name(p.dtype));
+  HD_CHECK_KIND(m < INT_MAX && p.n < INT_MAX && k < INT_MAX && p.height * p.width < INT_MAX, ErrorKind::kUnsupported,
+                "gemm: a problem of ", m, " x ", p.n, " x ", k, " exceeds the kernels' 32-bit indices");
+  HD_CHECK_KIND(p.outer * p.inner <= 65535, ErrorKind::kUnsupported, "gemm: a batch of ", p.outer * p.inner,
+                " problems exceeds 65535");
+  const KernelArgs args{int(m), int(p.n), int(k), int(p.inner), p.a_batch.outer, p.a_batch.inner, p.b_batch.outer,
+                        p.b_batch.inner, p.c_batch.outer, p.c_batch.inner, int(p.height), int(p.width),
+                        int(p.channels), int(p.out_height * p.out_width), int(p.out_width), p.kw, p.stride, p.padding,
+                        p.pixel_stride, p.height * p.width * p.pixel_stride, p.ldb, p.ldc, p.alpha,
+                        p.ldc % 2 == 0 && p.c_batch.outer % 2 == 0 && p.c_batch.inner % 2 == 0 && aligned(p.c, 4) &&
+                            (!p.residual || aligned(p.residual, 4))};
+  // 16-byte loads need every row and batch start of A and B on a 16-byte boundary.
+  const bool vector = p.channels % 8 == 0 && p.pixel_stride % 8 == 0 && p.a_batch.outer % 8 == 0 &&
+                      p.a_batch.inner % 8 == 0 && aligned(p.a, 16) && p.ldb % 8 == 0 && p.b_batch.outer % 8 == 0 &&
+                      p.b_batch.inner % 8 == 0 && aligned(p.b, 16);
+  HD_GPU_CHECK(cudaSetDevice(p.device.index));
+  return {args, vector, path == GemmPath::kPortable || !device_has_matrix_unit(p.device.index)};
+}
+
+// Calls f with the candidates of p (their element type and fragment path resolved).
+template <class F>
+void with_candidates(const GemmProblem& p, const Prepared& prepared, F f) {
+  with_element_type(p.dtype, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    if constexpr (!std::is_same_v<T, float>) {
+      f(prepared.portable ? candidates_of<T, true>(p, prepared.args, prepared.vector)
+                          : candidates_of<T, false>(p, prepared.args, prepared.vector));
+    }
   });
-  list[size_t(chosen)].launch(p, args, p.c, p.residual);
 }
 
 }  // namespace
@@ -282,30 +339,36 @@ GemmProblem dense_gemm(DType dtype, const Device& device, int64_t m, int64_t n, 
 }
 
 void gemm(const GemmProblem& p, GemmPath path) {
-  HD_CHECK_KIND(p.dtype == DType::kF16 || p.dtype == DType::kBF16, ErrorKind::kUnsupported,
-                "gemm: the GPU kernels take f16 or bf16, got ", dtype_name(p.dtype));
-  const int64_t m = p.m(), k = p.k();
-  if (m == 0 || p.n == 0 || p.outer * p.inner == 0) return;
-  HD_CHECK_KIND(m < INT_MAX && p.n < INT_MAX && k < INT_MAX && p.height * p.width < INT_MAX, ErrorKind::kUnsupported,
-                "gemm: a problem of ", m, " x ", p.n, " x ", k, " exceeds the kernels' 32-bit indices");
-  HD_CHECK_KIND(p.outer * p.inner <= 65535, ErrorKind::kUnsupported, "gemm: a batch of ", p.outer * p.inner,
-                " problems exceeds 65535");
-  const KernelArgs args{int(m), int(p.n), int(k), int(p.inner), p.a_batch.outer, p.a_batch.inner, p.b_batch.outer,
-                        p.b_batch.inner, p.c_batch.outer, p.c_batch.inner, int(p.height), int(p.width),
-                        int(p.channels), int(p.out_height * p.out_width), int(p.out_width), p.kw, p.stride, p.padding,
-                        p.pixel_stride, p.height * p.width * p.pixel_stride, p.ldb, p.ldc, p.alpha,
-                        p.ldc % 2 == 0 && p.c_batch.outer % 2 == 0 && p.c_batch.inner % 2 == 0 && aligned(p.c, 4) &&
-                            (!p.residual || aligned(p.residual, 4))};
-  // 16-byte loads need every row and batch start of A and B on a 16-byte boundary.
-  const bool vector = p.channels % 8 == 0 && p.pixel_stride % 8 == 0 && p.a_batch.outer % 8 == 0 &&
-                      p.a_batch.inner % 8 == 0 && aligned(p.a, 16) && p.ldb % 8 == 0 && p.b_batch.outer % 8 == 0 &&
-                      p.b_batch.inner % 8 == 0 && aligned(p.b, 16);
-  HD_GPU_CHECK(cudaSetDevice(p.device.index));
-  const bool portable = path == GemmPath::kPortable || !device_has_matrix_unit(p.device.index);
-  with_element_type(p.dtype, [&](auto* type) {
-    using T = std::remove_pointer_t<decltype(type)>;
-    if constexpr (!std::is_same_v<T, float>) portable ? run<T, true>(p, args, vector) : run<T, false>(p, args, vector);
+  if (p.m() == 0 || p.n == 0 || p.outer * p.inner == 0) return;
+  const Prepared prepared = prepare(p, path);
+  with_candidates(p, prepared, [&](const std::vector<Candidate>& list) {
+    std::vector<std::string> names;
+    for (const Candidate& c : list) names.push_back(c.name);
+    const int chosen = ops::choose_fastest(tuning_key(p, prepared.vector, prepared.portable), names,
+                                           [&](int i) { return time_candidate(p, list[size_t(i)]); });
+    list[size_t(chosen)].launch(p.c);
   });
+}
+
+std::vector<std::string> gemm_candidates(const GemmProblem& p, GemmPath path) {
+  std::vector<std::string> names;
+  if (p.m() == 0 || p.n == 0 || p.outer * p.inner == 0) return names;
+  with_candidates(p, prepare(p, path), [&](const std::vector<Candidate>& list) {
+    for (const Candidate& c : list) names.push_back(c.name);
+  });
+  return names;
+}
+
+void gemm_with(const GemmProblem& p, const std::string& candidate, GemmPath path) {
+  bool ran = false;
+  with_candidates(p, prepare(p, path), [&](const std::vector<Candidate>& list) {
+    for (const Candidate& c : list) {
+      if (c.name != candidate) continue;
+      c.launch(p.c);
+      ran = true;
+    }
+  });
+  HD_CHECK_KIND(ran, ErrorKind::kUnsupported, "gemm: no candidate '", candidate, "' for this problem");
 }
 
 // ---- transpose ----

@@ -4,11 +4,13 @@
 //
 //   C[m, n] = alpha · Σ_k A[m, k] · B[n, k] + bias[n] + residual[m, n]
 //
-// f16 or bf16 operands, f32 accumulation, C of the operands' dtype. Tile shapes are chosen per problem by
-// the autotuner (ops/tuning/autotuner.h).
+// f16 or bf16 operands, f32 accumulation, C of the operands' dtype. The kernel (a tile shape of ours, or
+// cuDNN / cuBLASLt on NVIDIA) is chosen per problem by the autotuner (ops/tuning/autotuner.h).
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "core/dtype.h"
@@ -55,7 +57,13 @@ GemmProblem dense_gemm(DType dtype, const Device& device, int64_t m, int64_t n, 
 
 enum class GemmPath { kTuned, kPortable };  // kPortable: the matrix-fragment layer's portable path, for tests
 
+// Runs p with the candidate the autotuner finds fastest for its shape.
 void gemm(const GemmProblem& p, GemmPath path = GemmPath::kTuned);
+// The candidates that can run p on its device (our tile shapes; with GemmPath::kTuned on NVIDIA also
+// "cudnn" and "cublaslt" where those libraries were built in and take the problem), and one of them by
+// name: for tests and benchmarks.
+std::vector<std::string> gemm_candidates(const GemmProblem& p, GemmPath path = GemmPath::kTuned);
+void gemm_with(const GemmProblem& p, const std::string& candidate, GemmPath path = GemmPath::kTuned);
 
 // out [outer·inner problems][cols][rows] = in [..][rows][cols] transposed: rows `ld_in` apart in the input,
 // inputs of problem (o, i) at o·in_batch.outer + i·in_batch.inner; the output dense. 16-bit elements.

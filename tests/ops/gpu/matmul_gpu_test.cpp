@@ -24,10 +24,22 @@ struct ConvCase {
   bool bias, residual;
 };
 
+gpu::GemmProblem conv_problem(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor& bias,
+                              const Tensor& out, const Tensor* separate_residual = nullptr) {
+  gpu::GemmProblem g;
+  g.dtype = x.dtype, g.device = x.device, g.n = c.cout, g.a = x.data;
+  g.images = c.n, g.height = c.h, g.width = c.w, g.channels = c.cin, g.pixel_stride = c.cin;
+  g.out_height = out.dim(1), g.out_width = out.dim(2), g.kh = g.kw = int(c.k), g.stride = c.stride;
+  g.padding = c.padding;
+  g.b = w.data, g.ldb = c.k * c.k * c.cin, g.c = out.data, g.ldc = c.cout;
+  g.bias = c.bias ? bias.data : nullptr;
+  g.residual = c.residual ? (separate_residual ? separate_residual->data : out.data) : nullptr;
+  return g;
+}
+
+// Every candidate the autotuner may pick for the case (each tile shape of ours, and cuDNN where it is
+// built in and takes the shape), one by one, against the CPU.
 void check_conv(const ConvCase& c, DType dtype, gpu::GemmPath path) {
-  SCOPED_TRACE(testing::Message() << dtype_name(dtype) << (path == gpu::GemmPath::kPortable ? " portable" : "")
-                                  << " x[" << c.n << "," << c.h << "," << c.w << "," << c.cin << "] k" << c.k << " cout "
-                                  << c.cout << " s" << c.stride << " p" << c.padding << "+" << c.extra_end_padding);
   test::Rng rng;
   HD_SEED_TRACE(rng);
   const ops::Conv2dParams p{c.stride, c.padding, c.extra_end_padding};
@@ -36,26 +48,35 @@ void check_conv(const ConvCase& c, DType dtype, gpu::GemmPath path) {
   const auto x = test::random_tensor(rng, xs), w = test::random_tensor(rng, ws, 0.1f);
   const auto bias = test::random_tensor(rng, Shape{c.cout}), residual = test::random_tensor(rng, os);
   const auto dx = test::to_gpu(x, dtype), dw = test::to_gpu(w, dtype), db = test::to_gpu(bias, dtype);
-  // With a residual, the output starts as the residual and is overwritten in place (as the UNet's
-  // resnets use it); otherwise it starts poisoned.
-  const auto dout = c.residual ? test::to_gpu(residual, dtype) : test::poisoned_gpu(os, dtype);
-  if (path == gpu::GemmPath::kPortable) {
-    gpu::GemmProblem g;
-    g.dtype = dtype, g.device = dx.view().device, g.n = c.cout, g.a = dx.view().data;
-    g.images = c.n, g.height = c.h, g.width = c.w, g.channels = c.cin, g.pixel_stride = c.cin;
-    g.out_height = os[1], g.out_width = os[2], g.kh = g.kw = int(c.k), g.stride = c.stride, g.padding = c.padding;
-    g.b = dw.view().data, g.ldb = c.k * c.k * c.cin, g.c = dout.view().data, g.ldc = c.cout;
-    g.bias = c.bias ? db.view().data : nullptr;
-    g.residual = c.residual ? dout.view().data : nullptr;
-    gpu::gemm(g, path);
-  } else {
-    ops::conv2d(dx, dw, c.bias ? &db.view() : nullptr, c.residual ? &dout.view() : nullptr, p, dout);
-  }
   OwnedTensor expected(os, DType::kF32);
   const auto rb = test::rounded_to(bias, dtype), rr = test::rounded_to(residual, dtype);
   ops::conv2d(test::rounded_to(x, dtype), test::rounded_to(w, dtype), c.bias ? &rb.view() : nullptr,
               c.residual ? &rr.view() : nullptr, p, expected);
-  EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(dtype));
+  const auto probe = test::poisoned_gpu(os, dtype);
+  const std::vector<std::string> names = gpu::gemm_candidates(conv_problem(c, dx, dw, db, probe), path);
+  ASSERT_FALSE(names.empty());
+  for (const std::string& name : names) {
+    SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << name << " x[" << c.n << "," << c.h << "," << c.w
+                                    << "," << c.cin << "] k" << c.k << " cout " << c.cout << " s" << c.stride << " p"
+                                    << c.padding << "+" << c.extra_end_padding);
+    // With a residual, the output starts as the residual and is overwritten in place (as the UNet's
+    // resnets use it); otherwise it starts poisoned.
+    const auto dout = c.residual ? test::to_gpu(residual, dtype) : test::poisoned_gpu(os, dtype);
+    gpu::gemm_with(conv_problem(c, dx, dw, db, dout), name, path);
+    EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(dtype));
+    if (c.residual) {  // the residual in a tensor of its own (a resnet's shortcut), left unchanged
+      const auto dres = test::to_gpu(residual, dtype), separate = test::poisoned_gpu(os, dtype);
+      gpu::gemm_with(conv_problem(c, dx, dw, db, separate, &dres.view()), name, path);
+      EXPECT_LE(test::relative_l2(test::to_host_f32(separate), test::reference_of(expected)), tolerance(dtype));
+      EXPECT_EQ(test::relative_l2(test::to_host_f32(dres), test::reference_of(rr)), 0.0);
+    }
+  }
+  // And through the op API, which lets the autotuner choose.
+  if (path == gpu::GemmPath::kTuned) {
+    const auto dout = c.residual ? test::to_gpu(residual, dtype) : test::poisoned_gpu(os, dtype);
+    ops::conv2d(dx, dw, c.bias ? &db.view() : nullptr, c.residual ? &dout.view() : nullptr, p, dout);
+    EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(dtype));
+  }
 }
 
 const ConvCase kConvCases[] = {
@@ -67,6 +88,7 @@ const ConvCase kConvCases[] = {
     {1, 10, 8, 3, 32, 3, 1, 1, 0, true, false},    // the VAE encoder's conv_in: RGB
     {1, 8, 8, 64, 3, 3, 1, 1, 0, true, false},     // the VAE decoder's conv_out: 3 output channels
     {1, 33, 31, 320, 320, 3, 1, 1, 0, true, false}, // SD's widths; M, N, K all off the tiles
+    {2, 8, 8, 64, 64, 3, 1, 1, 0, false, true},     // a residual without bias
 };
 
 TEST(GpuConv2d, MatchesCpuThroughMatrixUnits) {
@@ -89,12 +111,24 @@ TEST(GpuLinear, MatchesCpuWithAndWithoutBias) {
       const auto x = test::random_tensor(rng, Shape{1, m, k}), w = test::random_tensor(rng, Shape{n, k}, 0.05f);
       const auto b = test::random_tensor(rng, Shape{n});
       const auto dx = test::to_gpu(x, t), dw = test::to_gpu(w, t), db = test::to_gpu(b, t);
-      const auto dout = test::poisoned_gpu(Shape{1, m, n}, t);
-      ops::linear(dx, dw, with_bias ? &db.view() : nullptr, dout);
       OwnedTensor expected(Shape{1, m, n}, DType::kF32);
       const auto rb = test::rounded_to(b, t);
       ops::linear(test::rounded_to(x, t), test::rounded_to(w, t), with_bias ? &rb.view() : nullptr, expected);
+      const auto dout = test::poisoned_gpu(Shape{1, m, n}, t);
+      ops::linear(dx, dw, with_bias ? &db.view() : nullptr, dout);  // the autotuner's choice
       EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(t));
+      // Every candidate (our tiles, and cuBLASLt where it is built in and takes the shape), one by one.
+      const auto problem = [&](const Tensor& out) {
+        gpu::GemmProblem g = gpu::dense_gemm(t, dx.view().device, m, n, k, dx.view().data, k, dw.view().data, k,
+                                             out.data, n);
+        g.bias = with_bias ? db.view().data : nullptr;
+        return g;
+      };
+      for (const std::string& name : gpu::gemm_candidates(problem(dout))) {
+        const auto each = test::poisoned_gpu(Shape{1, m, n}, t);
+        gpu::gemm_with(problem(each), name);
+        EXPECT_LE(test::relative_l2(test::to_host_f32(each), test::reference_of(expected)), tolerance(t)) << name;
+      }
     }
   }
 }

@@ -1,0 +1,135 @@
+// A convolution problem through cuDNN's convolution API: NHWC f16/bf16 tensors, our [Cout, kh, kw, Cin]
+// weights as cuDNN's KRSC filter, f32 accumulation. The fastest algorithm is found once per shape
+// (cudnnFindConvolutionForwardAlgorithm, which times them) and remembered. Residual and bias are applied
+// as cuDNN composes them: y = conv(x) + 1·y (y first holding the residual), then y += bias.
+#include <cudnn.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "core/buffer.h"
+#include "core/error.h"
+#include "ops/gpu/nvidia/vendor_gemm.h"
+
+namespace hd::gpu {
+
+namespace {
+
+void check(cudnnStatus_t status, const char* what) {
+  if (status != CUDNN_STATUS_SUCCESS)
+    throw Error(ErrorKind::kRuntime, str_cat("cuDNN: ", what, " failed: ", cudnnGetErrorString(status)));
+}
+
+cudnnHandle_t handle_for(int device) {
+  static std::mutex mutex;
+  static std::map<int, cudnnHandle_t> handles;  // never destroyed: process lifetime, like the context
+  const std::lock_guard lock(mutex);
+  auto it = handles.find(device);
+  if (it == handles.end()) {
+    cudnnHandle_t h = nullptr;
+    check(cudnnCreate(&h), "cudnnCreate");
+    it = handles.emplace(device, h).first;  // the legacy default stream, where every op runs
+  }
+  return it->second;
+}
+
+cudnnDataType_t data_type(DType t) { return t == DType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF; }
+
+// Descriptors of one problem, released on scope exit.
+struct Descriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+  explicit Descriptors(const GemmProblem& p) {
+    const cudnnDataType_t t = data_type(p.dtype);
+    check(cudnnCreateTensorDescriptor(&x), "create x");
+    check(cudnnCreateTensorDescriptor(&y), "create y");
+    check(cudnnCreateTensorDescriptor(&bias), "create bias");
+    check(cudnnCreateFilterDescriptor(&w), "create w");
+    check(cudnnCreateConvolutionDescriptor(&conv), "create conv");
+    check(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, t, int(p.images), int(p.channels), int(p.height),
+                                     int(p.width)), "describe x");
+    check(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, t, int(p.images), int(p.n), int(p.out_height),
+                                     int(p.out_width)), "describe y");
+    check(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NHWC, t, 1, int(p.n), 1, 1), "describe bias");
+    check(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NHWC, int(p.n), int(p.channels), p.kh, p.kw), "describe w");
+    check(cudnnSetConvolution2dDescriptor(conv, p.padding, p.padding, p.stride, p.stride, 1, 1,
+                                          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), "describe conv");
+    check(cudnnSetConvolutionMathType(conv, CUDNN_TENSOR_OP_MATH), "tensor-op math");
+  }
+  ~Descriptors() {
+    cudnnDestroyTensorDescriptor(x);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyTensorDescriptor(bias);
+    cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyConvolutionDescriptor(conv);
+  }
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+};
+
+struct Algorithm {
+  cudnnConvolutionFwdAlgo_t algo;
+  size_t workspace;
+};
+
+using ShapeKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int>;
+
+Algorithm algorithm_for(const GemmProblem& p, const Descriptors& d) {
+  static std::mutex mutex;
+  static std::map<ShapeKey, Algorithm> found;
+  const ShapeKey key{p.device.index, int(p.dtype), p.images, p.height, p.width, p.channels, p.n, p.kh, p.kw, p.stride,
+                     p.padding};
+  {
+    const std::lock_guard lock(mutex);
+    if (const auto it = found.find(key); it != found.end()) return it->second;
+  }
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int count = 0;
+  check(cudnnFindConvolutionForwardAlgorithm(handle_for(p.device.index), d.x, d.w, d.conv, d.y,
+                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
+        "finding an algorithm");
+  constexpr size_t kMaxWorkspace = size_t(256) << 20;
+  for (int i = 0; i < count; ++i) {  // sorted fastest first
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
+    const Algorithm a{perf[i].algo, perf[i].memory};
+    const std::lock_guard lock(mutex);
+    found.emplace(key, a);
+    return a;
+  }
+  throw Error(ErrorKind::kUnsupported, "cuDNN: no algorithm runs this convolution");
+}
+
+}  // namespace
+
+bool cudnn_can_run(const GemmProblem& p) {
+  // A plain NHWC convolution: one problem (no batch of problems), dense pixels, symmetric padding (the
+  // output size says whether there is extra padding at the end), 16-byte aligned tensors.
+  const auto out = [&](int64_t in) { return (in + 2 * p.padding - (p.kh)) / p.stride + 1; };
+  return (p.dtype == DType::kF16 || p.dtype == DType::kBF16) && p.outer * p.inner == 1 &&
+         p.pixel_stride == p.channels && p.ldb == int64_t(p.kh) * p.kw * p.channels && p.ldc == p.n &&
+         p.kh == p.kw && out(p.height) == p.out_height && out(p.width) == p.out_width && p.alpha == 1.0f &&
+         p.channels % 8 == 0 && p.n % 8 == 0 && p.images * p.height * p.width * p.channels < (int64_t(1) << 31) &&
+         p.m() * p.n < (int64_t(1) << 31);
+}
+
+void cudnn_conv(const GemmProblem& p, void* c) {
+  const Descriptors d(p);
+  const Algorithm a = algorithm_for(p, d);
+  const Buffer workspace = a.workspace > 0 ? Buffer(p.device, a.workspace) : Buffer();
+  cudnnHandle_t h = handle_for(p.device.index);
+  const size_t c_bytes = size_t(p.m() * p.n) * 2;
+  if (p.residual != nullptr && p.residual != c) {
+    if (cudaMemcpy(c, p.residual, c_bytes, cudaMemcpyDeviceToDevice) != cudaSuccess)
+      throw Error(ErrorKind::kRuntime, "cuDNN convolution: copying the residual failed");
+  }
+  const float one = 1.0f, beta = p.residual != nullptr ? 1.0f : 0.0f;
+  check(cudnnConvolutionForward(h, &one, d.x, p.a, d.w, p.b, d.conv, a.algo, workspace.data(), a.workspace, &beta, d.y, c),
+        "cudnnConvolutionForward");
+  if (p.bias != nullptr) check(cudnnAddTensor(h, &one, d.bias, p.bias, &one, d.y, c), "adding the bias");
+}
+
+}  // namespace hd::gpu
