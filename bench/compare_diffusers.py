@@ -4,7 +4,8 @@ in diffusers and in hipDiffusion, in one run on one GPU, and the ratio.
 
 diffusers: UNet2DConditionModel with SD1.5's configuration, eager (and with torch.compile when --compile
 is given), CUDA events, median of 20 after 5 warm-up calls. hipDiffusion: build/cuda/hd_bench_unet_step,
-the same shapes, median of its runs after the first (which autotunes).
+the same shapes, plain (one launch per op) and replaying a captured graph, medians after the
+warm-up calls (the first autotunes, the second graph call captures).
 
     python3 bench/compare_diffusers.py [--compile] [--bench build/cuda/hd_bench_unet_step]
 """
@@ -53,11 +54,13 @@ def main():
 
     run = subprocess.run([args.bench, "12", "64", "cuda:0", "f16"], capture_output=True, text=True, check=True)
     print(run.stdout.strip())
-    ours = float(re.search(r"median ([0-9.]+) ms", run.stdout).group(1))
-    print("\nSD1.5 UNet step, batch 2, 64x64 latent, f16          ms    ours / theirs")
+    plain = float(re.search(r"one launch per op: median ([0-9.]+) ms", run.stdout).group(1))
+    graph = float(re.search(r"captured graph: median ([0-9.]+) ms", run.stdout).group(1))
+    print("\nSD1.5 UNet step, batch 2, 64x64 latent, f16     ms   graph / it   plain / it")
     for name, ms in results.items():
-        print(f"{name:50s} {ms:8.2f}   {ours / ms:6.2f}")
-    print(f"{'hipDiffusion':50s} {ours:8.2f}")
+        print(f"{name:42s} {ms:8.2f}   {graph / ms:9.2f}   {plain / ms:9.2f}")
+    print(f"{'hipDiffusion, captured graph':42s} {graph:8.2f}")
+    print(f"{'hipDiffusion, one launch per op':42s} {plain:8.2f}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@
 #include "io/model_source.h"
 #include "io/safetensors.h"
 #include "models/unet.h"
+#include "models/unet_graphs.h"
 #include "ops/ops.h"
 #include "ops/placement.h"
 #if defined(HD_WITH_GPU)
@@ -136,18 +137,28 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < sample.view().numel(); ++i) sample.ptr<float>()[i] = normal(rng);
   for (int64_t i = 0; i < context.view().numel(); ++i) context.ptr<float>()[i] = normal(rng);
   const hd::OwnedTensor placed_sample = hd::ops::place(sample, placement), placed_context = hd::ops::place(context, placement);
-  std::vector<double> seconds;
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    // Reading the result back waits for the GPU: the time is the whole step (its 128 KB copy included).
-    const hd::OwnedTensor out = hd::ops::to_host_f32(unet.forward(placed_sample, 500.0f, placed_context));
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    std::printf("step %d: %.2f ms%s\n", r + 1, 1e3 * seconds.back(), r == 0 ? " (first: includes autotuning)" : "");
+  // Plain forwards (one launch per op), then on a GPU the captured graph the pipeline replays.
+  hd::UnetGraphs graphs;
+  for (const bool replay : {false, true}) {
+    if (replay && placement.device.is_cpu()) break;
+    std::vector<double> seconds;
+    for (int r = 0; r < repeats; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      // Reading the result back waits for the GPU: the time is the whole step (its 128 KB copy included).
+      const hd::OwnedTensor out = hd::ops::to_host_f32(replay ? graphs.forward(unet, placed_sample, 500.0f, placed_context)
+                                                              : unet.forward(placed_sample, 500.0f, placed_context));
+      seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      std::printf("%s step %d: %.2f ms%s\n", replay ? "graph" : "plain", r + 1, 1e3 * seconds.back(),
+                  r == 0 ? (replay ? " (first: one plain forward)" : " (first: includes autotuning)")
+                         : (replay && r == 1 ? " (second: capture + replay)" : ""));
+    }
+    const size_t skip = std::min<size_t>(replay ? 2 : 1, seconds.size() - 1);
+    std::sort(seconds.begin() + long(skip), seconds.end());
+    const double median = seconds[skip + (seconds.size() - skip) / 2];
+    std::printf("SD1.5 UNet step, batch 2, %lldx%lld latent, %s, %s: median %.2f ms over %d runs (first %zu excluded)\n",
+                (long long)latent, (long long)latent, placement.to_string().c_str(),
+                replay ? "captured graph" : "one launch per op", 1e3 * median, repeats, skip);
   }
-  std::sort(seconds.begin() + (repeats > 1 ? 1 : 0), seconds.end());
-  const double median = seconds[(repeats > 1 ? 1 : 0) + (seconds.size() - (repeats > 1 ? 1 : 0)) / 2];
-  std::printf("SD1.5 UNet step, batch 2, %lldx%lld latent, %s: median %.2f ms over %d runs (first excluded)\n",
-              (long long)latent, (long long)latent, placement.to_string().c_str(), 1e3 * median, repeats);
 #if defined(HD_WITH_GPU)
   if (placement.device.is_gpu())
     std::printf("peak GPU memory held by activations and weights: %.2f GiB\n",

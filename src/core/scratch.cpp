@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "core/buffer.h"
 
@@ -15,8 +16,11 @@ void* scratch(const Device& device, size_t bytes) {
   const std::lock_guard lock(mutex);
   Buffer& b = buffers[{int(device.type), device.index}];
   if (b.size() < bytes) {
-    b = Buffer();  // free first: the old and the new need not fit together
-    b = Buffer(device, std::max(bytes, size_t(1) << 20));
+    // The old buffer is kept, not freed: a captured GPU graph may hold its address and replay it later.
+    // Growth at least doubles, so what is kept stays below the size of the current buffer.
+    static std::vector<Buffer> outgrown;
+    outgrown.push_back(std::move(b));
+    b = Buffer(device, std::max({bytes, 2 * outgrown.back().size(), size_t(1) << 20}));
   }
   return b.data();
 }

@@ -114,6 +114,15 @@ Unet Unet::load(const ModelComponent& component, const ops::Placement& placement
 }
 
 OwnedTensor Unet::forward(const Tensor& sample, float timestep, const Tensor& context) const {
+  HD_CHECK(sample.rank() >= 1, "unet: sample ", sample.shape.to_string(), " has no batch dimension");
+  OwnedTensor t(Shape{sample.dim(0)}, DType::kF32);
+  for (int64_t i = 0; i < sample.dim(0); ++i) t.ptr<float>()[i] = timestep;
+  OwnedTensor on_device(t.view().shape, DType::kF32, placement_.device);
+  ops::copy(t, on_device);
+  return forward(sample, on_device, context);
+}
+
+OwnedTensor Unet::forward(const Tensor& sample, const Tensor& timesteps, const Tensor& context) const {
   const UnetConfig& c = config_;
   HD_CHECK(sample.rank() == 4 && sample.dim(3) == c.in_channels, "unet: sample ", sample.shape.to_string(),
            " must be [N, h, w, ", c.in_channels, "]");
@@ -128,12 +137,10 @@ OwnedTensor Unet::forward(const Tensor& sample, float timestep, const Tensor& co
   const int64_t n = sample.dim(0);
 
   // Time embedding: sinusoidal (cos first), two linears with SiLU between; the resnets take SiLU of it.
-  OwnedTensor t(Shape{n}, DType::kF32);
-  for (int64_t i = 0; i < n; ++i) t.ptr<float>()[i] = timestep;
-  OwnedTensor t_on_device(Shape{n}, DType::kF32, sample.device);
-  ops::copy(t, t_on_device);
+  HD_CHECK(timesteps.dtype == DType::kF32 && timesteps.device == placement_.device && timesteps.shape == Shape{n},
+           "unet: timesteps ", timesteps.describe(), " must be f32 [", n, "] on ", placement_.device.to_string());
   OwnedTensor sinusoid = OwnedTensor::like(sample, Shape{n, c.block_out_channels[0]});
-  ops::timestep_embedding(t_on_device, {true, 0.0f, 10000.0f, 1.0f}, sinusoid);
+  ops::timestep_embedding(timesteps, {true, 0.0f, 10000.0f, 1.0f}, sinusoid);
   OwnedTensor temb = time_linear1_(sinusoid);
   ops::silu(temb, temb);
   temb = time_linear2_(temb);

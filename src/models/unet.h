@@ -40,6 +40,9 @@ class Unet {
   // sample [N, h, w, in], the same timestep for every sample, context [N, L, context_dim]
   // -> the model's prediction [N, h, w, out] (epsilon or v, as the model was trained).
   OwnedTensor forward(const Tensor& sample, float timestep, const Tensor& context) const;
+  // The same with the timestep of each sample as an f32 tensor [N] on the model's device: no host data
+  // is read, so the forward can be captured into a graph and replayed with new values in that tensor.
+  OwnedTensor forward(const Tensor& sample, const Tensor& timesteps, const Tensor& context) const;
 
  private:
   struct Layer {

@@ -160,7 +160,8 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
     if (guided) std::copy_n(model_input.ptr<float>(), count, model_input.ptr<float>() + count);
     // The sampler works on the host in f32 (the latents are small); the UNet where it computes.
     const OwnedTensor prediction = ops::to_host_f32(
-        unet_.forward(ops::place(model_input, placement()), sampler->timestep(i), guided ? context.view() : cond.view()));
+        unet_graphs_.forward(unet_, ops::place(model_input, placement()), sampler->timestep(i),
+                             guided ? context.view() : cond.view()));
     OwnedTensor guidance(latents.view().shape, DType::kF32);
     const float* pred = prediction.ptr<float>();
     float* g = guidance.ptr<float>();

@@ -15,6 +15,7 @@
 #include "models/architecture.h"
 #include "models/clip_text_encoder.h"
 #include "models/unet.h"
+#include "models/unet_graphs.h"
 #include "models/vae.h"
 #include "sampling/noise_schedule.h"
 #include "sampling/sampler.h"
@@ -91,6 +92,7 @@ class StableDiffusion {
   ClipTextEncoder text_encoder_;
   Unet unet_;
   Vae vae_;
+  mutable UnetGraphs unet_graphs_;        // on a GPU, the denoising loop replays a captured UNet
   mutable std::optional<Vae> vae_bf16_;   // loaded on the first f16 overflow
   std::shared_ptr<ModelSource> source_;  // kept (memory-mapped) for that reload
   SchedulerConfig scheduler_config_;

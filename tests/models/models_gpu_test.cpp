@@ -7,6 +7,7 @@
 #include "io/model_source.h"
 #include "models/clip_text_encoder.h"
 #include "models/unet.h"
+#include "models/unet_graphs.h"
 #include "models/vae.h"
 #include "ops/gpu/gpu_test_util.h"
 #include "ops/placement.h"
@@ -80,6 +81,27 @@ TEST(GpuModels, VaeDecodesAndEncodesAsDiffusers) {
     EXPECT_LE(decode_err, tolerance(t)) << dtype_name(t);
     EXPECT_LE(encode_err, tolerance(t)) << dtype_name(t);
   }
+}
+
+// The captured graph replays exactly the plain forward's kernels: bit-identical outputs, for new
+// timesteps and contexts copied into the graph's inputs, and per input shape.
+TEST(GpuModels, UnetGraphReplaysThePlainForward) {
+  const ModelSource model = ModelSource::open(model_dir("sd1"));
+  const Unet unet = Unet::load(*model.component("unet"), on_gpu(DType::kF16));
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  UnetGraphs graphs;
+  for (const auto& [size, steps] : {std::pair{int64_t(8), 4}, std::pair{int64_t(12), 3}}) {
+    for (int step = 0; step < steps; ++step) {
+      const auto sample = ops::place(test::random_tensor(rng, Shape{2, size, size, 4}), on_gpu(DType::kF16));
+      const auto context = ops::place(test::random_tensor(rng, Shape{2, 77, 32}), on_gpu(DType::kF16));
+      const float timestep = 999.0f - 250.0f * float(step);
+      const OwnedTensor expected = ops::to_host_f32(unet.forward(sample, timestep, context));
+      const OwnedTensor got = ops::to_host_f32(graphs.forward(unet, sample, timestep, context));
+      EXPECT_EQ(test::relative_l2(got, test::as_reference(expected)), 0.0) << "size " << size << " step " << step;
+    }
+  }
+  EXPECT_EQ(graphs.captured_count(), 2u);  // one graph per shape, captured on its second forward
 }
 
 TEST(GpuModels, InputsNotWhereTheModelComputesAreAnError) {

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "core/error.h"
@@ -20,11 +21,23 @@ size_t rounded(size_t bytes) {
   return (bytes + kLarge - 1) / kLarge * kLarge;
 }
 
+using FreeBlocks = std::multimap<size_t, void*>;  // rounded size -> block
+
+struct Block {
+  size_t size;  // rounded
+  int pool;     // 0: the shared pool; else a private pool (graph capture)
+};
+
 struct DevicePool {
-  std::multimap<size_t, void*> free_blocks;  // rounded size -> block
-  std::map<void*, size_t> sizes;             // every block handed out -> its rounded size
+  FreeBlocks free_blocks;                // the shared pool's
+  std::map<int, FreeBlocks> private_free;  // each private pool's
+  std::set<int> released;                // private pools whose graph is gone
+  std::map<void*, Block> blocks;         // every block handed out
+  int capturing = 0;                     // the private pool new allocations come from, or 0
   MemoryStats stats;
 };
+
+int next_private_pool = 1;  // guarded by Pools::mutex
 
 struct Pools {
   std::mutex mutex;
@@ -56,10 +69,11 @@ void* allocate(Device device, size_t bytes) {
   Pools& p = pools();
   const std::lock_guard lock(p.mutex);
   DevicePool& pool = pool_of(p, device);
+  FreeBlocks& source = pool.capturing == 0 ? pool.free_blocks : pool.private_free[pool.capturing];
   void* block = nullptr;
-  if (const auto it = pool.free_blocks.find(size); it != pool.free_blocks.end()) {
+  if (const auto it = source.find(size); it != source.end()) {
     block = it->second;
-    pool.free_blocks.erase(it);
+    source.erase(it);
     pool.stats.cached -= size;
   } else {
     block = device_malloc(device, size);
@@ -76,7 +90,7 @@ void* allocate(Device device, size_t bytes) {
                           format_bytes(total), "); try a smaller image or batch"));
     }
   }
-  pool.sizes[block] = size;
+  pool.blocks[block] = Block{size, pool.capturing};
   pool.stats.in_use += size;
   pool.stats.peak_in_use = std::max(pool.stats.peak_in_use, pool.stats.in_use);
   return block;
@@ -86,12 +100,17 @@ void release(Device device, void* block) noexcept {
   Pools& p = pools();
   const std::lock_guard lock(p.mutex);
   DevicePool& pool = p.device[device.index];
-  const auto it = pool.sizes.find(block);
-  if (it == pool.sizes.end()) return;  // not ours: nothing sensible to do in a destructor
-  pool.stats.in_use -= it->second;
-  pool.stats.cached += it->second;
-  pool.free_blocks.emplace(it->second, block);
-  pool.sizes.erase(it);
+  const auto it = pool.blocks.find(block);
+  if (it == pool.blocks.end()) return;  // not ours: nothing sensible to do in a destructor
+  const Block b = it->second;
+  pool.blocks.erase(it);
+  pool.stats.in_use -= b.size;
+  if (b.pool != 0 && pool.released.count(b.pool)) {  // its graph is gone: back to the vendor
+    device_free(device, block);
+    return;
+  }
+  pool.stats.cached += b.size;
+  (b.pool == 0 ? pool.free_blocks : pool.private_free[b.pool]).emplace(b.size, block);
 }
 
 constexpr DeviceAllocator kCachingAllocator{allocate, release};
@@ -117,6 +136,36 @@ void release_cached_memory(const Device& device) {
   Pools& p = pools();
   const std::lock_guard lock(p.mutex);
   release_free_locked(pool_of(p, device), device);
+}
+
+int begin_private_pool(const Device& device) {
+  Pools& p = pools();
+  const std::lock_guard lock(p.mutex);
+  DevicePool& pool = pool_of(p, device);
+  HD_CHECK(pool.capturing == 0, "a graph is already being captured on ", device.to_string());
+  pool.capturing = next_private_pool++;
+  return pool.capturing;
+}
+
+void end_private_pool(const Device& device) {
+  Pools& p = pools();
+  const std::lock_guard lock(p.mutex);
+  pool_of(p, device).capturing = 0;
+}
+
+void release_private_pool(const Device& device, int id) {
+  if (id == 0) return;
+  Pools& p = pools();
+  const std::lock_guard lock(p.mutex);
+  DevicePool& pool = pool_of(p, device);
+  if (const auto it = pool.private_free.find(id); it != pool.private_free.end()) {
+    for (const auto& [size, block] : it->second) {
+      device_free(device, block);
+      pool.stats.cached -= size;
+    }
+    pool.private_free.erase(it);
+  }
+  pool.released.insert(id);
 }
 
 }  // namespace hd::gpu

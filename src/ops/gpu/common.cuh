@@ -31,6 +31,9 @@ static_assert(kWarpSize == 64, "gfx90a (CDNA2) runs 64-wide wavefronts");
 static_assert(kWarpSize == 32, "gfx1030 (RDNA2) runs 32-wide wavefronts by default");
 #endif
 
+// The stream of the current device, on which every kernel is launched (gpu_runtime.cu).
+cudaStream_t current_stream();
+
 // Throws hd::Error naming the statement, file:line and the vendor's message.
 [[noreturn]] void throw_gpu_error(cudaError_t status, const char* statement, const char* file, int line);
 

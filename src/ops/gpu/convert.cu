@@ -49,7 +49,7 @@ void convert(const Tensor& src, const Tensor& dst) {
   constexpr int kThreads = 256;
   const int64_t blocks = std::min<int64_t>((count + kThreads - 1) / kThreads, 65535);
   HD_GPU_CHECK(cudaSetDevice(src.device.index));
-  convert_kernel<<<unsigned(blocks), kThreads>>>(src.data, src.dtype, dst.data, dst.dtype, count);
+  convert_kernel<<<unsigned(blocks), kThreads, 0, current_stream()>>>(src.data, src.dtype, dst.data, dst.dtype, count);
   HD_GPU_CHECK_LAUNCH();
 }
 

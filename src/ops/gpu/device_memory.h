@@ -27,4 +27,12 @@ void reset_peak_memory(const Device& device);
 // Returns the cached free blocks to the vendor.
 void release_cached_memory(const Device& device);
 
+// Private pools, for graph capture: between begin_private_pool and end_private_pool, allocations on
+// `device` come from a new pool of their own, and blocks of that pool return to it when freed (even
+// after the capture ends). release_private_pool gives the pool's free blocks back to the vendor and frees
+// its remaining blocks as they are released.
+int begin_private_pool(const Device& device);
+void end_private_pool(const Device& device);
+void release_private_pool(const Device& device, int pool);
+
 }  // namespace hd::gpu

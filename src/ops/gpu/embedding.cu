@@ -54,19 +54,23 @@ void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
   HD_CHECK_KIND(rows <= 0x7fffffff, ErrorKind::kUnsupported, "embedding: ", rows, " ids exceed one launch");
   HD_GPU_CHECK(cudaSetDevice(ids.device.index));
   const Buffer status(ids.device, sizeof(int64_t));
-  HD_GPU_CHECK(cudaMemset(status.data(), 0, sizeof(int64_t)));
+  HD_GPU_CHECK(cudaMemsetAsync(status.data(), 0, sizeof(int64_t), current_stream()));
   with_element_type(table.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    embedding_kernel<T><<<unsigned(rows), kThreads>>>(static_cast<const int32_t*>(ids.data),
+    embedding_kernel<T><<<unsigned(rows), kThreads, 0, current_stream()>>>(static_cast<const int32_t*>(ids.data),
                                                      static_cast<const T*>(table.data), static_cast<T*>(out.data),
                                                      table.dim(0), table.dim(1), static_cast<int64_t*>(status.data()));
   });
   HD_GPU_CHECK_LAUNCH();
+  // The check waits for the kernel: the text encoder runs once per prompt, never inside a captured graph.
   int64_t bad = 0;
-  HD_GPU_CHECK(cudaMemcpy(&bad, status.data(), sizeof(bad), cudaMemcpyDeviceToHost));
+  HD_GPU_CHECK(cudaMemcpyAsync(&bad, status.data(), sizeof(bad), cudaMemcpyDeviceToHost, current_stream()));
+  HD_GPU_CHECK(cudaStreamSynchronize(current_stream()));
   if (bad != 0) {
     int32_t id = 0;
-    HD_GPU_CHECK(cudaMemcpy(&id, static_cast<const int32_t*>(ids.data) + (bad - 1), sizeof(id), cudaMemcpyDeviceToHost));
+    HD_GPU_CHECK(cudaMemcpyAsync(&id, static_cast<const int32_t*>(ids.data) + (bad - 1), sizeof(id),
+                                 cudaMemcpyDeviceToHost, current_stream()));
+    HD_GPU_CHECK(cudaStreamSynchronize(current_stream()));
     throw Error(ErrorKind::kInvalidInput, str_cat("embedding: token id ", id, " at position ", bad - 1,
                                                   " is outside the vocabulary of ", table.dim(0)));
   }
@@ -79,7 +83,7 @@ void timestep_embedding(const Tensor& timesteps, ops::TimestepEmbeddingParams p,
   HD_GPU_CHECK(cudaSetDevice(timesteps.device.index));
   with_element_type(out.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    timestep_kernel<T><<<unsigned(out.dim(0)), kThreads>>>(static_cast<const float*>(timesteps.data),
+    timestep_kernel<T><<<unsigned(out.dim(0)), kThreads, 0, current_stream()>>>(static_cast<const float*>(timesteps.data),
                                                            static_cast<T*>(out.data), out.dim(1),
                                                            float(std::log(double(p.max_period))),
                                                            p.downscale_freq_shift, p.scale, p.flip_sin_to_cos);

@@ -195,7 +195,7 @@ struct Candidate {
 template <class T, int kBM, int kBN, int kWM, int kWN, bool kVector, bool kPortable>
 void launch_tile(const GemmProblem& p, const KernelArgs& args, void* c) {
   const dim3 grid(unsigned((args.m + kBM - 1) / kBM), unsigned((args.n + kBN - 1) / kBN), unsigned(p.outer * p.inner));
-  gemm_kernel<T, kBM, kBN, kWM, kWN, kVector, kPortable><<<grid, kWM * kWN * kFragmentLanes>>>(
+  gemm_kernel<T, kBM, kBN, kWM, kWN, kVector, kPortable><<<grid, kWM * kWN * kFragmentLanes, 0, current_stream()>>>(
       static_cast<const T*>(p.a), static_cast<const T*>(p.b), static_cast<const T*>(p.bias),
       static_cast<const T*>(p.residual), static_cast<T*>(c), args);
   HD_GPU_CHECK_LAUNCH();
@@ -256,9 +256,9 @@ double time_runs(F launch) {
   HD_GPU_CHECK(cudaEventCreate(&stop));
   launch();
   constexpr int kRuns = 3;
-  HD_GPU_CHECK(cudaEventRecord(start));
+  HD_GPU_CHECK(cudaEventRecord(start, current_stream()));
   for (int i = 0; i < kRuns; ++i) launch();
-  HD_GPU_CHECK(cudaEventRecord(stop));
+  HD_GPU_CHECK(cudaEventRecord(stop, current_stream()));
   HD_GPU_CHECK(cudaEventSynchronize(stop));
   float ms = 0.f;
   HD_GPU_CHECK(cudaEventElapsedTime(&ms, start, stop));
@@ -405,7 +405,7 @@ void transpose_16bit(const void* in, int64_t ld_in, BatchStrides in_batch, int64
   HD_GPU_CHECK(cudaSetDevice(device.index));
   const dim3 grid(unsigned((cols + kTransposeTile - 1) / kTransposeTile),
                   unsigned((rows + kTransposeTile - 1) / kTransposeTile), unsigned(outer * inner));
-  transpose_kernel<<<grid, dim3(kTransposeTile, 8)>>>(static_cast<const uint16_t*>(in), ld_in, in_batch.outer,
+  transpose_kernel<<<grid, dim3(kTransposeTile, 8), 0, current_stream()>>>(static_cast<const uint16_t*>(in), ld_in, in_batch.outer,
                                                        in_batch.inner, int(inner), int(rows), int(cols),
                                                        static_cast<uint16_t*>(out));
   HD_GPU_CHECK_LAUNCH();

@@ -1,5 +1,7 @@
 // Device discovery, the device allocator that core's Buffer uses, copies, and error reporting.
 #include <cstdio>
+#include <memory>
+#include <mutex>
 
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/device_memory.h"
@@ -57,6 +59,37 @@ std::string device_name(int index) {
   return prop.name;
 }
 
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+cudaStream_t stream_for(int device) {
+  static std::mutex mutex;
+  static cudaStream_t streams[kMaxDevices] = {};
+  HD_CHECK(device >= 0 && device < kMaxDevices, "device index ", device, " out of range");
+  const std::lock_guard lock(mutex);
+  if (streams[device] == nullptr) {
+    int previous = 0;
+    HD_GPU_CHECK(cudaGetDevice(&previous));
+    HD_GPU_CHECK(cudaSetDevice(device));
+    // Blocking (not cudaStreamNonBlocking): it stays ordered with the legacy stream that libraries and
+    // synchronous calls use.
+    HD_GPU_CHECK(cudaStreamCreate(&streams[device]));
+    HD_GPU_CHECK(cudaSetDevice(previous));
+  }
+  return streams[device];
+}
+
+}  // namespace
+
+cudaStream_t current_stream() {
+  int device = 0;
+  HD_GPU_CHECK(cudaGetDevice(&device));
+  return stream_for(device);
+}
+
+void* native_stream(const Device& device) { return stream_for(device.index); }
+
 void copy(const Tensor& src, const Tensor& dst) {
   HD_CHECK(src.shape == dst.shape && src.dtype == dst.dtype, "gpu copy: ", src.describe(), " does not match ",
            dst.describe());
@@ -66,8 +99,65 @@ void copy(const Tensor& src, const Tensor& dst) {
                     : dst.device.is_cpu() ? cudaMemcpyDeviceToHost
                                           : cudaMemcpyDeviceToDevice;
   if (src.nbytes() == 0) return;
-  HD_GPU_CHECK(cudaSetDevice(src.device.is_gpu() ? src.device.index : dst.device.index));
-  HD_GPU_CHECK(cudaMemcpy(dst.data, src.data, src.nbytes(), kind));
+  const Device& gpu = src.device.is_gpu() ? src.device : dst.device;
+  HD_GPU_CHECK(cudaSetDevice(gpu.index));
+  cudaStream_t stream = stream_for(gpu.index);
+  // In stream order with the kernels, so that a device-to-device copy can be part of a captured graph;
+  // a copy that involves host memory returns only when it is done, as the caller expects.
+  HD_GPU_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), kind, stream));
+  if (kind != cudaMemcpyDeviceToDevice) HD_GPU_CHECK(cudaStreamSynchronize(stream));
+}
+
+// ---- graphs ----
+
+struct CapturedGraph::Native {
+  Device device;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  int pool = 0;
+  ~Native() {
+    (void)cudaSetDevice(device.index);
+    if (exec) (void)cudaGraphExecDestroy(exec);
+    if (graph) (void)cudaGraphDestroy(graph);
+    release_private_pool(device, pool);
+  }
+};
+
+CapturedGraph CapturedGraph::capture(const Device& device, const std::function<void()>& work) {
+  HD_GPU_CHECK(cudaSetDevice(device.index));
+  cudaStream_t stream = stream_for(device.index);
+  auto native = std::make_shared<Native>();
+  native->device = device;
+  native->pool = begin_private_pool(device);
+  // Relaxed: allocations that miss the private pool may still call the vendor's allocator.
+  HD_GPU_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  try {
+    work();
+  } catch (...) {
+    cudaGraph_t partial = nullptr;
+    (void)cudaStreamEndCapture(stream, &partial);
+    if (partial) (void)cudaGraphDestroy(partial);
+    (void)cudaGetLastError();
+    end_private_pool(device);
+    throw;
+  }
+  const cudaError_t ended = cudaStreamEndCapture(stream, &native->graph);
+  end_private_pool(device);
+  HD_GPU_CHECK(ended);
+#if defined(HD_GPU_HIP)
+  HD_GPU_CHECK(hipGraphInstantiate(&native->exec, native->graph, nullptr, nullptr, 0));
+#else
+  HD_GPU_CHECK(cudaGraphInstantiate(&native->exec, native->graph, 0));
+#endif
+  CapturedGraph g;
+  g.native_ = std::move(native);
+  return g;
+}
+
+void CapturedGraph::replay() const {
+  HD_CHECK(native_ != nullptr, "replay of an empty captured graph");
+  HD_GPU_CHECK(cudaSetDevice(native_->device.index));
+  HD_GPU_CHECK(cudaGraphLaunch(native_->exec, stream_for(native_->device.index)));
 }
 
 // Attribute queries, not cudaGetDeviceProperties: ops ask on every call, and the full query is slow.

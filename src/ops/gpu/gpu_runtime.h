@@ -2,6 +2,8 @@
 // Implemented once in gpu_runtime.cu for CUDA and HIP; linked only into GPU builds.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "core/tensor.h"
@@ -16,8 +18,30 @@ void initialize();
 int device_count();  // 0 when there is no usable GPU (or no driver)
 std::string device_name(int index);
 
-// Copies between tensors of equal shape and dtype, host to device, device to host or device to device.
+// Copies between tensors of equal shape and dtype, host to device, device to host or device to device,
+// in order with the kernels on the device's stream. Copies that involve the host have finished when this
+// returns; device-to-device copies are queued (and may be captured into a graph).
 void copy(const Tensor& src, const Tensor& dst);
+
+// The one stream on which every op on `device` runs (created on first use; blocking with respect to the
+// legacy default stream), as an opaque pointer for code that includes no vendor header.
+void* native_stream(const Device& device);
+
+// GPU work captured once and replayed as one launch (a CUDA / HIP graph). During capture the work's
+// allocations come from a pool of the graph's own (caching_allocator.cpp), so no memory the graph uses
+// is ever handed to other work; tensors the work allocated and the caller keeps (its outputs) stay valid,
+// and every replay rewrites them. The work must not synchronise with the host or call the autotuner for
+// a new shape: run it once uncaptured first.
+class CapturedGraph {
+ public:
+  static CapturedGraph capture(const Device& device, const std::function<void()>& work);
+  void replay() const;
+  bool empty() const { return native_ == nullptr; }
+
+ private:
+  struct Native;
+  std::shared_ptr<Native> native_;
+};
 void synchronize(const Device& device);
 
 int multiprocessor_count(int index);

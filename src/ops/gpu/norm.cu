@@ -53,16 +53,16 @@ __global__ void __launch_bounds__(kThreads) group_partial_sums_kernel(const T* _
 }
 
 // The same partial sums with 16-byte loads (C % 8 == 0, 16-bit types): each thread walks one 8-channel
-// column down its block's positions; per-channel sums meet in shared memory, then fold into groups.
+// column down its block's positions; the threads' sums are then added per channel in a fixed order (not
+// with atomics), so that the statistics, and every output after them, are the same bits on every run.
 template <class T>
 __global__ void __launch_bounds__(kThreads) group_partial_sums_vector_kernel(const T* __restrict__ x, int64_t positions,
                                                                              int channels, int groups, int splits,
                                                                              float2* __restrict__ partial) {
   extern __shared__ float channel_sums[];  // [2][channels]: sums, then sums of squares
+  __shared__ float per_thread[kThreads][16];
   const int split = int(blockIdx.x), n = int(blockIdx.y);
   const int per_group = channels / groups, columns = channels / 8;
-  for (int c = int(threadIdx.x); c < 2 * channels; c += kThreads) channel_sums[c] = 0.f;
-  __syncthreads();
   const int64_t begin = positions * split / splits, end = positions * (split + 1) / splits;
   const T* sample = x + int64_t(n) * positions * channels;
   const int column = int(threadIdx.x) % columns, rows_per_pass = kThreads / columns;
@@ -80,9 +80,19 @@ __global__ void __launch_bounds__(kThreads) group_partial_sums_vector_kernel(con
       }
     }
     for (int j = 0; j < 8; ++j) {
-      atomicAdd(&channel_sums[column * 8 + j], sum[j]);
-      atomicAdd(&channel_sums[channels + column * 8 + j], squares[j]);
+      per_thread[threadIdx.x][j] = sum[j];
+      per_thread[threadIdx.x][8 + j] = squares[j];
     }
+  }
+  __syncthreads();
+  for (int c = int(threadIdx.x); c < channels; c += kThreads) {
+    float s = 0.f, q = 0.f;
+    for (int r = 0; r < rows_per_pass; ++r) {  // thread r * columns + c / 8 walked channel c in row r
+      s += per_thread[r * columns + c / 8][c % 8];
+      q += per_thread[r * columns + c / 8][8 + c % 8];
+    }
+    channel_sums[c] = s;
+    channel_sums[channels + c] = q;
   }
   __syncthreads();
   for (int g = int(threadIdx.x); g < groups; g += kThreads) {
@@ -176,15 +186,14 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
   float2* mean_rstd = partial + int64_t(pairs) * slices;
   const T* xp = static_cast<const T*>(x.data);
   if (vector) {
-    group_partial_sums_vector_kernel<T><<<dim3(unsigned(slices), unsigned(samples)), kThreads,
-                                          2 * channels * sizeof(float)>>>(xp, positions, int(channels), groups, slices,
+    group_partial_sums_vector_kernel<T><<<dim3(unsigned(slices), unsigned(samples)), kThreads, 2 * channels * sizeof(float), current_stream()>>>(xp, positions, int(channels), groups, slices,
                                                                           partial);
   } else {
-    group_partial_sums_kernel<T><<<dim3(unsigned(slices), unsigned(groups), unsigned(samples)), kThreads>>>(
+    group_partial_sums_kernel<T><<<dim3(unsigned(slices), unsigned(groups), unsigned(samples)), kThreads, 0, current_stream()>>>(
         xp, positions, int(channels), groups, slices, partial);
   }
   HD_GPU_CHECK_LAUNCH();
-  group_finalize_kernel<T><<<unsigned((pairs + 127) / 128), 128>>>(xp, positions, int(channels), groups, slices, eps,
+  group_finalize_kernel<T><<<unsigned((pairs + 127) / 128), 128, 0, current_stream()>>>(xp, positions, int(channels), groups, slices, eps,
                                                                     partial, mean_rstd, pairs);
   HD_GPU_CHECK_LAUNCH();
   const auto* g = static_cast<const T*>(gamma.data);
@@ -193,9 +202,9 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
   const int64_t items = vector ? total / 8 : total;
   const unsigned blocks = unsigned(std::min<int64_t>((items + kThreads - 1) / kThreads, 65535));
   if (vector) {
-    group_apply_kernel<T><<<blocks, kThreads>>>(xp, g, b, o, positions, int(channels), groups, mean_rstd, fuse_silu, total);
+    group_apply_kernel<T><<<blocks, kThreads, 0, current_stream()>>>(xp, g, b, o, positions, int(channels), groups, mean_rstd, fuse_silu, total);
   } else {
-    group_apply_scalar_kernel<T><<<blocks, kThreads>>>(xp, g, b, o, positions, int(channels), groups, mean_rstd,
+    group_apply_scalar_kernel<T><<<blocks, kThreads, 0, current_stream()>>>(xp, g, b, o, positions, int(channels), groups, mean_rstd,
                                                        fuse_silu, total);
   }
   HD_GPU_CHECK_LAUNCH();
@@ -229,7 +238,7 @@ void layer_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
   const int64_t channels = x.dim(-1), rows = x.numel() / std::max<int64_t>(channels, 1);
   if (rows == 0) return;
   constexpr int kRowsPerBlock = kThreads / kFragmentLanes;
-  layer_norm_kernel<T><<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads>>>(
+  layer_norm_kernel<T><<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, current_stream()>>>(
       static_cast<const T*>(x.data), static_cast<const T*>(gamma.data), static_cast<const T*>(beta.data),
       static_cast<T*>(out.data), rows, int(channels), eps);
   HD_GPU_CHECK_LAUNCH();

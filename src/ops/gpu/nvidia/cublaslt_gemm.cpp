@@ -11,6 +11,7 @@
 
 #include "core/buffer.h"
 #include "core/error.h"
+#include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/nvidia/vendor_gemm.h"
 
 namespace hd::gpu {
@@ -114,7 +115,8 @@ void cublaslt_gemm(const GemmProblem& p, void* c) {
   const float alpha = p.alpha, beta = p.residual != nullptr ? 1.0f : 0.0f;
   const void* c_in = p.residual != nullptr ? p.residual : c;
   check(cublasLtMatmul(s.handle, op, &alpha, p.b, w_layout, p.a, x_layout, &beta, c_in, c_layout, c, c_layout,
-                       &algo, s.workspace.data(), kWorkspace, nullptr), "cublasLtMatmul");
+                       &algo, s.workspace.data(), kWorkspace, static_cast<cudaStream_t>(native_stream(p.device))),
+        "cublasLtMatmul");
 }
 
 }  // namespace hd::gpu

@@ -11,6 +11,7 @@
 
 #include "core/buffer.h"
 #include "core/error.h"
+#include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/nvidia/vendor_gemm.h"
 
 namespace hd::gpu {
@@ -94,7 +95,10 @@ Algorithm algorithm_for(const GemmProblem& p, const Descriptors& d) {
         "finding an algorithm");
   constexpr size_t kMaxWorkspace = size_t(256) << 20;
   for (int i = 0; i < count; ++i) {  // sorted fastest first
-    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
+    // Deterministic algorithms only: the same seed must give the same picture on every run.
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace ||
+        perf[i].determinism != CUDNN_DETERMINISTIC)
+      continue;
     const Algorithm a{perf[i].algo, perf[i].memory};
     const std::lock_guard lock(mutex);
     found.emplace(key, a);
@@ -121,9 +125,11 @@ void cudnn_conv(const GemmProblem& p, void* c) {
   const Algorithm a = algorithm_for(p, d);
   const Buffer workspace = a.workspace > 0 ? Buffer(p.device, a.workspace) : Buffer();
   cudnnHandle_t h = handle_for(p.device.index);
+  const auto stream = static_cast<cudaStream_t>(native_stream(p.device));
+  check(cudnnSetStream(h, stream), "cudnnSetStream");
   const size_t c_bytes = size_t(p.m() * p.n) * 2;
   if (p.residual != nullptr && p.residual != c) {
-    if (cudaMemcpy(c, p.residual, c_bytes, cudaMemcpyDeviceToDevice) != cudaSuccess)
+    if (cudaMemcpyAsync(c, p.residual, c_bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
       throw Error(ErrorKind::kRuntime, "cuDNN convolution: copying the residual failed");
   }
   const float one = 1.0f, beta = p.residual != nullptr ? 1.0f : 0.0f;

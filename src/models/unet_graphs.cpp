@@ -1,0 +1,44 @@
+#include "models/unet_graphs.h"
+
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace hd {
+
+OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, float timestep, const Tensor& context) {
+  const Device& device = unet.placement().device;
+  if (device.is_cpu() || sample.rank() != 4 || context.rank() != 3) return unet.forward(sample, timestep, context);
+  const Key key{sample.dim(0), sample.dim(1), sample.dim(2), context.dim(1)};
+  OwnedTensor t(Shape{sample.dim(0)}, DType::kF32);
+  for (int64_t i = 0; i < sample.dim(0); ++i) t.ptr<float>()[i] = timestep;
+
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    // The first forward of a shape tunes its kernels (which cannot happen inside a capture); capturing
+    // waits for the second, so that a one-off call (a single step, a test) costs no capture.
+    if (forwards_[key]++ == 0) return unet.forward(sample, timestep, context);
+    auto c = std::make_unique<Captured>();
+    c->sample = OwnedTensor::like(sample, sample.shape);
+    c->context = OwnedTensor::like(context, context.shape);
+    c->timesteps = OwnedTensor(t.view().shape, DType::kF32, device);
+    Captured& captured = *c;
+    captured.work = ops::CapturedWork::capture(device, [&] {
+      captured.output = unet.forward(captured.sample, captured.timesteps, captured.context);
+    });
+    it = graphs_.emplace(key, std::move(c)).first;
+  }
+  Captured& c = *it->second;
+  HD_CHECK(sample.dtype == c.sample.view().dtype && context.dtype == c.context.view().dtype &&
+               sample.device == device && context.device == device,
+           "unet: inputs ", sample.describe(), " and ", context.describe(), " are not where the model computes (",
+           unet.placement().to_string(), ")");
+  ops::copy(sample, c.sample);
+  ops::copy(context, c.context);
+  ops::copy(t, c.timesteps);
+  c.work.replay();
+  OwnedTensor out = OwnedTensor::like(c.output, c.output.view().shape);
+  ops::copy(c.output, out);
+  return out;
+}
+
+}  // namespace hd

@@ -1,0 +1,36 @@
+// The UNet on a GPU as captured graphs: the first forward for an input shape (batch, height, width,
+// context length) runs as usual (and tunes every kernel choice for it), the second captures the forward
+// into a graph, and every later one copies its inputs into the graph's own input tensors and replays it:
+// one launch instead of several hundred, the same kernels, the same numbers. On the CPU it is a plain
+// forward.
+#pragma once
+
+#include <array>
+#include <map>
+#include <memory>
+
+#include "core/tensor.h"
+#include "models/unet.h"
+#include "ops/captured_work.h"
+
+namespace hd {
+
+class UnetGraphs {
+ public:
+  // As Unet::forward; `unet` must be the same model on every call (the graphs hold its weights'
+  // addresses).
+  OwnedTensor forward(const Unet& unet, const Tensor& sample, float timestep, const Tensor& context);
+
+  size_t captured_count() const { return graphs_.size(); }
+
+ private:
+  struct Captured {  // members in this order: the graph goes first, then what it wrote, then its inputs
+    OwnedTensor sample, timesteps, context, output;
+    ops::CapturedWork work;
+  };
+  using Key = std::array<int64_t, 4>;
+  std::map<Key, int> forwards_;  // uncaptured forwards so far, per shape
+  std::map<Key, std::unique_ptr<Captured>> graphs_;
+};
+
+}  // namespace hd
