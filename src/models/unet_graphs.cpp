@@ -17,6 +17,10 @@ OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, float ti
     // The first forward of a shape tunes its kernels (which cannot happen inside a capture); capturing
     // waits for the second, so that a one-off call (a single step, a test) costs no capture.
     if (forwards_[key]++ == 0) return unet.forward(sample, timestep, context);
+    // Each graph keeps its activations (about 1 GiB for SD1.5 at 512x512): a process that sees many
+    // shapes (a server) keeps only the latest few.
+    constexpr size_t kMaxGraphs = 4;
+    if (graphs_.size() >= kMaxGraphs) graphs_.erase(graphs_.begin());
     auto c = std::make_unique<Captured>();
     c->sample = OwnedTensor::like(sample, sample.shape);
     c->context = OwnedTensor::like(context, context.shape);

@@ -165,8 +165,9 @@ void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out
       HD_GPU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   }
   const dim3 grid(unsigned((a.lq + kQueryTile - 1) / kQueryTile), unsigned(q.dim(0) * a.heads));
-  kernel<<<grid, kThreads, smem, current_stream()>>>(static_cast<const T*>(q.data), static_cast<const T*>(k.data),
-                                   static_cast<const T*>(v.data), static_cast<T*>(out.data), a);
+  kernel<<<grid, kThreads, smem, current_stream()>>>(
+      static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
+      static_cast<T*>(out.data), a);
   HD_GPU_CHECK_LAUNCH();
 }
 

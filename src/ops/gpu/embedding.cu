@@ -57,9 +57,9 @@ void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
   HD_GPU_CHECK(cudaMemsetAsync(status.data(), 0, sizeof(int64_t), current_stream()));
   with_element_type(table.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    embedding_kernel<T><<<unsigned(rows), kThreads, 0, current_stream()>>>(static_cast<const int32_t*>(ids.data),
-                                                     static_cast<const T*>(table.data), static_cast<T*>(out.data),
-                                                     table.dim(0), table.dim(1), static_cast<int64_t*>(status.data()));
+    embedding_kernel<T><<<unsigned(rows), kThreads, 0, current_stream()>>>(
+        static_cast<const int32_t*>(ids.data), static_cast<const T*>(table.data), static_cast<T*>(out.data),
+        table.dim(0), table.dim(1), static_cast<int64_t*>(status.data()));
   });
   HD_GPU_CHECK_LAUNCH();
   // The check waits for the kernel: the text encoder runs once per prompt, never inside a captured graph.
@@ -83,10 +83,9 @@ void timestep_embedding(const Tensor& timesteps, ops::TimestepEmbeddingParams p,
   HD_GPU_CHECK(cudaSetDevice(timesteps.device.index));
   with_element_type(out.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    timestep_kernel<T><<<unsigned(out.dim(0)), kThreads, 0, current_stream()>>>(static_cast<const float*>(timesteps.data),
-                                                           static_cast<T*>(out.data), out.dim(1),
-                                                           float(std::log(double(p.max_period))),
-                                                           p.downscale_freq_shift, p.scale, p.flip_sin_to_cos);
+    timestep_kernel<T><<<unsigned(out.dim(0)), kThreads, 0, current_stream()>>>(
+        static_cast<const float*>(timesteps.data), static_cast<T*>(out.data), out.dim(1),
+        float(std::log(double(p.max_period))), p.downscale_freq_shift, p.scale, p.flip_sin_to_cos);
   });
   HD_GPU_CHECK_LAUNCH();
 }

@@ -2,15 +2,18 @@
 //
 // A block computes a kBM x kBN tile of C with kWM x kWN fragment groups, each owning a
 // (kBM/kWM) x (kBN/kWN) sub-tile of 16x8 accumulators. The k dimension streams through shared memory in
-// steps of 32, double-buffered: the next step's global loads are in registers while the tensor units
-// work on the current one. A's rows are output pixels; their k-th element is found by splitting k into
-// (kernel row, kernel column, channel), so the im2col matrix never exists. With channels a multiple of 8,
-// every 16-byte vector of A lies inside one pixel and is one load (the "vector" kernels); otherwise (the
-// 3- and 4-channel first convolutions) elements are gathered one by one.
+// steps of 32: double-buffered through registers (every target), or with 3-4 steps in flight through
+// asynchronous copies (NVIDIA sm_80+, async_copy.cuh). A's rows are output pixels; their k-th element is
+// found by splitting k into (kernel row, kernel column, channel), so the im2col matrix never exists. With
+// channels a multiple of 8, every 16-byte vector of A lies inside one pixel and is one load (the "vector"
+// kernels); otherwise (the 3- and 4-channel first convolutions) elements are gathered one by one.
+// Problems with few output tiles and a long k can split k among blocks (split-K) and add the partial sums
+// in a second kernel, in a fixed order.
 #include <algorithm>
 #include <climits>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "core/error.h"
 #include "ops/gpu/gemm.h"
 #include "ops/gpu/gpu_runtime.h"
+#include "ops/gpu/async_copy.cuh"
 #include "ops/gpu/mma.cuh"
 #if defined(HD_WITH_CUDNN) || defined(HD_WITH_CUBLASLT)
 #include "ops/gpu/nvidia/vendor_gemm.h"
@@ -39,21 +43,32 @@ struct KernelArgs {  // GemmProblem in the kernel's integer widths
   int64_t pixel_stride, image_stride, ldb, ldc;
   float alpha;
   bool pairs;  // C rows and batch offsets even: two neighbours are one 32-bit store
+  int splits;  // split-K: the k-steps are shared among this many blocks, which write f32 partial sums
 };
 
-template <class T, int kBM, int kBN, int kWM, int kWN, bool kVector, bool kPortable>
+// kStages == 2: the next k-step's tiles wait in registers while the tensor units work on the current
+// one (every target). kStages >= 3: kStages - 1 k-steps are in flight at once through asynchronous
+// copies straight into shared memory (16-byte vectors only; synchronous where the hardware has none).
+// kSplit: the block adds up only its share of the k-steps and writes them, unscaled, to `partial`
+// ([batch][split][m][n] f32); split_k_reduce_kernel finishes the sum and applies the epilogue.
+template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, bool kPortable, bool kSplit>
 __global__ void __launch_bounds__(kWM* kWN* kFragmentLanes)
     gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ bias, const T* residual, T* c,
-                KernelArgs p) {
+                float* __restrict__ partial, KernelArgs p) {
   constexpr int kThreads = kWM * kWN * kFragmentLanes;
   constexpr int kRowsPerPass = kThreads / kVectorsPerRow;
   constexpr int kAPasses = kBM / kRowsPerPass, kBPasses = kBN / kRowsPerPass;
   constexpr int kWarpM = kBM / kWM, kWarpN = kBN / kWN, kMT = kWarpM / 16, kNT = kWarpN / 8;
+  constexpr bool kAsync = kStages >= 3;
   static_assert(kBM % kRowsPerPass == 0 && kBN % kRowsPerPass == 0 && kWarpM % 16 == 0 && kWarpN % 8 == 0);
-  __shared__ __align__(16) uint16_t a_s[2][kBM * kTileStride];
-  __shared__ __align__(16) uint16_t b_s[2][kBN * kTileStride];
+  static_assert(!kAsync || kVector, "asynchronous copies move whole 16-byte vectors");
+  extern __shared__ uint4 smem_raw[];
+  uint16_t* const smem = reinterpret_cast<uint16_t*>(smem_raw);
+  const auto a_tile = [&](int stage) { return smem + stage * (kBM + kBN) * kTileStride; };
+  const auto b_tile = [&](int stage) { return smem + stage * (kBM + kBN) * kTileStride + kBM * kTileStride; };
 
-  const int zo = int(blockIdx.z) / p.inner, zi = int(blockIdx.z) % p.inner;
+  const int batch = int(blockIdx.z) / p.splits, split = int(blockIdx.z) % p.splits;
+  const int zo = batch / p.inner, zi = batch % p.inner;
   const auto* a_bits = reinterpret_cast<const uint16_t*>(a + zo * p.a_outer + zi * p.a_inner);
   const auto* b_bits = reinterpret_cast<const uint16_t*>(b + zo * p.b_outer + zi * p.b_inner);
   c += zo * p.c_outer + zi * p.c_inner;
@@ -79,27 +94,35 @@ __global__ void __launch_bounds__(kWM* kWN* kFragmentLanes)
     if (unsigned(iy) >= unsigned(p.height) || unsigned(ix) >= unsigned(p.width)) return 0;
     return a_bits[a_image[i] + (int64_t(iy) * p.width + ix) * p.pixel_stride + ch];
   };
-
-  uint4 a_reg[kAPasses], b_reg[kBPasses];
-  const auto load_global = [&](int k0) {
+  // For the 16-byte paths (channels % 8 == 0, so the 8 elements of a vector share one kernel position):
+  // calls f(pass, address, valid) for this thread's A vectors of the k-step at k0, then g(...) for B's.
+  const auto for_each_vector = [&](int k0, auto f, auto g) {
     const int k = k0 + vec * 8;
+    const bool k_ok = k < p.k;
+    const int ch = k_ok ? k % p.channels : 0, kk = k_ok ? k / p.channels : 0;
+    const int ky = kk / p.kw, kx = kk % p.kw;
+    for (int i = 0; i < kAPasses; ++i) {
+      const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
+      const bool ok = k_ok && unsigned(iy) < unsigned(p.height) && unsigned(ix) < unsigned(p.width);
+      f(i, ok ? a_bits + a_image[i] + (int64_t(iy) * p.width + ix) * p.pixel_stride + ch : a_bits, ok);
+    }
+    for (int j = 0; j < kBPasses; ++j) {
+      const int n = n0 + pass_row + j * kRowsPerPass;
+      const bool ok = k_ok && n < p.n;
+      g(j, ok ? b_bits + int64_t(n) * p.ldb + k : b_bits, ok);
+    }
+  };
+  const auto a_slot = [&](int stage, int i) { return a_tile(stage) + (pass_row + i * kRowsPerPass) * kTileStride + vec * 8; };
+  const auto b_slot = [&](int stage, int j) { return b_tile(stage) + (pass_row + j * kRowsPerPass) * kTileStride + vec * 8; };
+
+  uint4 a_reg[kAPasses], b_reg[kBPasses];  // the register-staged path's next k-step
+  const auto load_registers = [&](int k0) {
     if constexpr (kVector) {
-      // channels % 8 == 0: the 8 elements share one kernel position; decompose k once for all rows.
-      const bool k_ok = k < p.k;
-      const int ch = k_ok ? k % p.channels : 0, kk = k_ok ? k / p.channels : 0;
-      const int ky = kk / p.kw, kx = kk % p.kw;
-      for (int i = 0; i < kAPasses; ++i) {
-        const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
-        a_reg[i] = make_uint4(0, 0, 0, 0);
-        if (k_ok && unsigned(iy) < unsigned(p.height) && unsigned(ix) < unsigned(p.width))
-          a_reg[i] = *reinterpret_cast<const uint4*>(a_bits + a_image[i] + (int64_t(iy) * p.width + ix) * p.pixel_stride + ch);
-      }
-      for (int j = 0; j < kBPasses; ++j) {
-        const int n = n0 + pass_row + j * kRowsPerPass;
-        b_reg[j] = make_uint4(0, 0, 0, 0);
-        if (k_ok && n < p.n) b_reg[j] = *reinterpret_cast<const uint4*>(b_bits + int64_t(n) * p.ldb + k);
-      }
+      for_each_vector(
+          k0, [&](int i, const uint16_t* src, bool ok) { a_reg[i] = ok ? *reinterpret_cast<const uint4*>(src) : uint4{}; },
+          [&](int j, const uint16_t* src, bool ok) { b_reg[j] = ok ? *reinterpret_cast<const uint4*>(src) : uint4{}; });
     } else {
+      const int k = k0 + vec * 8;
       for (int i = 0; i < kAPasses; ++i) {
         uint16_t e[8];
         for (int x = 0; x < 8; ++x) e[x] = a_element(i, k + x);
@@ -115,72 +138,126 @@ __global__ void __launch_bounds__(kWM* kWN* kFragmentLanes)
       }
     }
   };
-  const auto store_shared = [&](int buffer) {
-    for (int i = 0; i < kAPasses; ++i)
-      *reinterpret_cast<uint4*>(&a_s[buffer][(pass_row + i * kRowsPerPass) * kTileStride + vec * 8]) = a_reg[i];
-    for (int j = 0; j < kBPasses; ++j)
-      *reinterpret_cast<uint4*>(&b_s[buffer][(pass_row + j * kRowsPerPass) * kTileStride + vec * 8]) = b_reg[j];
+  const auto store_registers = [&](int stage) {
+    for (int i = 0; i < kAPasses; ++i) *reinterpret_cast<uint4*>(a_slot(stage, i)) = a_reg[i];
+    for (int j = 0; j < kBPasses; ++j) *reinterpret_cast<uint4*>(b_slot(stage, j)) = b_reg[j];
+  };
+  const auto load_async = [&](int stage, int k0) {
+    for_each_vector(
+        k0, [&](int i, const uint16_t* src, bool ok) { copy_16_async(a_slot(stage, i), src, ok); },
+        [&](int j, const uint16_t* src, bool ok) { copy_16_async(b_slot(stage, j), src, ok); });
   };
 
   const int group = tid / kFragmentLanes, wm = group / kWN, wn = group % kWN;
   FragmentC acc[kMT][kNT];
   for (auto& row : acc)
     for (auto& f : row) f = FragmentC{{0.f, 0.f, 0.f, 0.f}};
-
-  const int steps = (p.k + kBK - 1) / kBK;
-  load_global(0);
-  store_shared(0);
-  __syncthreads();
-  for (int s = 0; s < steps; ++s) {
-    const int current = s & 1;
-    if (s + 1 < steps) load_global((s + 1) * kBK);  // in flight while the tensor units work
+  const auto multiply = [&](int stage) {
     for (int kk = 0; kk < kBK; kk += 16) {
       FragmentA af[kMT];
       FragmentB bf[kNT];
-      for (int i = 0; i < kMT; ++i) af[i] = load_a<kPortable>(a_s[current], kTileStride, wm * kWarpM + i * 16, kk);
-      for (int j = 0; j < kNT; ++j) bf[j] = load_b<kPortable>(b_s[current], kTileStride, wn * kWarpN + j * 8, kk);
+      for (int i = 0; i < kMT; ++i) af[i] = load_a<kPortable>(a_tile(stage), kTileStride, wm * kWarpM + i * 16, kk);
+      for (int j = 0; j < kNT; ++j) bf[j] = load_b<kPortable>(b_tile(stage), kTileStride, wn * kWarpN + j * 8, kk);
       for (int i = 0; i < kMT; ++i)
         for (int j = 0; j < kNT; ++j) mma_16x8x16<T, kPortable>(acc[i][j], af[i], bf[j]);
     }
-    // The other buffer was last read in step s-1, which every thread finished before the barrier below
-    // of that step; this step's barrier then publishes it and retires the reads of `current`.
-    if (s + 1 < steps) store_shared(current ^ 1);
+  };
+
+  // This block's k-steps: all of them, or its split's share.
+  const int all_steps = (p.k + kBK - 1) / kBK, per_split = (all_steps + p.splits - 1) / p.splits;
+  const int first = split * per_split, steps = max(0, min(all_steps, first + per_split) - first);
+  if constexpr (kAsync) {
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < steps) load_async(s, (first + s) * kBK);
+      async_commit();  // empty groups too: the wait below counts groups
+    }
+    for (int s = 0; s < steps; ++s) {
+      async_wait<kStages - 2>();  // step s has landed (for this thread) ...
+      __syncthreads();            // ... for every thread, and step s-1's stage is no longer read
+      const int next = s + kStages - 1;
+      if (next < steps) load_async(next % kStages, (first + next) * kBK);
+      async_commit();
+      multiply(s % kStages);
+    }
+  } else if (steps > 0) {
+    load_registers(first * kBK);
+    store_registers(0);
     __syncthreads();
+    for (int s = 0; s < steps; ++s) {
+      if (s + 1 < steps) load_registers((first + s + 1) * kBK);  // in flight while the tensor units work
+      multiply(s & 1);
+      // The other stage was last read in step s-1, which every thread finished before the barrier below
+      // of that step; this step's barrier then publishes it and retires the reads of this one.
+      if (s + 1 < steps) store_registers((s + 1) & 1);
+      __syncthreads();
+    }
   }
 
-  // Epilogue: alpha, bias, residual, then one rounding to T.
   const int lane = tid % kFragmentLanes, g = lane / 4, t = lane % 4;
-  for (int i = 0; i < kMT; ++i) {
-    for (int j = 0; j < kNT; ++j) {
-      const int col = n0 + wn * kWarpN + j * 8 + 2 * t;
-      if (col >= p.n) continue;
-      const bool both = col + 1 < p.n;
-      float bias0 = 0.f, bias1 = 0.f;
-      if (bias) {
-        bias0 = to_float(bias[col]);
-        if (both) bias1 = to_float(bias[col + 1]);
+  if constexpr (kSplit) {
+    float* out = partial + (int64_t(batch) * p.splits + split) * int64_t(p.m) * p.n;
+    for (int i = 0; i < kMT; ++i)
+      for (int j = 0; j < kNT; ++j) {
+        const int col = n0 + wn * kWarpN + j * 8 + 2 * t;
+        for (int half = 0; half < 2; ++half) {
+          const int row = m0 + wm * kWarpM + i * 16 + g + 8 * half;
+          if (row >= p.m) continue;
+          if (col < p.n) out[int64_t(row) * p.n + col] = acc[i][j].r[2 * half];
+          if (col + 1 < p.n) out[int64_t(row) * p.n + col + 1] = acc[i][j].r[2 * half + 1];
+        }
       }
-      for (int half = 0; half < 2; ++half) {
-        const int row = m0 + wm * kWarpM + i * 16 + g + 8 * half;
-        if (row >= p.m) continue;
-        float v0 = acc[i][j].r[2 * half] * p.alpha + bias0, v1 = acc[i][j].r[2 * half + 1] * p.alpha + bias1;
-        const int64_t at = int64_t(row) * p.ldc + col;
-        if (both && p.pairs) {
-          if (residual) {
-            const uint32_t r = *reinterpret_cast<const uint32_t*>(residual + at);
-            v0 += low_half<T>(r), v1 += high_half<T>(r);
-          }
-          *reinterpret_cast<uint32_t*>(c + at) = pack2<T>(v0, v1);
-        } else {
-          if (residual) v0 += to_float(residual[at]);
-          c[at] = from_float<T>(v0);
-          if (both) {
-            if (residual) v1 += to_float(residual[at + 1]);
-            c[at + 1] = from_float<T>(v1);
+  } else {
+    // Epilogue: alpha, bias, residual, then one rounding to T.
+    for (int i = 0; i < kMT; ++i) {
+      for (int j = 0; j < kNT; ++j) {
+        const int col = n0 + wn * kWarpN + j * 8 + 2 * t;
+        if (col >= p.n) continue;
+        const bool both = col + 1 < p.n;
+        float bias0 = 0.f, bias1 = 0.f;
+        if (bias) {
+          bias0 = to_float(bias[col]);
+          if (both) bias1 = to_float(bias[col + 1]);
+        }
+        for (int half = 0; half < 2; ++half) {
+          const int row = m0 + wm * kWarpM + i * 16 + g + 8 * half;
+          if (row >= p.m) continue;
+          float v0 = acc[i][j].r[2 * half] * p.alpha + bias0, v1 = acc[i][j].r[2 * half + 1] * p.alpha + bias1;
+          const int64_t at = int64_t(row) * p.ldc + col;
+          if (both && p.pairs) {
+            if (residual) {
+              const uint32_t r = *reinterpret_cast<const uint32_t*>(residual + at);
+              v0 += low_half<T>(r), v1 += high_half<T>(r);
+            }
+            *reinterpret_cast<uint32_t*>(c + at) = pack2<T>(v0, v1);
+          } else {
+            if (residual) v0 += to_float(residual[at]);
+            c[at] = from_float<T>(v0);
+            if (both) {
+              if (residual) v1 += to_float(residual[at + 1]);
+              c[at + 1] = from_float<T>(v1);
+            }
           }
         }
       }
     }
+  }
+}
+
+// Split-K's second half: C = alpha · (the splits' partial sums, added in split order) + bias + residual.
+template <class T>
+__global__ void split_k_reduce_kernel(const float* __restrict__ partial, const T* __restrict__ bias, const T* residual,
+                                      T* c, KernelArgs p) {
+  const int64_t per_batch = int64_t(p.m) * p.n;
+  const int batch = int(blockIdx.y), zo = batch / p.inner, zi = batch % p.inner;
+  const int64_t offset = zo * p.c_outer + zi * p.c_inner;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < per_batch; e += int64_t(gridDim.x) * blockDim.x) {
+    float sum = 0.f;
+    for (int s = 0; s < p.splits; ++s) sum += partial[(int64_t(batch) * p.splits + s) * per_batch + e];
+    const int row = int(e / p.n), col = int(e % p.n);
+    const int64_t at = offset + int64_t(row) * p.ldc + col;
+    float v = sum * p.alpha + (bias ? to_float(bias[col]) : 0.f);
+    if (residual) v += to_float(residual[at]);
+    c[at] = from_float<T>(v);
   }
 }
 
@@ -192,18 +269,55 @@ struct Candidate {
   std::function<void(void* c)> launch;
 };
 
-template <class T, int kBM, int kBN, int kWM, int kWN, bool kVector, bool kPortable>
-void launch_tile(const GemmProblem& p, const KernelArgs& args, void* c) {
-  const dim3 grid(unsigned((args.m + kBM - 1) / kBM), unsigned((args.n + kBN - 1) / kBN), unsigned(p.outer * p.inner));
-  gemm_kernel<T, kBM, kBN, kWM, kWN, kVector, kPortable><<<grid, kWM * kWN * kFragmentLanes, 0, current_stream()>>>(
-      static_cast<const T*>(p.a), static_cast<const T*>(p.b), static_cast<const T*>(p.bias),
-      static_cast<const T*>(p.residual), static_cast<T*>(c), args);
-  HD_GPU_CHECK_LAUNCH();
+constexpr size_t shared_bytes(int bm, int bn, int stages) {
+  return size_t(stages) * size_t(bm + bn) * kTileStride * sizeof(uint16_t);
 }
 
-// The candidates for a problem: our tile shapes (larger tiles reuse more of each load, smaller ones fill
-// the GPU when the problem is small; the gather kernel serves only the few-channel first convolutions),
-// then, on NVIDIA builds that have them, cuDNN for convolutions and cuBLASLt for dense products.
+// Sets a kernel's dynamic shared memory limit once per device (the attribute outlives the call, and
+// setting it costs a driver call).
+template <class Kernel>
+void allow_shared(Kernel kernel, size_t bytes, int device) {
+  static std::mutex mutex;
+  static std::set<std::pair<const void*, int>> done;  // (kernel, device)
+  const std::lock_guard lock(mutex);
+  if (done.insert({reinterpret_cast<const void*>(kernel), device}).second)
+    HD_GPU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, bool kPortable, int kSplits>
+void launch_tile(const GemmProblem& p, const KernelArgs& base, void* c) {
+  KernelArgs args = base;
+  args.splits = kSplits;
+  const int64_t batch = p.outer * p.inner;
+  const dim3 grid(unsigned((args.m + kBM - 1) / kBM), unsigned((args.n + kBN - 1) / kBN), unsigned(batch * kSplits));
+  constexpr size_t kShared = shared_bytes(kBM, kBN, kStages);
+  const auto kernel = gemm_kernel<T, kBM, kBN, kWM, kWN, kStages, kVector, kPortable, (kSplits > 1)>;
+  allow_shared(kernel, kShared, p.device.index);
+  if constexpr (kSplits == 1) {
+    kernel<<<grid, kWM * kWN * kFragmentLanes, kShared, current_stream()>>>(
+        static_cast<const T*>(p.a), static_cast<const T*>(p.b), static_cast<const T*>(p.bias),
+        static_cast<const T*>(p.residual), static_cast<T*>(c), nullptr, args);
+    HD_GPU_CHECK_LAUNCH();
+  } else {
+    const Buffer partial(p.device, size_t(batch * kSplits) * size_t(args.m) * size_t(args.n) * sizeof(float));
+    kernel<<<grid, kWM * kWN * kFragmentLanes, kShared, current_stream()>>>(
+        static_cast<const T*>(p.a), static_cast<const T*>(p.b), nullptr, nullptr, static_cast<T*>(c),
+        static_cast<float*>(partial.data()), args);
+    HD_GPU_CHECK_LAUNCH();
+    const int64_t per_batch = int64_t(args.m) * args.n;
+    const dim3 reduce_grid(unsigned(std::clamp<int64_t>((per_batch + 255) / 256, 1, 4096)), unsigned(batch));
+    split_k_reduce_kernel<T><<<reduce_grid, 256, 0, current_stream()>>>(
+        static_cast<const float*>(partial.data()), static_cast<const T*>(p.bias), static_cast<const T*>(p.residual),
+        static_cast<T*>(c), args);
+    HD_GPU_CHECK_LAUNCH();
+  }
+}
+
+// The candidates for a problem. Our tile shapes: larger tiles reuse more of each load, smaller ones fill
+// the GPU when the problem is small; register-staged (every target) and, on NVIDIA, with 3-4 k-steps in
+// flight through asynchronous copies; split-K for problems whose output has fewer tiles than the GPU
+// has multiprocessors but a long k. The gather kernel serves only the few-channel first convolutions.
+// Then, on NVIDIA builds that have them, cuDNN for convolutions and cuBLASLt for dense products.
 template <class T, bool kPortable>
 std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& args, bool vector) {
   const std::string suffix = kPortable ? "-portable" : "";
@@ -212,14 +326,29 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     list.push_back({std::move(name), [&p, args, launch](void* c) { launch(p, args, c); }});
   };
   if (!vector) {
-    add("gather64x64" + suffix, launch_tile<T, 64, 64, 2, 2, false, kPortable>);
+    add("gather64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, false, kPortable, 1>);
     return list;
   }
-  add("mma128x128" + suffix, launch_tile<T, 128, 128, 2, 2, true, kPortable>);
-  add("mma128x64" + suffix, launch_tile<T, 128, 64, 2, 2, true, kPortable>);
-  add("mma64x128" + suffix, launch_tile<T, 64, 128, 2, 2, true, kPortable>);
-  add("mma64x64" + suffix, launch_tile<T, 64, 64, 2, 2, true, kPortable>);
+  add("mma128x128" + suffix, launch_tile<T, 128, 128, 2, 2, 2, true, kPortable, 1>);
+  add("mma128x64" + suffix, launch_tile<T, 128, 64, 2, 2, 2, true, kPortable, 1>);
+  add("mma64x128" + suffix, launch_tile<T, 64, 128, 2, 2, 2, true, kPortable, 1>);
+  add("mma64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, kPortable, 1>);
+  const int64_t tiles = ((args.m + 63) / 64) * ((args.n + 63) / 64) * p.outer * p.inner;
+  const bool small_output = tiles < multiprocessor_count(p.device.index) && args.k >= 16 * kBK;
+  if (small_output) {
+    add("mma64x64-split4" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, kPortable, 4>);
+    add("mma64x64-split8" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, kPortable, 8>);
+  }
   if (kPortable) return list;  // the portable path is ours alone: it is what AMD targets run
+  add("async3-128x128", launch_tile<T, 128, 128, 2, 2, 3, true, false, 1>);
+  add("async3-128x256w8", launch_tile<T, 128, 256, 2, 4, 3, true, false, 1>);
+  add("async3-256x128w8", launch_tile<T, 256, 128, 4, 2, 3, true, false, 1>);
+  add("async4-64x128", launch_tile<T, 64, 128, 2, 2, 4, true, false, 1>);
+  add("async4-128x64", launch_tile<T, 128, 64, 2, 2, 4, true, false, 1>);
+  if (small_output) {
+    add("async4-64x64-split4", launch_tile<T, 64, 64, 2, 2, 4, true, false, 4>);
+    add("async4-64x64-split8", launch_tile<T, 64, 64, 2, 2, 4, true, false, 8>);
+  }
 #if defined(HD_WITH_CUDNN)
   if (cudnn_can_run(p)) list.push_back({"cudnn", [&p](void* c) { cudnn_conv(p, c); }});
 #endif
@@ -241,7 +370,8 @@ std::string cached_device_name(int index) {
 }
 
 std::string tuning_key(const GemmProblem& p, bool vector, bool portable) {
-  return str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", portable ? " portable" : "", " on ", cached_device_name(p.device.index),
+  return str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", portable ? " portable" : "", " on ",
+                 cached_device_name(p.device.index),
                  ": batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x", p.width, "x", p.channels,
                  " (pixel stride ", p.pixel_stride, ") kernel ", p.kh, "x", p.kw, " stride ", p.stride, " padding ",
                  p.padding, " -> ", p.out_height, "x", p.out_width, "x", p.n, p.bias ? " bias" : "",
@@ -298,7 +428,8 @@ Prepared prepare(const GemmProblem& p, GemmPath path) {
                         int(p.channels), int(p.out_height * p.out_width), int(p.out_width), p.kw, p.stride, p.padding,
                         p.pixel_stride, p.height * p.width * p.pixel_stride, p.ldb, p.ldc, p.alpha,
                         p.ldc % 2 == 0 && p.c_batch.outer % 2 == 0 && p.c_batch.inner % 2 == 0 && aligned(p.c, 4) &&
-                            (!p.residual || aligned(p.residual, 4))};
+                            (!p.residual || aligned(p.residual, 4)),
+                        1};
   // 16-byte loads need every row and batch start of A and B on a 16-byte boundary.
   const bool vector = p.channels % 8 == 0 && p.pixel_stride % 8 == 0 && p.a_batch.outer % 8 == 0 &&
                       p.a_batch.inner % 8 == 0 && aligned(p.a, 16) && p.ldb % 8 == 0 && p.b_batch.outer % 8 == 0 &&
@@ -405,9 +536,9 @@ void transpose_16bit(const void* in, int64_t ld_in, BatchStrides in_batch, int64
   HD_GPU_CHECK(cudaSetDevice(device.index));
   const dim3 grid(unsigned((cols + kTransposeTile - 1) / kTransposeTile),
                   unsigned((rows + kTransposeTile - 1) / kTransposeTile), unsigned(outer * inner));
-  transpose_kernel<<<grid, dim3(kTransposeTile, 8), 0, current_stream()>>>(static_cast<const uint16_t*>(in), ld_in, in_batch.outer,
-                                                       in_batch.inner, int(inner), int(rows), int(cols),
-                                                       static_cast<uint16_t*>(out));
+  transpose_kernel<<<grid, dim3(kTransposeTile, 8), 0, current_stream()>>>(
+      static_cast<const uint16_t*>(in), ld_in, in_batch.outer, in_batch.inner, int(inner), int(rows), int(cols),
+      static_cast<uint16_t*>(out));
   HD_GPU_CHECK_LAUNCH();
 }
 

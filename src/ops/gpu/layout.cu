@@ -51,8 +51,8 @@ void upsample_nearest_2x(const Tensor& x, const Tensor& out) {
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
   with_bits(x.dtype, [&](auto* bits) {
     using E = std::remove_pointer_t<decltype(bits)>;
-    upsample_kernel<E><<<blocks_for(total), kThreads, 0, current_stream()>>>(static_cast<const E*>(x.data), static_cast<E*>(out.data),
-                                                        x.dim(1), x.dim(2), x.dim(3), total);
+    upsample_kernel<E><<<blocks_for(total), kThreads, 0, current_stream()>>>(
+        static_cast<const E*>(x.data), static_cast<E*>(out.data), x.dim(1), x.dim(2), x.dim(3), total);
   });
   HD_GPU_CHECK_LAUNCH();
 }
@@ -65,8 +65,9 @@ void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out) {
   HD_GPU_CHECK(cudaSetDevice(a.device.index));
   with_bits(a.dtype, [&](auto* bits) {
     using E = std::remove_pointer_t<decltype(bits)>;
-    concat_kernel<E><<<blocks_for(total), kThreads, 0, current_stream()>>>(static_cast<const E*>(a.data), static_cast<const E*>(b.data),
-                                                      static_cast<E*>(out.data), a.dim(-1), b.dim(-1), total);
+    concat_kernel<E><<<blocks_for(total), kThreads, 0, current_stream()>>>(
+        static_cast<const E*>(a.data), static_cast<const E*>(b.data), static_cast<E*>(out.data), a.dim(-1), b.dim(-1),
+        total);
   });
   HD_GPU_CHECK_LAUNCH();
 }

@@ -186,15 +186,16 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
   float2* mean_rstd = partial + int64_t(pairs) * slices;
   const T* xp = static_cast<const T*>(x.data);
   if (vector) {
-    group_partial_sums_vector_kernel<T><<<dim3(unsigned(slices), unsigned(samples)), kThreads, 2 * channels * sizeof(float), current_stream()>>>(xp, positions, int(channels), groups, slices,
-                                                                          partial);
+    const size_t channel_sums = 2 * channels * sizeof(float);
+    group_partial_sums_vector_kernel<T><<<dim3(unsigned(slices), unsigned(samples)), kThreads, channel_sums,
+                                          current_stream()>>>(xp, positions, int(channels), groups, slices, partial);
   } else {
-    group_partial_sums_kernel<T><<<dim3(unsigned(slices), unsigned(groups), unsigned(samples)), kThreads, 0, current_stream()>>>(
-        xp, positions, int(channels), groups, slices, partial);
+    group_partial_sums_kernel<T><<<dim3(unsigned(slices), unsigned(groups), unsigned(samples)), kThreads, 0,
+                                   current_stream()>>>(xp, positions, int(channels), groups, slices, partial);
   }
   HD_GPU_CHECK_LAUNCH();
-  group_finalize_kernel<T><<<unsigned((pairs + 127) / 128), 128, 0, current_stream()>>>(xp, positions, int(channels), groups, slices, eps,
-                                                                    partial, mean_rstd, pairs);
+  group_finalize_kernel<T><<<unsigned((pairs + 127) / 128), 128, 0, current_stream()>>>(
+      xp, positions, int(channels), groups, slices, eps, partial, mean_rstd, pairs);
   HD_GPU_CHECK_LAUNCH();
   const auto* g = static_cast<const T*>(gamma.data);
   const auto* b = static_cast<const T*>(beta.data);
@@ -202,10 +203,11 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
   const int64_t items = vector ? total / 8 : total;
   const unsigned blocks = unsigned(std::min<int64_t>((items + kThreads - 1) / kThreads, 65535));
   if (vector) {
-    group_apply_kernel<T><<<blocks, kThreads, 0, current_stream()>>>(xp, g, b, o, positions, int(channels), groups, mean_rstd, fuse_silu, total);
+    group_apply_kernel<T><<<blocks, kThreads, 0, current_stream()>>>(
+        xp, g, b, o, positions, int(channels), groups, mean_rstd, fuse_silu, total);
   } else {
-    group_apply_scalar_kernel<T><<<blocks, kThreads, 0, current_stream()>>>(xp, g, b, o, positions, int(channels), groups, mean_rstd,
-                                                       fuse_silu, total);
+    group_apply_scalar_kernel<T><<<blocks, kThreads, 0, current_stream()>>>(
+        xp, g, b, o, positions, int(channels), groups, mean_rstd, fuse_silu, total);
   }
   HD_GPU_CHECK_LAUNCH();
 }

@@ -87,7 +87,8 @@ void activation(const Tensor& x, Activation kind, const Tensor& out) {
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
   with_element_type(x.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    activation_kernel<T><<<blocks_for(n), kThreads, 0, current_stream()>>>(static_cast<const T*>(x.data), static_cast<T*>(out.data), n, kind);
+    activation_kernel<T><<<blocks_for(n), kThreads, 0, current_stream()>>>(
+        static_cast<const T*>(x.data), static_cast<T*>(out.data), n, kind);
   });
   HD_GPU_CHECK_LAUNCH();
 }
@@ -100,8 +101,8 @@ void geglu(const Tensor& x, ops::GeluApproximation approximation, const Tensor& 
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
   with_element_type(x.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    geglu_kernel<T><<<blocks_for(rows * half), kThreads, 0, current_stream()>>>(static_cast<const T*>(x.data), static_cast<T*>(out.data),
-                                                           rows, half, gelu);
+    geglu_kernel<T><<<blocks_for(rows * half), kThreads, 0, current_stream()>>>(
+        static_cast<const T*>(x.data), static_cast<T*>(out.data), rows, half, gelu);
   });
   HD_GPU_CHECK_LAUNCH();
 }
@@ -123,8 +124,8 @@ void binary(const Tensor& a, const Tensor& b, ops::BinaryOp op, const Tensor& ou
   HD_GPU_CHECK(cudaSetDevice(out.device.index));
   with_element_type(out.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    binary_kernel<T><<<blocks_for(n), kThreads, 0, current_stream()>>>(static_cast<const T*>(a.data), static_cast<const T*>(b.data),
-                                                   static_cast<T*>(out.data), n, s, multiply);
+    binary_kernel<T><<<blocks_for(n), kThreads, 0, current_stream()>>>(
+        static_cast<const T*>(a.data), static_cast<const T*>(b.data), static_cast<T*>(out.data), n, s, multiply);
   });
   HD_GPU_CHECK_LAUNCH();
 }
@@ -136,7 +137,8 @@ void scale(const Tensor& x, float factor, const Tensor& out) {
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
   with_element_type(x.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    scale_kernel<T><<<blocks_for(n), kThreads, 0, current_stream()>>>(static_cast<const T*>(x.data), static_cast<T*>(out.data), n, factor);
+    scale_kernel<T><<<blocks_for(n), kThreads, 0, current_stream()>>>(
+        static_cast<const T*>(x.data), static_cast<T*>(out.data), n, factor);
   });
   HD_GPU_CHECK_LAUNCH();
 }

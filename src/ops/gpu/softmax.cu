@@ -40,7 +40,8 @@ void softmax(const Tensor& x, const Tensor& out) {
   const unsigned blocks = unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock);
   with_element_type(x.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    softmax_kernel<T><<<blocks, kThreads, 0, current_stream()>>>(static_cast<const T*>(x.data), static_cast<T*>(out.data), rows, cols);
+    softmax_kernel<T><<<blocks, kThreads, 0, current_stream()>>>(
+        static_cast<const T*>(x.data), static_cast<T*>(out.data), rows, cols);
   });
   HD_GPU_CHECK_LAUNCH();
 }
