@@ -1,7 +1,8 @@
 // Flash attention forward (FlashAttention-2's scheme): each block takes 64 queries of one (batch, head)
 // and streams the keys and values through shared memory in tiles, keeping a running row maximum and
 // sum (online softmax), so that no Lq x Lk matrix exists anywhere. Scores and the output accumulate in
-// f32 on the matrix-fragment layer (mma.cuh); inputs and output are f16 or bf16.
+// f32 on the matrix-fragment layer (mma.cuh); inputs and output are f16 or bf16. On NVIDIA sm_80+ the
+// next key/value tile is copied in the background (async_copy.cuh) while the current one is used.
 #include <algorithm>
 #include <cmath>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include "core/error.h"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_runtime.h"
+#include "ops/gpu/async_copy.cuh"
 #include "ops/gpu/mma.cuh"
 
 namespace hd::gpu {
@@ -29,15 +31,17 @@ struct AttentionArgs {
 };
 
 // kD: head dimension rounded up to a multiple of 16 (the padding is zero); kKeyTile keys per step.
-template <class T, int kD, int kKeyTile, bool kPortable>
+// kStages: 1 loads each key/value tile and then works on it; 2 (NVIDIA sm_80+) copies the next tile
+// into a second buffer asynchronously while the tensor units work on the current one.
+template <class T, int kD, int kKeyTile, bool kPortable, int kStages>
 __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __restrict__ q, const T* __restrict__ k,
                                                                    const T* __restrict__ v, T* __restrict__ out,
                                                                    AttentionArgs a) {
   constexpr int kStride = kD + kPad;  // in 16-bit elements
   extern __shared__ uint4 smem_raw[];
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);
-  uint16_t* k_s = q_s + kQueryTile * kStride;
-  uint16_t* v_s = k_s + kKeyTile * kStride;
+  const auto k_tile = [&](int stage) { return q_s + (kQueryTile + 2 * stage * kKeyTile) * kStride; };
+  const auto v_tile = [&](int stage) { return q_s + (kQueryTile + (2 * stage + 1) * kKeyTile) * kStride; };
 
   const int group = int(threadIdx.x) / kFragmentLanes, lane = int(threadIdx.x) % kFragmentLanes;
   const int g = lane / 4, t = lane % 4;
@@ -56,6 +60,13 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __re
       if (row0 + r < limit && c < vectors)
         value = *reinterpret_cast<const uint4*>(src + int64_t(row0 + r) * row_stride + c * 8);
       *reinterpret_cast<uint4*>(dst + r * kStride + c * 8) = value;
+    }
+  };
+  const auto load_tile_async = [&](uint16_t* dst, const T* src, int64_t row_stride, int row0, int rows, int limit) {
+    for (int i = int(threadIdx.x); i < rows * (kD / 8); i += kThreads) {
+      const int r = i / (kD / 8), c = i % (kD / 8);
+      const bool valid = row0 + r < limit && c < vectors;
+      copy_16_async(dst + r * kStride + c * 8, valid ? src + int64_t(row0 + r) * row_stride + c * 8 : src, valid);
     }
   };
   const auto pair_at = [](const uint16_t* s, int row, int col) {  // two neighbours of one row
@@ -78,18 +89,37 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __re
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int key_end = a.causal ? min(a.lk, q0 + kQueryTile) : a.lk;
 
-  for (int k0 = 0; k0 < key_end; k0 += kKeyTile) {
-    __syncthreads();  // the previous tile is no longer read
-    load_tile(k_s, k_base, a.kv_row, k0, kKeyTile, a.lk);
-    load_tile(v_s, v_base, a.kv_row, k0, kKeyTile, a.lk);
-    __syncthreads();
+  if constexpr (kStages == 2) {
+    load_tile_async(k_tile(0), k_base, a.kv_row, 0, kKeyTile, a.lk);
+    load_tile_async(v_tile(0), v_base, a.kv_row, 0, kKeyTile, a.lk);
+    async_commit();
+  }
+  for (int k0 = 0, tile = 0; k0 < key_end; k0 += kKeyTile, ++tile) {
+    const int stage = kStages == 2 ? tile & 1 : 0;
+    if constexpr (kStages == 2) {
+      // The other stage was last read in the previous tile, which every thread finished before that
+      // tile's closing barrier.
+      if (k0 + kKeyTile < key_end) {
+        load_tile_async(k_tile(stage ^ 1), k_base, a.kv_row, k0 + kKeyTile, kKeyTile, a.lk);
+        load_tile_async(v_tile(stage ^ 1), v_base, a.kv_row, k0 + kKeyTile, kKeyTile, a.lk);
+      }
+      async_commit();
+      async_wait<1>();  // this tile has landed (for this thread) ...
+      __syncthreads();  // ... and for every thread
+    } else {
+      __syncthreads();  // the previous tile is no longer read
+      load_tile(k_tile(0), k_base, a.kv_row, k0, kKeyTile, a.lk);
+      load_tile(v_tile(0), v_base, a.kv_row, k0, kKeyTile, a.lk);
+      __syncthreads();
+    }
+    const uint16_t* k_s = k_tile(stage);
+    const uint16_t* v_s = v_tile(stage);
 
     FragmentC s[kKeyTile / 8];
     for (int j = 0; j < kKeyTile / 8; ++j) {
       s[j] = FragmentC{{0.f, 0.f, 0.f, 0.f}};
       for (int kc = 0; kc < kD / 16; ++kc) {
-        const FragmentB kb{{pair_at(k_s, j * 8 + g, kc * 16 + 2 * t), pair_at(k_s, j * 8 + g, kc * 16 + 8 + 2 * t)}};
-        mma_16x8x16<T, kPortable>(s[j], q_frag[kc], kb);
+        mma_16x8x16<T, kPortable>(s[j], q_frag[kc], load_b<kPortable>(k_s, kStride, j * 8, kc * 16));
       }
     }
     // Scale, mask (keys past the end; the future under causal), and the running maximum of each row.
@@ -133,6 +163,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __re
       for (int n = 0; n < kD / 8; ++n)
         mma_16x8x16<T, kPortable>(o[n], p, load_b_transposed<kPortable>(v_s, kStride, kc * 16, n * 8));
     }
+    if constexpr (kStages == 2) __syncthreads();  // this stage is refilled at the top of the tile after next
   }
 
   for (int i = 0; i < 2; ++i) {
@@ -154,9 +185,12 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __re
 
 template <class T, int kD, bool kPortable>
 void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
-  constexpr int kKeyTile = kD <= 64 ? 64 : 32;  // keeps shared memory under 48 KB (and AMD's 64 KB)
-  const size_t smem = size_t(kQueryTile + 2 * kKeyTile) * (kD + kPad) * sizeof(uint16_t);
-  const auto kernel = flash_attention_kernel<T, kD, kKeyTile, kPortable>;
+  constexpr int kKeyTile = kD <= 64 ? 64 : 32;  // keeps shared memory within 64 KB (AMD's limit)
+  // Two key/value stages where copies can run in the background (NVIDIA sm_80+ tensor-core path); one
+  // on the portable path, whose shared memory then fits AMD's 64 KB at every head size.
+  constexpr int kStages = kPortable ? 1 : 2;
+  const size_t smem = size_t(kQueryTile + 2 * kStages * kKeyTile) * (kD + kPad) * sizeof(uint16_t);
+  const auto kernel = flash_attention_kernel<T, kD, kKeyTile, kPortable, kStages>;
   {  // once per kernel and device: the attribute outlives the call, and setting it costs a driver call
     static std::mutex mutex;
     static std::set<int> configured;
