@@ -161,13 +161,8 @@ int main() {
     const auto bias = random_gpu({c.cout}, hd::DType::kF16, rng);
     const hd::ops::Conv2dParams p{c.stride, int(c.k / 2), 0};
     hd::OwnedTensor out(hd::ops::conv2d_output_shape(c.x, w.view().shape, p), hd::DType::kF16, gpu0());
-    hd::gpu::GemmProblem g;
-    g.dtype = hd::DType::kF16, g.device = gpu0(), g.n = c.cout, g.a = x.view().data;
-    g.images = c.x[0], g.height = c.x[1], g.width = c.x[2], g.channels = g.pixel_stride = c.x[3];
-    g.out_height = out.view().dim(1), g.out_width = out.view().dim(2), g.kh = g.kw = int(c.k);
-    g.stride = c.stride, g.padding = int(c.k / 2);
-    g.b = w.view().data, g.ldb = c.k * c.k * c.x[3], g.c = out.view().data, g.ldc = c.cout, g.bias = bias.view().data;
-    report(c.name, g, 2.0 * double(out.view().numel()) * double(c.k * c.k * c.x[3]));
+    report(c.name, hd::gpu::conv_gemm(x, w, &bias.view(), nullptr, p, out),
+           2.0 * double(out.view().numel()) * double(c.k * c.k * c.x[3]));
   }
 
   std::printf("\nlinear (f16, bias)                       ours ms  TFLOP/s  tile     cuBLASLt ms TFLOP/s  Lt/ours\n");

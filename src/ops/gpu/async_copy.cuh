@@ -8,12 +8,6 @@
 
 namespace hd::gpu {
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
-inline constexpr bool kHasAsyncCopy = true;
-#else
-inline constexpr bool kHasAsyncCopy = false;
-#endif
-
 // *dst = *src (16 bytes), or zeros when !valid (src is then not read).
 __device__ inline void copy_16_async(void* dst, const void* src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)

@@ -125,19 +125,6 @@ MemoryStats memory_stats(const Device& device) {
   return pool_of(p, device).stats;
 }
 
-void reset_peak_memory(const Device& device) {
-  Pools& p = pools();
-  const std::lock_guard lock(p.mutex);
-  DevicePool& pool = pool_of(p, device);
-  pool.stats.peak_in_use = pool.stats.in_use;
-}
-
-void release_cached_memory(const Device& device) {
-  Pools& p = pools();
-  const std::lock_guard lock(p.mutex);
-  release_free_locked(pool_of(p, device), device);
-}
-
 int begin_private_pool(const Device& device) {
   Pools& p = pools();
   const std::lock_guard lock(p.mutex);

@@ -23,9 +23,6 @@ struct MemoryStats {
   size_t in_use = 0, peak_in_use = 0, cached = 0;  // bytes handed out, their maximum, bytes held free
 };
 MemoryStats memory_stats(const Device& device);
-void reset_peak_memory(const Device& device);
-// Returns the cached free blocks to the vendor.
-void release_cached_memory(const Device& device);
 
 // Private pools, for graph capture: between begin_private_pool and end_private_pool, allocations on
 // `device` come from a new pool of their own, and blocks of that pool return to it when freed (even

@@ -14,6 +14,8 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/tensor.h"
+#include "ops/ops.h"
 
 namespace hd::gpu {
 
@@ -50,6 +52,11 @@ struct GemmProblem {
   int64_t m() const { return images * out_height * out_width; }
   int64_t k() const { return int64_t(kh) * kw * channels; }
 };
+
+// conv2d's problem: x [N, H, W, Cin] convolved with w [Cout, kh, kw, Cin] into out [N, Ho, Wo, Cout]
+// (shapes as ops::conv2d checked them), bias and residual optional.
+GemmProblem conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
+                      ops::Conv2dParams p, const Tensor& out);
 
 // The dense product C = alpha · A · Bᵀ with A [m, k] (rows lda apart) as the 1x1 convolution it equals.
 GemmProblem dense_gemm(DType dtype, const Device& device, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,

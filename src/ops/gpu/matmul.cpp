@@ -21,9 +21,8 @@ void check_dtype(const char* op, const Tensor& reference, std::initializer_list<
 
 }  // namespace
 
-void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, ops::Conv2dParams p,
-            const Tensor& out) {
-  check_dtype("conv2d", x, {&w, bias, residual, &out});
+GemmProblem conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
+                      ops::Conv2dParams p, const Tensor& out) {
   GemmProblem g;
   g.dtype = x.dtype;
   g.device = x.device;
@@ -38,7 +37,13 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
   g.ldc = out.dim(3);
   g.bias = bias ? bias->data : nullptr;
   g.residual = residual ? residual->data : nullptr;
-  gemm(g);
+  return g;
+}
+
+void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, ops::Conv2dParams p,
+            const Tensor& out) {
+  check_dtype("conv2d", x, {&w, bias, residual, &out});
+  gemm(conv_gemm(x, w, bias, residual, p, out));
 }
 
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {

@@ -17,7 +17,6 @@ struct TunerState {
   std::string path = default_tune_cache_path();
   bool loaded = false;
   std::unordered_map<std::string, std::string> choices;  // key -> candidate name
-  int tuned = 0;
 
   void load_locked() {
     loaded = true;
@@ -62,12 +61,6 @@ std::string tune_cache_path() {
   return s.path;
 }
 
-int tuned_key_count() {
-  TunerState& s = state();
-  const std::lock_guard lock(s.mutex);
-  return s.tuned;
-}
-
 int choose_fastest(const std::string& key, const std::vector<std::string>& candidates,
                    const std::function<double(int)>& time_ms) {
   HD_ASSERT(!candidates.empty());
@@ -90,7 +83,6 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
   }
   HD_CHECK_KIND(best >= 0, ErrorKind::kUnsupported, "autotuner: no candidate kernel can run ", key);
   const std::lock_guard lock(s.mutex);
-  ++s.tuned;
   s.choices[key] = candidates[size_t(best)];
   if (!s.path.empty()) {
     // A cache that cannot be written only costs the timing again next run: never an error.

@@ -27,7 +27,4 @@ std::string tune_cache_path();
 int choose_fastest(const std::string& key, const std::vector<std::string>& candidates,
                    const std::function<double(int)>& time_ms);
 
-// Keys timed in this process (rather than found in memory or the cache file).
-int tuned_key_count();
-
 }  // namespace hd::ops

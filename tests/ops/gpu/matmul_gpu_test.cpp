@@ -24,17 +24,12 @@ struct ConvCase {
   bool bias, residual;
 };
 
+// The problem ops::conv2d hands the GEMM kernels; the residual in `out` itself (in place, as the UNet's
+// resnets use it) or in a tensor of its own.
 gpu::GemmProblem conv_problem(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor& bias,
                               const Tensor& out, const Tensor* separate_residual = nullptr) {
-  gpu::GemmProblem g;
-  g.dtype = x.dtype, g.device = x.device, g.n = c.cout, g.a = x.data;
-  g.images = c.n, g.height = c.h, g.width = c.w, g.channels = c.cin, g.pixel_stride = c.cin;
-  g.out_height = out.dim(1), g.out_width = out.dim(2), g.kh = g.kw = int(c.k), g.stride = c.stride;
-  g.padding = c.padding;
-  g.b = w.data, g.ldb = c.k * c.k * c.cin, g.c = out.data, g.ldc = c.cout;
-  g.bias = c.bias ? bias.data : nullptr;
-  g.residual = c.residual ? (separate_residual ? separate_residual->data : out.data) : nullptr;
-  return g;
+  const Tensor* residual = c.residual ? (separate_residual ? separate_residual : &out) : nullptr;
+  return gpu::conv_gemm(x, w, c.bias ? &bias : nullptr, residual, {c.stride, c.padding, c.extra_end_padding}, out);
 }
 
 // Every candidate the autotuner may pick for the case (each tile shape of ours, and cuDNN where it is
