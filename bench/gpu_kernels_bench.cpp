@@ -51,6 +51,18 @@ double median_ms(const std::function<void()>& fn) {
   return ms[3];
 }
 
+// GPU time per call without the host's launch cost: `calls` calls captured into one graph, the replay
+// timed as above. This is how the ops run inside the UNet's captured graph.
+double replay_ms(const std::function<void()>& fn, int calls = 50) {
+  const hd::Device dev = gpu0();
+  fn();  // tunes, and grows any scratch memory, outside the capture
+  hd::gpu::synchronize(dev);
+  const hd::gpu::CapturedGraph graph = hd::gpu::CapturedGraph::capture(dev, [&] {
+    for (int i = 0; i < calls; ++i) fn();
+  });
+  return median_ms([&] { graph.replay(); }) / calls;
+}
+
 }  // namespace
 
 int main() {
@@ -90,7 +102,10 @@ int main() {
     std::printf("%-38s %8.3f %8.1f\n", c.name, ms, flop / (ms * 1e9));
   }
 
-  std::printf("\ngroup_norm + SiLU (f16, 32 groups)   ms     GB/s   of copy\n");
+  // Small tensors (SD's are 1-5 MB) are measured twice: launched one by one (the host's launch cost
+  // included) and replayed from a graph; the copy of the same bytes, replayed the same way, is the
+  // ceiling at that size.
+  std::printf("\ngroup_norm + SiLU (f16, 32 groups)  launched ms  graph ms  GB/s  of copy  same-size copy ms  of it\n");
   const hd::Shape norm_shapes[] = {{2, 64, 64, 320}, {2, 32, 32, 640}, {2, 16, 16, 1280}, {1, 128, 128, 512},
                                    {1, 512, 512, 256}};
   for (const auto& s : norm_shapes) {
@@ -98,9 +113,12 @@ int main() {
     const auto gamma = random_gpu({s[3]}, hd::DType::kF16, rng, 1.f);
     const auto beta = random_gpu({s[3]}, hd::DType::kF16, rng);
     hd::OwnedTensor out(s, hd::DType::kF16, gpu0());
-    const double ms = median_ms([&] { hd::ops::group_norm(x, gamma, beta, 32, 1e-5f, true, out); });
-    const double gbs = 2.0 * double(x.view().nbytes()) / (ms * 1e6);
-    std::printf("%-34s %8.3f %8.0f %6.0f%%\n", s.to_string().c_str(), ms, gbs, 100.0 * gbs / copy_gbs);
+    const auto norm = [&] { hd::ops::group_norm(x, gamma, beta, 32, 1e-5f, true, out); };
+    const double launched = median_ms(norm), replayed = replay_ms(norm);
+    const double copy = replay_ms([&] { hd::gpu::copy(x, out); });
+    const double gbs = 2.0 * double(x.view().nbytes()) / (replayed * 1e6);
+    std::printf("%-34s %9.4f %9.4f %6.0f %6.0f%% %12.4f %9.0f%%\n", s.to_string().c_str(), launched, replayed, gbs,
+                100.0 * gbs / copy_gbs, copy, 100.0 * copy / replayed);
   }
 
   // Ceiling for the matrix kernels: our own GEMM at 8192^3 (bench/torch_peers.py prints cuBLAS's).
@@ -117,27 +135,34 @@ int main() {
   }
 
   // Each convolution / product through every candidate the autotuner chooses from: the best of our own
-  // tile shapes (the kernel AMD runs too), and NVIDIA's library where it takes the shape.
+  // tile shapes (the kernel AMD runs too), and NVIDIA's libraries where they take the shape: cuDNN's
+  // legacy API or cuBLASLt, and cuDNN's graph API (the best of its engines, bias fused).
   const auto report = [&](const char* name, const hd::gpu::GemmProblem& g, double flop) {
-    double best_ms = 0, library_ms = -1;
-    std::string best;
+    double own_ms = 0, library_ms = -1, graph_ms = -1;
+    std::string own, graph;
     for (const std::string& candidate : hd::gpu::gemm_candidates(g)) {
       const double ms = median_ms([&] { hd::gpu::gemm_with(g, candidate); });
       if (candidate == "cudnn" || candidate == "cublaslt") {
         library_ms = ms;
-      } else if (best.empty() || ms < best_ms) {
-        best_ms = ms, best = candidate;
+      } else if (candidate.rfind("cudnn-graph-", 0) == 0) {
+        if (graph_ms < 0 || ms < graph_ms) graph_ms = ms, graph = candidate;
+      } else if (own.empty() || ms < own_ms) {
+        own_ms = ms, own = candidate;
       }
     }
-    std::printf("%-40s %8.3f %7.1f  %-11s", name, best_ms, flop / (best_ms * 1e9), best.c_str());
-    if (library_ms > 0) {
-      std::printf(" %8.3f %7.1f   %5.2f\n", library_ms, flop / (library_ms * 1e9), library_ms / best_ms);
-    } else {
-      std::printf("        -\n");
+    std::printf("%-40s %8.3f %7.1f  %-20s", name, own_ms, flop / (own_ms * 1e9), own.c_str());
+    for (const double ms : {library_ms, graph_ms}) {
+      if (ms > 0) {
+        std::printf(" %8.3f %7.1f", ms, flop / (ms * 1e9));
+      } else if (&ms == &library_ms || g.height > 1 || g.kh > 1) {  // dense products have no graph column
+        std::printf(" %8s %7s", "-", "-");
+      }
     }
+    std::printf("  %s\n", graph.c_str());
   };
 
-  std::printf("\nconv2d (f16, NHWC, bias)                 ours ms  TFLOP/s  tile        cuDNN ms TFLOP/s  cuDNN/ours\n");
+  std::printf("\nconv2d (f16, NHWC, bias)                 ours ms  TFLOP/s  best own tile        "
+              "cuDNN legacy ms TFLOP/s  cuDNN graph ms TFLOP/s  engine\n");
   struct ConvCase {
     const char* name;
     hd::Shape x;
@@ -165,7 +190,7 @@ int main() {
            2.0 * double(out.view().numel()) * double(c.k * c.k * c.x[3]));
   }
 
-  std::printf("\nlinear (f16, bias)                       ours ms  TFLOP/s  tile     cuBLASLt ms TFLOP/s  Lt/ours\n");
+  std::printf("\nlinear (f16, bias)                       ours ms  TFLOP/s  best own tile        cuBLASLt ms TFLOP/s\n");
   struct LinearCase {
     const char* name;
     int64_t m, n, k;

@@ -43,12 +43,16 @@ Linear Linear::load_pointwise_conv(const WeightReader& w, const std::string& nam
   return l;
 }
 
-OwnedTensor Linear::operator()(const Tensor& x) const {
+OwnedTensor Linear::operator()(const Tensor& x, const Tensor* residual) const {
   Shape shape = x.shape;
   shape[shape.rank() - 1] = weight.view().dim(0);
   OwnedTensor y = OwnedTensor::like(x, shape);
-  ops::linear(x, weight, bias ? &bias->view() : nullptr, y);
+  (*this)(x, residual, y);
   return y;
+}
+
+void Linear::operator()(const Tensor& x, const Tensor* residual, const Tensor& out) const {
+  ops::linear(x, weight, bias ? &bias->view() : nullptr, residual, out);
 }
 
 ResnetBlock ResnetBlock::load(const WeightReader& w, const std::string& name, int64_t in, int64_t out, int groups,
@@ -104,8 +108,8 @@ OwnedTensor SpatialSelfAttention::operator()(const Tensor& x) const {
   const OwnedTensor q_ = q(tokens), k_ = k(tokens), v_ = v(tokens);
   OwnedTensor attended = OwnedTensor::like(x, Shape{n, positions, c});
   ops::attention(q_, k_, v_, {1, false, 0.0f}, attended);
-  OwnedTensor y = out(attended);
-  ops::add(y.view(), x.reshape(Shape{n, positions, c}), y);
+  const Tensor residual = x.reshape(Shape{n, positions, c});
+  OwnedTensor y = out(attended, &residual);
   y.view() = y.view().reshape(x.shape);  // back to [N, H, W, C]
   return y;
 }
@@ -143,20 +147,20 @@ OwnedTensor SpatialTransformer::operator()(const Tensor& x, const Tensor& contex
   for (const Block& b : blocks) {
     ops::layer_norm(tokens, b.norm1_g, b.norm1_b, layer_norm_eps, h);
     ops::attention(b.q1(h), b.k1(h), b.v1(h), {heads, false, 0.0f}, attended);
-    ops::add(tokens, b.out1(attended), tokens);
+    b.out1(attended, &tokens.view(), tokens);  // the residual stream, updated in the product's epilogue
     ops::layer_norm(tokens, b.norm2_g, b.norm2_b, layer_norm_eps, h);
     ops::attention(b.q2(h), b.k2(context), b.v2(context), {heads, false, 0.0f}, attended);
-    ops::add(tokens, b.out2(attended), tokens);
+    b.out2(attended, &tokens.view(), tokens);
     ops::layer_norm(tokens, b.norm3_g, b.norm3_b, layer_norm_eps, h);
     const OwnedTensor projected = b.ff_in(h);  // [N, HW, 2 * 4C]
     Shape gated_shape = projected.view().shape;
     gated_shape[2] /= 2;
     OwnedTensor gated = OwnedTensor::like(projected, gated_shape);
     ops::geglu(projected, ops::GeluApproximation::kNone, gated);
-    ops::add(tokens, b.ff_out(gated), tokens);
+    b.ff_out(gated, &tokens.view(), tokens);
   }
-  OwnedTensor y = proj_out(tokens);
-  ops::add(y.view(), x.reshape(Shape{n, positions, c}), y);
+  const Tensor residual = x.reshape(Shape{n, positions, c});
+  OwnedTensor y = proj_out(tokens, &residual);
   y.view() = y.view().reshape(x.shape);
   return y;
 }

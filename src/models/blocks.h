@@ -38,7 +38,10 @@ struct Linear {
   // A linear map stored as a 1x1 convolution [out, in, 1, 1] (SD1.x's transformer projections): on
   // NHWC tokens the two are the same product.
   static Linear load_pointwise_conv(const WeightReader& w, const std::string& name, int64_t out, int64_t in);
-  OwnedTensor operator()(const Tensor& x) const;
+  // x·Wᵀ + bias, plus the residual when one is given (fused into the product's epilogue).
+  OwnedTensor operator()(const Tensor& x, const Tensor* residual = nullptr) const;
+  // The same into `out`; the residual may be `out` itself (a residual stream updated in place).
+  void operator()(const Tensor& x, const Tensor* residual, const Tensor& out) const;
 };
 
 // diffusers' ResnetBlock2D: norm-SiLU-conv twice, the projected time embedding added in between (UNet

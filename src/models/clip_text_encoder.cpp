@@ -116,8 +116,7 @@ OwnedTensor ClipTextEncoder::forward(const Tensor& ids) const {
     ops::linear(h, layer.k.weight, &layer.k.bias.view(), k);
     ops::linear(h, layer.v.weight, &layer.v.bias.view(), v);
     ops::attention(q, k, v, {int(c.heads), /*causal=*/true, 0.0f}, a);
-    ops::linear(a, layer.out.weight, &layer.out.bias.view(), h);
-    ops::add(x, h, x);
+    ops::linear(a, layer.out.weight, &layer.out.bias.view(), &x.view(), x);  // the residual added in place
     // MLP block.
     ops::layer_norm(x, layer.norm2.gamma, layer.norm2.beta, c.eps, h);
     ops::linear(h, layer.fc1.weight, &layer.fc1.bias.view(), mlp);  // [B, L, intermediate]
@@ -126,8 +125,7 @@ OwnedTensor ClipTextEncoder::forward(const Tensor& ids) const {
     } else {
       ops::gelu(mlp, ops::GeluApproximation::kNone, mlp);
     }
-    ops::linear(mlp, layer.fc2.weight, &layer.fc2.bias.view(), h);
-    ops::add(x, h, x);
+    ops::linear(mlp, layer.fc2.weight, &layer.fc2.bias.view(), &x.view(), x);
   }
   OwnedTensor out = OwnedTensor::like(x, stream);
   ops::layer_norm(x, final_norm_.gamma, final_norm_.beta, c.eps, out);

@@ -63,4 +63,13 @@ void prepare_device(const Device& device) {
 #endif
 }
 
+void synchronize(const Device& device) {
+  if (device.is_cpu()) return;
+#if defined(HD_WITH_GPU)
+  gpu::synchronize(device);
+#else
+  no_kernel("synchronize", device);
+#endif
+}
+
 }  // namespace hd::ops

@@ -47,7 +47,7 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
 #endif
 }
 
-void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, const Tensor& out) {
   const Device& dev = x.device;
   check_operand("linear", "input", x, dev);
   check_operand("linear", "weight", w, dev);
@@ -62,9 +62,13 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& 
     check_operand("linear", "bias", *bias, dev);
     check_shape("linear", "bias", *bias, Shape{w.dim(0)});
   }
-  if (dev.is_cpu()) return cpu::linear(x, w, bias, out);
+  if (residual) {
+    check_operand("linear", "residual", *residual, dev);
+    check_shape("linear", "residual", *residual, expected);
+  }
+  if (dev.is_cpu()) return cpu::linear(x, w, bias, residual, out);
 #if defined(HD_WITH_GPU)
-  gpu::linear(x, w, bias, out);
+  gpu::linear(x, w, bias, residual, out);
 #else
   no_kernel("linear", dev);
 #endif

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/sampler_update.h"
 
 namespace hd::ops {
 
@@ -23,6 +24,9 @@ void copy(const Tensor& src, const Tensor& dst);
 // Makes `device` ready for tensors (a GPU's runtime and allocator); throws a clear error when this build
 // has no kernels for its vendor or the device does not exist. Idempotent; every front end calls it first.
 void prepare_device(const Device& device);
+// Returns when every op queued on `device` has finished (a GPU's ops run asynchronously; the CPU's have
+// finished when they return).
+void synchronize(const Device& device);
 
 // ---- convolution and matrix products ----
 
@@ -40,8 +44,12 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, Conv2dParams p);
 void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, Conv2dParams p,
             const Tensor& out);
 
-// out [..., N] = x [..., K] · w[N, K]ᵀ + bias [N] (bias may be null).
-void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
+// out [..., N] = x [..., K] · w[N, K]ᵀ + bias [N] (+ residual [..., N]); bias and residual may be null,
+// residual may alias out (a transformer's residual stream, updated in place in one pass).
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, const Tensor& out);
+inline void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+  linear(x, w, bias, nullptr, out);
+}
 
 // out [B, M, N] = alpha · op(a) · op(b), op(a) = a [B, M, K] or, transposed, a [B, K, M]; likewise b.
 void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha,
@@ -89,6 +97,18 @@ void scale(const Tensor& x, float factor, const Tensor& out);
 void upsample_nearest_2x(const Tensor& x, const Tensor& out);
 // Concatenation along the last (channel) dimension: [..., Ca] ++ [..., Cb] -> [..., Ca + Cb].
 void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out);
+
+// ---- the denoising loop's arithmetic, where the latents live ----
+
+// The model's input: out [k·N, ...] = sample [N, ...] (f32) / divisor in out's dtype, repeated
+// k = out.dim(0) / N times (twice under classifier-free guidance: both halves get the same input).
+void sampler_input(const Tensor& sample, float divisor, const Tensor& out);
+// One sampler step with classifier-free guidance, in one pass: sample [N, ...] (f32) advances in place
+// from prediction ([2N, ...], unconditional half first, when u.guided(); else [N, ...]); noise [N, ...]
+// (f32) is read when u.adds_noise(), previous_x0 (f32) when u.reads_previous_x0(), and x0 (f32) is written
+// when u.writes_x0(); the others may be null. The formula is ops::updated_sample's (sampler_update.h).
+void sampler_step(const SamplerUpdate& u, const Tensor& prediction, const Tensor& sample, const Tensor* noise,
+                  const Tensor* previous_x0, const Tensor* x0);
 
 // ---- embeddings ----
 

@@ -147,30 +147,42 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
     latents = OwnedTensor(init.view().shape, DType::kF32);
     sampler->add_noise(first_step, init.ptr<float>(), noise.ptr<float>(), latents.ptr<float>(), init.view().numel());
   }
-  const int64_t count = latents.view().numel();
-  const NoiseSource noise = [&](float* out, int64_t size) {
-    HD_ASSERT(size == count);
-    const OwnedTensor fresh = randn_nhwc(generator, n, c, h, w);
-    std::copy_n(fresh.ptr<float>(), size, out);
+  // The denoising loop runs where the UNet computes: the latents stay there in f32 between steps, the
+  // model's input and each sampler step (guidance included) are one op each (ops::sampler_input,
+  // ops::sampler_step); only the ancestral samplers' noise comes from the host, from the same generator
+  // as diffusers' CPU one.
+  const Device& device = placement().device;
+  const auto on_device_f32 = [&](const Tensor& host) {
+    OwnedTensor t(host.shape, DType::kF32, device);
+    ops::copy(host, t);
+    return t;
   };
-
-  OwnedTensor model_input(Shape{guided ? 2 * n : n, h, w, c}, DType::kF32);
+  OwnedTensor sample = on_device_f32(latents);
+  OwnedTensor model_input(Shape{guided ? 2 * n : n, h, w, c}, placement().dtype, device);
+  OwnedTensor x0, previous_x0;  // a multistep sampler's history, allocated on its first step
   for (int i = first_step; i < sampler->steps(); ++i) {
-    sampler->scale_model_input(i, latents.ptr<float>(), model_input.ptr<float>(), count);
-    if (guided) std::copy_n(model_input.ptr<float>(), count, model_input.ptr<float>() + count);
-    // The sampler works on the host in f32 (the latents are small); the UNet where it computes.
-    const OwnedTensor prediction = ops::to_host_f32(
-        unet_graphs_.forward(unet_, ops::place(model_input, placement()), sampler->timestep(i),
-                             guided ? context.view() : cond.view()));
-    OwnedTensor guidance(latents.view().shape, DType::kF32);
-    const float* pred = prediction.ptr<float>();
-    float* g = guidance.ptr<float>();
-    for (int64_t j = 0; j < count; ++j) {
-      g[j] = guided ? pred[j] + p.cfg_scale * (pred[count + j] - pred[j]) : pred[j];
+    ops::sampler_input(sample, sampler->input_divisor(i), model_input);
+    const OwnedTensor prediction =
+        unet_graphs_.forward(unet_, model_input, sampler->timestep(i), guided ? context.view() : cond.view());
+    ops::SamplerUpdate update = sampler->update(i);
+    if (guided) update.guidance_scale = p.cfg_scale;
+    OwnedTensor noise;
+    if (update.adds_noise()) noise = on_device_f32(randn_nhwc(generator, n, c, h, w));
+    if (update.writes_x0()) {
+      if (x0.view().data == nullptr) {
+        x0 = OwnedTensor(sample.view().shape, DType::kF32, device);
+        previous_x0 = OwnedTensor(sample.view().shape, DType::kF32, device);
+      }
+      std::swap(x0, previous_x0);  // this step's x0 is written over the one of two steps ago
     }
-    sampler->step(i, g, latents.ptr<float>(), count, noise);
-    if (progress) progress(i + 1 - first_step, sampler->steps() - first_step);
+    const Tensor noise_view = noise.view(), previous_view = previous_x0.view(), x0_view = x0.view();
+    ops::sampler_step(update, prediction, sample, &noise_view, &previous_view, &x0_view);
+    if (progress) {
+      ops::synchronize(device);  // report a step when it has run, not when it was queued
+      progress(i + 1 - first_step, sampler->steps() - first_step);
+    }
   }
+  latents = ops::to_host_f32(sample);
 
   OwnedTensor unscaled(latents.view().shape, DType::kF32);
   ops::scale(latents, 1.0f / vae_.config().scaling_factor, unscaled);

@@ -34,8 +34,26 @@ std::string_view sampler_name(SamplerKind kind) {
   return "?";
 }
 
-void Sampler::scale_model_input(int, const float* sample, float* out, int64_t count) const {
-  if (out != sample) std::copy(sample, sample + count, out);
+void Sampler::scale_model_input(int i, const float* sample, float* out, int64_t count) const {
+  const float divisor = input_divisor(i);
+  for (int64_t j = 0; j < count; ++j) out[j] = sample[j] / divisor;
+}
+
+void Sampler::step(int i, const float* model_output, float* sample, int64_t count, const NoiseSource& noise) {
+  const ops::SamplerUpdate u = update(i);
+  if (u.adds_noise()) {
+    noise_.resize(size_t(count));
+    noise(noise_.data(), count);
+  }
+  if (u.writes_x0()) {
+    previous_x0_.swap(x0_);
+    x0_.resize(size_t(count));
+  }
+  for (int64_t j = 0; j < count; ++j) {
+    sample[j] = ops::updated_sample(u, sample[j], model_output[j], u.adds_noise() ? noise_[size_t(j)] : 0.0f,
+                                    u.reads_previous_x0() ? previous_x0_[size_t(j)] : 0.0f,
+                                    u.writes_x0() ? &x0_[size_t(j)] : nullptr);
+  }
 }
 
 namespace {
@@ -50,13 +68,6 @@ std::vector<float> log_of(const std::vector<float>& v) {
   std::vector<float> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) out[i] = std::log(v[i]);
   return out;
-}
-
-// x0 from the model output for the Euler samplers (which see sigma-scaled samples).
-float euler_x0(Prediction p, float sigma, float sample, float model_output) {
-  if (p == Prediction::kEpsilon) return sample - sigma * model_output;
-  const float c_out = -sigma / std::sqrt(sigma * sigma + 1.0f);
-  return model_output * c_out + sample / (sigma * sigma + 1.0f);
 }
 
 // ---- Euler and Euler ancestral: k-diffusion's sampler on sigmas interpolated at the timesteps ----
@@ -83,10 +94,9 @@ class EulerSampler : public Sampler {
     init_noise_sigma_ = config.spacing == TimestepSpacing::kLeading ? std::sqrt(max_sigma * max_sigma + 1.0f) : max_sigma;
   }
 
-  void scale_model_input(int i, const float* sample, float* out, int64_t count) const override {
+  float input_divisor(int i) const override {
     const float sigma = sigmas_[size_t(i)];
-    const float divisor = std::sqrt(sigma * sigma + 1.0f);
-    for (int64_t j = 0; j < count; ++j) out[j] = sample[j] / divisor;
+    return std::sqrt(sigma * sigma + 1.0f);
   }
 
   void add_noise(int i, const float* original, const float* noise, float* out, int64_t count) const override {
@@ -94,33 +104,28 @@ class EulerSampler : public Sampler {
     for (int64_t j = 0; j < count; ++j) out[j] = original[j] + noise[j] * sigma;
   }
 
-  void step(int i, const float* model_output, float* sample, int64_t count, const NoiseSource& noise) override {
+  ops::SamplerUpdate update(int i) override {
+    ops::SamplerUpdate u;
+    u.form = ops::UpdateForm::kEuler;
+    u.v_prediction = config_.prediction == Prediction::kVPrediction;
     const float sigma = sigmas_[size_t(i)], sigma_next = sigmas_[size_t(i) + 1];
+    u.sigma = sigma;
     if (!ancestral_) {
-      const float dt = sigma_next - sigma;
-      for (int64_t j = 0; j < count; ++j) {
-        const float x0 = euler_x0(config_.prediction, sigma, sample[j], model_output[j]);
-        sample[j] = sample[j] + (sample[j] - x0) / sigma * dt;
-      }
-      return;
+      u.dt = sigma_next - sigma;
+      return u;
     }
     const float sigma_up =
         std::sqrt(sigma_next * sigma_next * (sigma * sigma - sigma_next * sigma_next) / (sigma * sigma));
     const float sigma_down = std::sqrt(sigma_next * sigma_next - sigma_up * sigma_up);
-    const float dt = sigma_down - sigma;
-    for (int64_t j = 0; j < count; ++j) {
-      const float x0 = euler_x0(config_.prediction, sigma, sample[j], model_output[j]);
-      sample[j] = sample[j] + (sample[j] - x0) / sigma * dt;
-    }
-    noise_.resize(size_t(count));
-    noise(noise_.data(), count);  // drawn after the deterministic part, as diffusers does
-    for (int64_t j = 0; j < count; ++j) sample[j] = sample[j] + noise_[size_t(j)] * sigma_up;
+    u.dt = sigma_down - sigma;
+    u.ancestral = true;
+    u.noise_scale = sigma_up;
+    return u;
   }
 
  private:
   bool ancestral_;
   std::vector<float> sigmas_;
-  std::vector<float> noise_;
 };
 
 // ---- DDIM (eta = 0): deterministic, on alphas_cumprod directly ----
@@ -137,24 +142,19 @@ class DdimSampler : public Sampler {
     for (int64_t j = 0; j < count; ++j) out[j] = sqrt_a * original[j] + sqrt_one_minus_a * noise[j];
   }
 
-  void step(int i, const float* model_output, float* sample, int64_t count, const NoiseSource&) override {
+  ops::SamplerUpdate update(int i) override {
     const int t = int(timesteps_[size_t(i)]), prev = t - stride_;
     const float a_t = alphas_[size_t(t)];
     const float a_prev = prev >= 0 ? alphas_[size_t(prev)] : config_.set_alpha_to_one ? 1.0f : alphas_[0];
     const float beta_t = 1.0f - a_t;
-    const float sqrt_a = std::sqrt(a_t), sqrt_b = std::sqrt(beta_t);
-    const float sqrt_a_prev = std::sqrt(a_prev), direction = std::sqrt(1.0f - a_prev - 0.0f);
-    for (int64_t j = 0; j < count; ++j) {
-      float x0, eps;
-      if (config_.prediction == Prediction::kEpsilon) {
-        x0 = (sample[j] - sqrt_b * model_output[j]) / sqrt_a;
-        eps = model_output[j];
-      } else {
-        x0 = sqrt_a * sample[j] - sqrt_b * model_output[j];
-        eps = sqrt_a * model_output[j] + sqrt_b * sample[j];
-      }
-      sample[j] = sqrt_a_prev * x0 + direction * eps;
-    }
+    ops::SamplerUpdate u;
+    u.form = ops::UpdateForm::kDdim;
+    u.v_prediction = config_.prediction == Prediction::kVPrediction;
+    u.sqrt_alpha = std::sqrt(a_t);
+    u.sqrt_beta = std::sqrt(beta_t);
+    u.sqrt_alpha_prev = std::sqrt(a_prev);
+    u.direction = std::sqrt(1.0f - a_prev - 0.0f);  // eta = 0: no variance term
+    return u;
   }
 
  private:
@@ -187,36 +187,28 @@ class DpmSolverSampler : public Sampler {
     for (int64_t j = 0; j < count; ++j) out[j] = c.alpha * original[j] + c.sigma * noise[j];
   }
 
-  void step(int i, const float* model_output, float* sample, int64_t count, const NoiseSource&) override {
+  ops::SamplerUpdate update(int i) override {
     // First order at the first step (no history yet) and at the last, where the final sigma is zero
     // (diffusers' lower_order_final); second order in between.
     const bool first_order = lower_order_nums_ < 1 || i == steps() - 1;
     const Coefficients s0 = coefficients(sigmas_[size_t(i)]);
-    previous_x0_.swap(x0_);
-    x0_.resize(size_t(count));
-    for (int64_t j = 0; j < count; ++j) {
-      x0_[size_t(j)] = config_.prediction == Prediction::kEpsilon
-                           ? (sample[j] - s0.sigma * model_output[j]) / s0.alpha
-                           : s0.alpha * sample[j] - s0.sigma * model_output[j];
-    }
     const Coefficients t = coefficients(sigmas_[size_t(i) + 1]);
     const float h = t.lambda - s0.lambda;
-    const float ratio = t.sigma / s0.sigma;
-    const float phi = t.alpha * (std::exp(-h) - 1.0f);
-    if (first_order) {
-      for (int64_t j = 0; j < count; ++j) sample[j] = ratio * sample[j] - phi * x0_[size_t(j)];
-    } else {
+    ops::SamplerUpdate u;
+    u.form = first_order ? ops::UpdateForm::kDpmFirstOrder : ops::UpdateForm::kDpmSecondOrder;
+    u.v_prediction = config_.prediction == Prediction::kVPrediction;
+    u.alpha = s0.alpha;
+    u.sigma_t = s0.sigma;
+    u.ratio = t.sigma / s0.sigma;
+    u.phi = t.alpha * (std::exp(-h) - 1.0f);
+    if (!first_order) {
       const Coefficients s1 = coefficients(sigmas_[size_t(i) - 1]);
       const float h0 = s0.lambda - s1.lambda;
       const float r0 = h0 / h;
-      const float inv_r0 = 1.0f / r0;
-      for (int64_t j = 0; j < count; ++j) {
-        const float d0 = x0_[size_t(j)];
-        const float d1 = inv_r0 * (x0_[size_t(j)] - previous_x0_[size_t(j)]);
-        sample[j] = ratio * sample[j] - phi * d0 - 0.5f * phi * d1;
-      }
+      u.inverse_r0 = 1.0f / r0;
     }
     lower_order_nums_ = std::min(lower_order_nums_ + 1, 2);
+    return u;
   }
 
  private:
@@ -230,7 +222,6 @@ class DpmSolverSampler : public Sampler {
   }
 
   std::vector<float> sigmas_;
-  std::vector<float> x0_, previous_x0_;
   int lower_order_nums_ = 0;
 };
 

@@ -23,15 +23,18 @@ void sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, 
               int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
-void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, const Tensor& out) {
   const int64_t n = w.dim(0), k = w.dim(1);
   const int64_t m = n == 0 ? 0 : out.numel() / n;
   float* y = out.ptr<float>();
   float beta = 0.0f;
-  if (bias != nullptr) {  // start from the bias and let the GEMM accumulate onto it
-    const float* b = bias->ptr<float>();
+  if (bias != nullptr || residual != nullptr) {
+    // Start from residual + bias and let the GEMM accumulate onto it (the residual may be y itself:
+    // each element is read before it is written).
+    const float* b = bias != nullptr ? bias->ptr<float>() : nullptr;
+    const float* r = residual != nullptr ? residual->ptr<float>() : nullptr;
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) y[i * n + j] = b[j];
+      for (int64_t j = 0; j < n; ++j) y[i * n + j] = (r != nullptr ? r[i * n + j] : 0.0f) + (b != nullptr ? b[j] : 0.0f);
     beta = 1.0f;
   }
   sgemm(false, true, m, n, k, 1.0f, x.ptr<float>(), k, w.ptr<float>(), k, beta, y, n);

@@ -30,10 +30,26 @@ struct AttentionArgs {
   bool causal;
 };
 
-// kD: head dimension rounded up to a multiple of 16 (the padding is zero); kKeyTile keys per step.
-// kStages: 1 loads each key/value tile and then works on it; 2 (NVIDIA sm_80+) copies the next tile
-// into a second buffer asynchronously while the tensor units work on the current one.
-template <class T, int kD, int kKeyTile, bool kPortable, int kStages>
+// 2^x: on NVIDIA's tensor-core path the special-function unit's approximation (relative error below
+// 2^-22, far inside f16/bf16 rounding), without the range handling exp2f adds; elsewhere exp2f.
+template <bool kPortable>
+__device__ inline float fast_exp2(float x) {
+#if defined(__CUDA_ARCH__) && !defined(HD_GPU_HIP)
+  if constexpr (!kPortable) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+  }
+#endif
+  return exp2f(x);
+}
+
+// kD: head dimension rounded up to a multiple of 16 (the padding is zero) for Q·Kᵀ; kDV: rounded up to
+// a multiple of 8 for P·V and the output (40 for SD1.5's heads, where kD is 48: the product skips the
+// padding's columns). kKeyTile keys per step. kStages: 1 loads each key/value tile and then works on
+// it; 2 (NVIDIA sm_80+) copies the next tile into a second buffer asynchronously while the tensor units
+// work on the current one.
+template <class T, int kD, int kDV, int kKeyTile, bool kPortable, int kStages>
 __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __restrict__ q, const T* __restrict__ k,
                                                                    const T* __restrict__ v, T* __restrict__ out,
                                                                    AttentionArgs a) {
@@ -84,7 +100,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __re
     q_frag[kc].r[3] = pair_at(q_s, row + 8, kc * 16 + 8 + 2 * t);
   }
 
-  FragmentC o[kD / 8];
+  FragmentC o[kDV / 8];
   for (auto& f : o) f = FragmentC{{0.f, 0.f, 0.f, 0.f}};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int key_end = a.causal ? min(a.lk, q0 + kQueryTile) : a.lk;
@@ -122,24 +138,35 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __re
         mma_16x8x16<T, kPortable>(s[j], q_frag[kc], load_b<kPortable>(k_s, kStride, j * 8, kc * 16));
       }
     }
-    // Scale, mask (keys past the end; the future under causal), and the running maximum of each row.
+    // The softmax works on raw scores: the scale is folded into the exponent (one fused multiply-add a
+    // score), and the running maximum m is kept unscaled (the scale is positive). A tile with every key
+    // in range and no causal mask skips the masking and the checks for rows that saw only masked keys.
+    const bool unmasked = !a.causal && k0 + kKeyTile <= a.lk;
     float tile_max[2] = {-INFINITY, -INFINITY};
-    for (int j = 0; j < kKeyTile / 8; ++j) {
-      for (int e = 0; e < 4; ++e) {
-        const int key = k0 + j * 8 + 2 * t + (e & 1), query = q0 + row + (e >= 2 ? 8 : 0);
-        const bool masked = key >= a.lk || (a.causal && key > query);
-        s[j].r[e] = masked ? -INFINITY : s[j].r[e] * a.scale_log2;
-        tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j].r[e]);
+    if (unmasked) {
+      for (int j = 0; j < kKeyTile / 8; ++j) {
+        tile_max[0] = fmaxf(tile_max[0], fmaxf(s[j].r[0], s[j].r[1]));
+        tile_max[1] = fmaxf(tile_max[1], fmaxf(s[j].r[2], s[j].r[3]));
+      }
+    } else {
+      for (int j = 0; j < kKeyTile / 8; ++j) {
+        for (int e = 0; e < 4; ++e) {
+          const int key = k0 + j * 8 + 2 * t + (e & 1), query = q0 + row + (e >= 2 ? 8 : 0);
+          if (key >= a.lk || (a.causal && key > query)) s[j].r[e] = -INFINITY;
+          tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j].r[e]);
+        }
       }
     }
-    float alpha[2];
+    float alpha[2], m_scaled[2];
     for (int i = 0; i < 2; ++i) {
       tile_max[i] = fmaxf(tile_max[i], shuffle_xor(tile_max[i], 1, kFragmentLanes));
       tile_max[i] = fmaxf(tile_max[i], shuffle_xor(tile_max[i], 2, kFragmentLanes));
       const float m_new = fmaxf(m[i], tile_max[i]);
-      // A row that has seen only masked keys keeps m = -inf: its weights stay 0 and nothing rescales.
-      alpha[i] = m_new == -INFINITY ? 1.f : exp2f(m[i] - m_new);
+      // A row that has seen only masked keys keeps m = -inf: its weights stay 0 and nothing rescales
+      // (m_new is finite in an unmasked tile, and 2^-inf = 0 for the first one).
+      alpha[i] = m_new == -INFINITY ? 1.f : fast_exp2<kPortable>((m[i] - m_new) * a.scale_log2);
       m[i] = m_new;
+      m_scaled[i] = m_new == -INFINITY ? 0.f : m_new * a.scale_log2;
       l[i] *= alpha[i];
     }
     for (auto& f : o) {
@@ -148,8 +175,8 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __re
     }
     for (int j = 0; j < kKeyTile / 8; ++j) {
       for (int e = 0; e < 4; ++e) {
-        const float mi = m[e / 2];
-        const float p = mi == -INFINITY ? 0.f : exp2f(s[j].r[e] - mi);
+        // A masked score is -inf, and 2^-inf = 0 (a row with m = -inf has m_scaled 0 here).
+        const float p = fast_exp2<kPortable>(fmaf(s[j].r[e], a.scale_log2, -m_scaled[e / 2]));
         s[j].r[e] = p;
         l[e / 2] += p;
       }
@@ -160,7 +187,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __re
       const FragmentC& hi = s[2 * kc + 1];
       const FragmentA p{{pack2<T>(lo.r[0], lo.r[1]), pack2<T>(lo.r[2], lo.r[3]), pack2<T>(hi.r[0], hi.r[1]),
                          pack2<T>(hi.r[2], hi.r[3])}};
-      for (int n = 0; n < kD / 8; ++n)
+      for (int n = 0; n < kDV / 8; ++n)
         mma_16x8x16<T, kPortable>(o[n], p, load_b_transposed<kPortable>(v_s, kStride, kc * 16, n * 8));
     }
     if constexpr (kStages == 2) __syncthreads();  // this stage is refilled at the top of the tile after next
@@ -175,7 +202,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __re
     if (query >= a.lq) continue;
     const float inv = l[half] > 0.f ? 1.f / l[half] : 0.f;
     T* dst = out + (int64_t(b) * a.lq + query) * a.out_row + int64_t(h) * a.head_dim;
-    for (int n = 0; n < kD / 8; ++n) {
+    for (int n = 0; n < kDV / 8; ++n) {
       const int col = n * 8 + 2 * t;
       if (col >= a.head_dim) continue;  // head_dim is a multiple of 8, so col + 1 is in range too
       *reinterpret_cast<uint32_t*>(dst + col) = pack2<T>(o[n].r[2 * half] * inv, o[n].r[2 * half + 1] * inv);
@@ -183,14 +210,14 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __re
   }
 }
 
-template <class T, int kD, bool kPortable>
+template <class T, int kD, bool kPortable, int kDV = kD>
 void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
   constexpr int kKeyTile = kD <= 64 ? 64 : 32;  // keeps shared memory within 64 KB (AMD's limit)
   // Two key/value stages where copies can run in the background (NVIDIA sm_80+ tensor-core path); one
   // on the portable path, whose shared memory then fits AMD's 64 KB at every head size.
   constexpr int kStages = kPortable ? 1 : 2;
   const size_t smem = size_t(kQueryTile + 2 * kStages * kKeyTile) * (kD + kPad) * sizeof(uint16_t);
-  const auto kernel = flash_attention_kernel<T, kD, kKeyTile, kPortable, kStages>;
+  const auto kernel = flash_attention_kernel<T, kD, kDV, kKeyTile, kPortable, kStages>;
   {  // once per kernel and device: the attribute outlives the call, and setting it costs a driver call
     static std::mutex mutex;
     static std::set<int> configured;
@@ -209,6 +236,7 @@ template <class T, bool kPortable>
 void dispatch_head_dim(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
   const int d = a.head_dim;
   if (d <= 32) return launch<T, 32, kPortable>(q, k, v, out, a);
+  if (d <= 40) return launch<T, 48, kPortable, 40>(q, k, v, out, a);  // SD1.5's heads
   if (d <= 48) return launch<T, 48, kPortable>(q, k, v, out, a);
   if (d <= 64) return launch<T, 64, kPortable>(q, k, v, out, a);
   if (d <= 80) return launch<T, 80, kPortable>(q, k, v, out, a);

@@ -351,6 +351,11 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
   }
 #if defined(HD_WITH_CUDNN)
   if (cudnn_can_run(p)) list.push_back({"cudnn", [&p](void* c) { cudnn_conv(p, c); }});
+  // Convolutions only: a dense product (a one-pixel-high image, 1x1 kernel) is cuBLASLt's.
+  if (p.height > 1 || p.kh > 1) {
+    for (int rank = 0, count = cudnn_graph_candidates(p); rank < count; ++rank)
+      list.push_back({"cudnn-graph-" + std::to_string(rank), [&p, rank](void* c) { cudnn_graph_conv(p, rank, c); }});
+  }
 #endif
 #if defined(HD_WITH_CUBLASLT)
   if (cublaslt_can_run(p)) list.push_back({"cublaslt", [&p](void* c) { cublaslt_gemm(p, c); }});

@@ -26,7 +26,7 @@ void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, i
 // Matrix products (f16/bf16, f32 accumulation) on the implicit-GEMM kernels, tile shapes autotuned.
 void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, ops::Conv2dParams p,
             const Tensor& out);
-void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, const Tensor& out);
 void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha,
                     const Tensor& out);
 
@@ -54,5 +54,10 @@ void softmax(const Tensor& x, const Tensor& out);
 // [..., Ca] ++ [..., Cb] -> [..., Ca + Cb].
 void upsample_nearest_2x(const Tensor& x, const Tensor& out);
 void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out);
+
+// The sampler ops (arguments checked by ops::sampler_input / ops::sampler_step; null where unused).
+void sampler_input(const Tensor& sample, float divisor, const Tensor& out);
+void sampler_step(const ops::SamplerUpdate& u, const Tensor& prediction, const Tensor& sample, const Tensor* noise,
+                  const Tensor* previous_x0, const Tensor* x0);
 
 }  // namespace hd::gpu

@@ -46,11 +46,12 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
   gemm(conv_gemm(x, w, bias, residual, p, out));
 }
 
-void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
-  check_dtype("linear", x, {&w, bias, &out});
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, const Tensor& out) {
+  check_dtype("linear", x, {&w, bias, residual, &out});
   const int64_t k = w.dim(1), n = w.dim(0), m = k == 0 ? 0 : x.numel() / k;
   GemmProblem g = dense_gemm(x.dtype, x.device, m, n, k, x.data, k, w.data, k, out.data, n);
   g.bias = bias ? bias->data : nullptr;
+  g.residual = residual ? residual->data : nullptr;
   gemm(g);
 }
 

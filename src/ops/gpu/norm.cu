@@ -1,13 +1,18 @@
 // GroupNorm (optionally followed by SiLU) and LayerNorm over channels-last tensors, f32 statistics.
 //
-// GroupNorm runs in three kernels so that the whole GPU works on it even when there are few
-// (sample, group) pairs (SD: 2 x 32): partial sums over slices of the positions, their combination per
-// group, then one elementwise pass with 16-byte accesses. The partial sums are of x minus the group's
-// first value, so a large mean does not cancel the variance away.
+// GroupNorm takes two passes over x, so that the whole GPU works on it even when there are few
+// (sample, group) pairs (SD: 2 x 32). The first reads slices of the positions and writes each slice's
+// per-group partial sums; the last block of a sample to finish (counted with an atomic) adds the slices'
+// sums in a fixed order, so that every run gives the same bits, and turns each group's mean and 1/std,
+// with gamma and beta, into one affine map per channel, y = x * scale + shift. The second pass applies it
+// (and SiLU) with 16-byte accesses. The partial sums are of x minus the group's first value, so a large
+// mean does not cancel the variance away.
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <type_traits>
 
+#include "core/buffer.h"
 #include "core/error.h"
 #include "core/scratch.h"
 #include "ops/gpu/gpu_ops.h"
@@ -31,6 +36,62 @@ __device__ float block_sum(float v, float* shared) {  // shared: kThreads / 32 f
   return total;
 }
 
+// Reads memory another block wrote in this kernel: past the (non-coherent) L1 cache on both vendors.
+__device__ inline float2 load_from_other_blocks(const float2* p) {
+  const volatile float* v = reinterpret_cast<const volatile float*>(p);
+  return make_float2(v[0], v[1]);
+}
+
+// One block turns sample n's partial sums [groups][slices] into the affine map of each channel:
+// scale = gamma / std, shift = beta - mean * scale. Eight lanes share a group's slices (each adds every
+// eighth slice, four loads in flight), then the lanes' sums are added in lane order: in double, and in
+// the same order on every run. `statistics`: 2 * groups floats of shared memory.
+template <class T>
+__device__ void finalize_sample(int n, const T* __restrict__ x, const T* __restrict__ gamma,
+                                const T* __restrict__ beta, int64_t positions, int channels, int groups, int splits,
+                                float eps, const float2* partial, float2* __restrict__ affine, float* statistics) {
+  constexpr int kLanes = 8, kGroupsAtOnce = kThreads / kLanes;
+  __shared__ double lane_sums[2][kThreads];
+  const int per_group = channels / groups, lane = int(threadIdx.x) % kLanes;
+  for (int g0 = 0; g0 < groups; g0 += kGroupsAtOnce) {
+    const int g = g0 + int(threadIdx.x) / kLanes;
+    double sum = 0, squares = 0;
+    if (g < groups) {
+      const float2* sums = partial + (int64_t(n) * groups + g) * splits;
+      int s = lane;
+      for (; s + 3 * kLanes < splits; s += 4 * kLanes) {
+        float2 v[4];
+        for (int j = 0; j < 4; ++j) v[j] = load_from_other_blocks(sums + s + j * kLanes);
+        for (int j = 0; j < 4; ++j) sum += v[j].x, squares += v[j].y;
+      }
+      for (; s < splits; s += kLanes) {
+        const float2 v = load_from_other_blocks(sums + s);
+        sum += v.x;
+        squares += v.y;
+      }
+    }
+    lane_sums[0][threadIdx.x] = sum;
+    lane_sums[1][threadIdx.x] = squares;
+    __syncthreads();
+    if (g < groups && lane == 0) {
+      for (int l = 1; l < kLanes; ++l) sum += lane_sums[0][threadIdx.x + l], squares += lane_sums[1][threadIdx.x + l];
+      const double count = double(positions) * per_group;
+      const double shifted_mean = sum / count;
+      const double var = fmax(squares / count - shifted_mean * shifted_mean, 0.0);
+      const float shift = to_float(x[int64_t(n) * positions * channels + int64_t(g) * per_group]);
+      statistics[2 * g] = float(shift + shifted_mean);
+      statistics[2 * g + 1] = float(1.0 / sqrt(var + double(eps)));
+    }
+    __syncthreads();
+  }
+  for (int c = int(threadIdx.x); c < channels; c += kThreads) {
+    const float mean = statistics[2 * (c / per_group)], rstd = statistics[2 * (c / per_group) + 1];
+    const float scale = rstd * to_float(gamma[c]);
+    affine[int64_t(n) * channels + c] = make_float2(scale, to_float(beta[c]) - mean * scale);
+  }
+}
+
+// Partial sums for any dtype and channel count: a block per (slice, group, sample).
 template <class T>
 __global__ void __launch_bounds__(kThreads) group_partial_sums_kernel(const T* __restrict__ x, int64_t positions, int channels,
                                                                       int groups, int splits, float2* __restrict__ partial) {
@@ -52,15 +113,30 @@ __global__ void __launch_bounds__(kThreads) group_partial_sums_kernel(const T* _
   if (threadIdx.x == 0) partial[(int64_t(n) * groups + g) * splits + split] = make_float2(sum, squares);
 }
 
-// The same partial sums with 16-byte loads (C % 8 == 0, 16-bit types): each thread walks one 8-channel
-// column down its block's positions; the threads' sums are then added per channel in a fixed order (not
-// with atomics), so that the statistics, and every output after them, are the same bits on every run.
+// ...and their combination, a block per sample (after the kernel above).
 template <class T>
-__global__ void __launch_bounds__(kThreads) group_partial_sums_vector_kernel(const T* __restrict__ x, int64_t positions,
-                                                                             int channels, int groups, int splits,
-                                                                             float2* __restrict__ partial) {
+__global__ void __launch_bounds__(kThreads) group_finalize_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                                                                  const T* __restrict__ beta, int64_t positions,
+                                                                  int channels, int groups, int splits, float eps,
+                                                                  const float2* partial, float2* __restrict__ affine) {
+  extern __shared__ float statistics[];
+  finalize_sample(int(blockIdx.x), x, gamma, beta, positions, channels, groups, splits, eps, partial, affine,
+                  statistics);
+}
+
+// The partial sums with 16-byte loads (C % 8 == 0, C <= 2048, 16-bit types), a block per (slice, sample):
+// each thread walks one 8-channel column down its block's positions; the threads' sums are then added
+// per channel in a fixed order (not with atomics), and per group. The sample's last block to finish
+// then finalizes the sample (`arrived` counts a sample's finished blocks and is left at zero).
+template <class T>
+__global__ void __launch_bounds__(kThreads) group_statistics_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                                                                    const T* __restrict__ beta, int64_t positions,
+                                                                    int channels, int groups, int splits, float eps,
+                                                                    float2* partial, float2* __restrict__ affine,
+                                                                    unsigned* arrived) {
   extern __shared__ float channel_sums[];  // [2][channels]: sums, then sums of squares
   __shared__ float per_thread[kThreads][16];
+  __shared__ bool last;
   const int split = int(blockIdx.x), n = int(blockIdx.y);
   const int per_group = channels / groups, columns = channels / 8;
   const int64_t begin = positions * split / splits, end = positions * (split + 1) / splits;
@@ -70,6 +146,7 @@ __global__ void __launch_bounds__(kThreads) group_partial_sums_vector_kernel(con
   if (row0 < rows_per_pass) {  // threads past the last whole row of columns idle
     float shift[8], sum[8] = {}, squares[8] = {};
     for (int j = 0; j < 8; ++j) shift[j] = to_float(sample[((column * 8 + j) / per_group) * per_group]);
+#pragma unroll 4
     for (int64_t p = begin + row0; p < end; p += rows_per_pass) {
       T in[8];
       *reinterpret_cast<uint4*>(in) = *reinterpret_cast<const uint4*>(sample + p * channels + column * 8);
@@ -100,70 +177,82 @@ __global__ void __launch_bounds__(kThreads) group_partial_sums_vector_kernel(con
     for (int c = g * per_group; c < (g + 1) * per_group; ++c) s += channel_sums[c], q += channel_sums[channels + c];
     partial[(int64_t(n) * groups + g) * splits + split] = make_float2(s, q);
   }
-}
-
-template <class T>
-__global__ void group_finalize_kernel(const T* __restrict__ x, int64_t positions, int channels, int groups, int splits,
-                                      float eps, const float2* __restrict__ partial, float2* __restrict__ mean_rstd,
-                                      int pairs) {
-  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i >= pairs) return;
-  const int n = i / groups, g = i % groups;
-  double sum = 0, squares = 0;
-  for (int s = 0; s < splits; ++s) {
-    sum += partial[int64_t(i) * splits + s].x;
-    squares += partial[int64_t(i) * splits + s].y;
-  }
-  const double count = double(positions) * (channels / groups);
-  const double shifted_mean = sum / count;
-  const double var = fmax(squares / count - shifted_mean * shifted_mean, 0.0);
-  const float shift = to_float(x[int64_t(n) * positions * channels + int64_t(g) * (channels / groups)]);
-  mean_rstd[i] = make_float2(float(shift + shifted_mean), float(1.0 / sqrt(var + double(eps))));
+  // The classic last-block pattern: publish this block's sums, then count it; the block that brings the
+  // count to `splits` sees every other block's sums.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(arrived + n, 1u) == unsigned(splits - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  finalize_sample(n, x, gamma, beta, positions, channels, groups, splits, eps, partial, affine, channel_sums);
+  if (threadIdx.x == 0) arrived[n] = 0;  // ready for the next call (and the next replay of a graph)
 }
 
 __device__ inline float silu(float v) { return v / (1.f + __expf(-v)); }
 
+// y = x * scale[c] + shift[c] (then SiLU), eight channels per thread with 16-byte accesses; a grid row
+// per sample.
 template <class T>
-__global__ void __launch_bounds__(kThreads) group_apply_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
-                                                               const T* __restrict__ beta, T* __restrict__ out,
-                                                               int64_t positions, int channels, int groups,
-                                                               const float2* __restrict__ mean_rstd, bool fuse_silu,
-                                                               int64_t total) {
-  // Eight channels per thread (16 bytes of f16/bf16; the launcher falls back to one when C % 8 != 0).
-  const int per_group = channels / groups;
-  const int64_t stride = int64_t(gridDim.x) * kThreads;
-  for (int64_t v = int64_t(blockIdx.x) * kThreads + threadIdx.x; v * 8 < total; v += stride) {
-    const int64_t i0 = v * 8;
-    const int64_t n = i0 / (positions * channels);
-    const int c0 = int(i0 % channels);
+__global__ void __launch_bounds__(kThreads) group_apply_kernel(const T* __restrict__ x, T* __restrict__ out,
+                                                               int64_t per_sample, int channels,
+                                                               const float2* __restrict__ affine, bool fuse_silu) {
+  const int n = int(blockIdx.y);
+  const T* in_sample = x + int64_t(n) * per_sample;
+  T* out_sample = out + int64_t(n) * per_sample;
+  const float2* sample_affine = affine + int64_t(n) * channels;
+  const int64_t stride = int64_t(gridDim.x) * kThreads * 8;
+  // The channel of each step's first element, kept by addition rather than a 64-bit division per step.
+  int c0 = int((int64_t(blockIdx.x) * kThreads + threadIdx.x) * 8 % channels);
+  const int c_step = int(stride % channels);
+  for (int64_t i0 = (int64_t(blockIdx.x) * kThreads + threadIdx.x) * 8; i0 < per_sample; i0 += stride) {
     T in[8], res[8];
-    *reinterpret_cast<uint4*>(in) = *reinterpret_cast<const uint4*>(x + i0);
+    *reinterpret_cast<uint4*>(in) = *reinterpret_cast<const uint4*>(in_sample + i0);
+    float4 map[4];
+    for (int j = 0; j < 4; ++j) map[j] = reinterpret_cast<const float4*>(sample_affine + c0)[j];
     for (int j = 0; j < 8; ++j) {
-      const int c = c0 + j;
-      const float2 mr = mean_rstd[n * groups + c / per_group];
-      float y = (to_float(in[j]) - mr.x) * mr.y * to_float(gamma[c]) + to_float(beta[c]);
-      if (fuse_silu) y = silu(y);
-      res[j] = from_float<T>(y);
+      const float scale = j % 2 == 0 ? map[j / 2].x : map[j / 2].z, shift = j % 2 == 0 ? map[j / 2].y : map[j / 2].w;
+      const float y = fmaf(to_float(in[j]), scale, shift);
+      res[j] = from_float<T>(fuse_silu ? silu(y) : y);
     }
-    *reinterpret_cast<uint4*>(out + i0) = *reinterpret_cast<const uint4*>(res);
+    *reinterpret_cast<uint4*>(out_sample + i0) = *reinterpret_cast<const uint4*>(res);
+    c0 += c_step;
+    if (c0 >= channels) c0 -= channels;
   }
 }
 
 template <class T>
-__global__ void __launch_bounds__(kThreads) group_apply_scalar_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
-                                                                      const T* __restrict__ beta, T* __restrict__ out,
-                                                                      int64_t positions, int channels, int groups,
-                                                                      const float2* __restrict__ mean_rstd,
+__global__ void __launch_bounds__(kThreads) group_apply_scalar_kernel(const T* __restrict__ x, T* __restrict__ out,
+                                                                      int64_t positions, int channels,
+                                                                      const float2* __restrict__ affine,
                                                                       bool fuse_silu, int64_t total) {
-  const int per_group = channels / groups;
   const int64_t stride = int64_t(gridDim.x) * kThreads;
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < total; i += stride) {
     const int64_t n = i / (positions * channels);
     const int c = int(i % channels);
-    const float2 mr = mean_rstd[n * groups + c / per_group];
-    float y = (to_float(x[i]) - mr.x) * mr.y * to_float(gamma[c]) + to_float(beta[c]);
+    const float2 map = affine[n * channels + c];
+    const float y = fmaf(to_float(x[i]), map.x, map.y);
     out[i] = from_float<T>(fuse_silu ? silu(y) : y);
   }
+}
+
+// Per device: one counter per sample for group_statistics_kernel, zeroed once; every launch leaves the
+// counters it used at zero, so a captured graph can replay the kernel any number of times.
+constexpr int kMaxCountedSamples = 1024;
+constexpr int kMaxDevices = 64;
+unsigned* arrival_counters(const Device& device) {
+  // A plain array, not a map: Debian's hipcc (clang 15) crashes instantiating std::map<int, Buffer>.
+  static std::mutex mutex;
+  static Buffer counters[kMaxDevices];
+  HD_CHECK_KIND(device.index >= 0 && device.index < kMaxDevices, ErrorKind::kUnsupported, "group_norm: device ",
+                device.to_string(), " is past the ", kMaxDevices, " this build counts");
+  const std::lock_guard lock(mutex);
+  Buffer& b = counters[device.index];
+  if (b.data() == nullptr) {
+    b = Buffer(device, kMaxCountedSamples * sizeof(unsigned));
+    HD_GPU_CHECK(cudaMemset(b.data(), 0, kMaxCountedSamples * sizeof(unsigned)));
+  }
+  return static_cast<unsigned*>(b.data());
 }
 
 template <class T>
@@ -171,43 +260,55 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
                       const Tensor& out) {
   const int64_t samples = x.dim(0), channels = x.dim(-1), total = x.numel();
   const int64_t positions = total / (samples * channels);
-  const int pairs = int(samples * groups);
-  // Enough blocks of partial sums to fill the GPU several times over: the scalar kernel has a block per
-  // (slice, group, sample), the vector one a block per (slice, sample) covering every group.
   const bool vector = channels % 8 == 0 && channels / 8 <= kThreads && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(out.data) % 16 == 0 && sizeof(T) == 2;
-  const int64_t wanted = (4 * multiprocessor_count(x.device.index) + (vector ? samples : pairs) - 1) /
-                         (vector ? samples : pairs);
-  // ...but at least kMinSlice positions a slice: shorter ones spend more on setting up than on reading.
-  constexpr int64_t kMinSlice = 32;
+  // Blocks of partial sums (the vector kernel has a block per (slice, sample), the scalar one per
+  // (slice, group, sample)): one per multiprocessor in all while x fits in the L2 cache, where more
+  // would only lengthen the finalizing block's sum over slices; four per multiprocessor beyond, so
+  // that enough loads are in flight to keep memory busy. At least kMinSlice positions a slice: shorter
+  // ones spend more on setting up than on reading.
+  const int64_t blocks_per_slice = vector ? samples : samples * groups;
+  const int64_t blocks_wanted = multiprocessor_count(x.device.index) * (x.nbytes() <= (size_t(16) << 20) ? 1 : 4);
+  const int64_t wanted = (blocks_wanted + blocks_per_slice - 1) / blocks_per_slice;
+  constexpr int64_t kMinSlice = 8;
   const int slices = int(std::clamp<int64_t>(std::min(wanted, (positions + kMinSlice - 1) / kMinSlice), 1,
                                              std::max<int64_t>(positions, 1)));
-  auto* partial = static_cast<float2*>(scratch(x.device, size_t(pairs) * (size_t(slices) + 1) * sizeof(float2)));
-  float2* mean_rstd = partial + int64_t(pairs) * slices;
+  // The affine maps start 16-byte aligned (the apply kernel reads them four floats at a time).
+  const int64_t partial_count = (samples * groups * slices + 1) / 2 * 2;
+  auto* partial = static_cast<float2*>(
+      scratch(x.device, (size_t(partial_count) + size_t(samples) * channels) * sizeof(float2)));
+  float2* affine = partial + partial_count;
   const T* xp = static_cast<const T*>(x.data);
-  if (vector) {
-    const size_t channel_sums = 2 * channels * sizeof(float);
-    group_partial_sums_vector_kernel<T><<<dim3(unsigned(slices), unsigned(samples)), kThreads, channel_sums,
-                                          current_stream()>>>(xp, positions, int(channels), groups, slices, partial);
-  } else {
-    group_partial_sums_kernel<T><<<dim3(unsigned(slices), unsigned(groups), unsigned(samples)), kThreads, 0,
-                                   current_stream()>>>(xp, positions, int(channels), groups, slices, partial);
-  }
-  HD_GPU_CHECK_LAUNCH();
-  group_finalize_kernel<T><<<unsigned((pairs + 127) / 128), 128, 0, current_stream()>>>(
-      xp, positions, int(channels), groups, slices, eps, partial, mean_rstd, pairs);
-  HD_GPU_CHECK_LAUNCH();
   const auto* g = static_cast<const T*>(gamma.data);
   const auto* b = static_cast<const T*>(beta.data);
   auto* o = static_cast<T*>(out.data);
-  const int64_t items = vector ? total / 8 : total;
-  const unsigned blocks = unsigned(std::min<int64_t>((items + kThreads - 1) / kThreads, 65535));
   if (vector) {
-    group_apply_kernel<T><<<blocks, kThreads, 0, current_stream()>>>(
-        xp, g, b, o, positions, int(channels), groups, mean_rstd, fuse_silu, total);
+    // The apply kernel has a grid row per sample.
+    HD_CHECK_KIND(samples <= 65535, ErrorKind::kUnsupported, "group_norm: ", samples, " samples (at most 65535)");
+    unsigned* arrived = arrival_counters(x.device);
+    const size_t channel_sums = 2 * channels * sizeof(float);  // also holds the statistics of 2 * groups
+    for (int64_t first = 0; first < samples; first += kMaxCountedSamples) {  // a counter per sample
+      const int64_t count = std::min<int64_t>(samples - first, kMaxCountedSamples);
+      const int64_t offset = first * positions * channels;
+      group_statistics_kernel<T><<<dim3(unsigned(slices), unsigned(count)), kThreads, channel_sums,
+                                   current_stream()>>>(xp + offset, g, b, positions, int(channels), groups, slices,
+                                                       eps, partial, affine + first * channels, arrived);
+      HD_GPU_CHECK_LAUNCH();
+    }
+    const int64_t per_sample = positions * channels;
+    const unsigned columns = unsigned(std::clamp<int64_t>((per_sample / 8 + kThreads - 1) / kThreads, 1, 65535));
+    group_apply_kernel<T><<<dim3(columns, unsigned(samples)), kThreads, 0, current_stream()>>>(
+        xp, o, per_sample, int(channels), affine, fuse_silu);
   } else {
-    group_apply_scalar_kernel<T><<<blocks, kThreads, 0, current_stream()>>>(
-        xp, g, b, o, positions, int(channels), groups, mean_rstd, fuse_silu, total);
+    group_partial_sums_kernel<T><<<dim3(unsigned(slices), unsigned(groups), unsigned(samples)), kThreads, 0,
+                                   current_stream()>>>(xp, positions, int(channels), groups, slices, partial);
+    HD_GPU_CHECK_LAUNCH();
+    group_finalize_kernel<T><<<unsigned(samples), kThreads, 2 * groups * sizeof(float), current_stream()>>>(
+        xp, g, b, positions, int(channels), groups, slices, eps, partial, affine);
+    HD_GPU_CHECK_LAUNCH();
+    const unsigned blocks = unsigned(std::min<int64_t>((total + kThreads - 1) / kThreads, 65535));
+    group_apply_scalar_kernel<T><<<blocks, kThreads, 0, current_stream()>>>(xp, o, positions, int(channels), affine,
+                                                                            fuse_silu, total);
   }
   HD_GPU_CHECK_LAUNCH();
 }
@@ -235,12 +336,58 @@ __global__ void __launch_bounds__(kThreads) layer_norm_kernel(const T* __restric
     out[row * channels + c] = from_float<T>((to_float(in[c]) - mean) * rstd * to_float(gamma[c]) + to_float(beta[c]));
 }
 
+// The same with 16-byte accesses (16-bit types, C a multiple of 8, at most 32 * kVectors * 8 channels):
+// a lane keeps its up to kVectors eight-channel pieces of the row in registers, so the row is read once.
+constexpr int kLayerNormVectors = 8;  // up to 2048 channels
+template <class T>
+__global__ void __launch_bounds__(kThreads) layer_norm_vector_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                                                                     const T* __restrict__ beta, T* __restrict__ out,
+                                                                     int64_t rows, int channels, float eps) {
+  const int lane = int(threadIdx.x) % kFragmentLanes;
+  const int64_t row = int64_t(blockIdx.x) * (kThreads / kFragmentLanes) + threadIdx.x / kFragmentLanes;
+  if (row >= rows) return;  // whole 32-lane groups leave together
+  const int vectors = channels / 8;
+  const T* in = x + row * channels;
+  T held[kLayerNormVectors][8];
+  float sum = 0.f;
+  for (int i = 0; i < kLayerNormVectors; ++i) {
+    const int v = lane + i * kFragmentLanes;
+    if (v >= vectors) break;
+    *reinterpret_cast<uint4*>(held[i]) = *reinterpret_cast<const uint4*>(in + v * 8);
+    for (int j = 0; j < 8; ++j) sum += to_float(held[i][j]);
+  }
+  const float mean = group_sum(sum) / float(channels);
+  float squares = 0.f;
+  for (int i = 0; i < kLayerNormVectors; ++i) {
+    if (lane + i * kFragmentLanes >= vectors) break;
+    for (int j = 0; j < 8; ++j) {
+      const float d = to_float(held[i][j]) - mean;
+      squares += d * d;
+    }
+  }
+  const float rstd = rsqrtf(group_sum(squares) / float(channels) + eps);
+  for (int i = 0; i < kLayerNormVectors; ++i) {
+    const int v = lane + i * kFragmentLanes;
+    if (v >= vectors) break;
+    T g[8], b[8], res[8];
+    *reinterpret_cast<uint4*>(g) = *reinterpret_cast<const uint4*>(gamma + v * 8);
+    *reinterpret_cast<uint4*>(b) = *reinterpret_cast<const uint4*>(beta + v * 8);
+    for (int j = 0; j < 8; ++j)
+      res[j] = from_float<T>((to_float(held[i][j]) - mean) * rstd * to_float(g[j]) + to_float(b[j]));
+    *reinterpret_cast<uint4*>(out + row * channels + v * 8) = *reinterpret_cast<const uint4*>(res);
+  }
+}
+
 template <class T>
 void layer_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out) {
   const int64_t channels = x.dim(-1), rows = x.numel() / std::max<int64_t>(channels, 1);
   if (rows == 0) return;
   constexpr int kRowsPerBlock = kThreads / kFragmentLanes;
-  layer_norm_kernel<T><<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, current_stream()>>>(
+  const auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data) % 16 == 0; };
+  const bool vector = sizeof(T) == 2 && channels % 8 == 0 && channels <= 8 * kFragmentLanes * kLayerNormVectors &&
+                      aligned(x) && aligned(gamma) && aligned(beta) && aligned(out);
+  const auto kernel = vector ? layer_norm_vector_kernel<T> : layer_norm_kernel<T>;
+  kernel<<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, current_stream()>>>(
       static_cast<const T*>(x.data), static_cast<const T*>(gamma.data), static_cast<const T*>(beta.data),
       static_cast<T*>(out.data), rows, int(channels), eps);
   HD_GPU_CHECK_LAUNCH();

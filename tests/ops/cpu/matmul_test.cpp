@@ -27,6 +27,32 @@ TEST(Linear, MatchesScalarReferenceWithAndWithoutBias) {
   }
 }
 
+// The residual added in the product (a transformer's residual stream): in a tensor of its own, and in
+// place, where the output is the residual.
+TEST(Linear, AddsTheResidualSeparateOrInPlace) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const auto x = test::random_tensor(rng, Shape{2, 7, 13});
+  const auto w = test::random_tensor(rng, Shape{11, 13});
+  const auto b = test::random_tensor(rng, Shape{11});
+  const auto residual = test::random_tensor(rng, Shape{2, 7, 11});
+  std::vector<double> ref(2 * 7 * 11);
+  for (int64_t r = 0; r < 14; ++r)
+    for (int64_t o = 0; o < 11; ++o) {
+      double acc = double(b.ptr<float>()[o]) + residual.ptr<float>()[r * 11 + o];
+      for (int64_t i = 0; i < 13; ++i) acc += double(x.ptr<float>()[r * 13 + i]) * w.ptr<float>()[o * 13 + i];
+      ref[size_t(r * 11 + o)] = acc;
+    }
+  auto separate = test::poisoned_tensor(Shape{2, 7, 11});
+  ops::linear(x, w, &b.view(), &residual.view(), separate);
+  EXPECT_LT(test::relative_l2(separate, ref), 1e-6);
+  const OwnedTensor in_place = OwnedTensor::copy_of(residual);
+  ops::linear(x, w, &b.view(), &in_place.view(), in_place);
+  EXPECT_LT(test::relative_l2(in_place, ref), 1e-6);
+  OwnedTensor wrong(Shape{2, 7, 12}, DType::kF32);
+  EXPECT_THROW(ops::linear(x, w, &b.view(), &wrong.view(), separate), Error);
+}
+
 TEST(Linear, RejectsMismatchedFeatures) {
   OwnedTensor x(Shape{3, 5}, DType::kF32), w(Shape{4, 6}, DType::kF32), out(Shape{3, 4}, DType::kF32);
   EXPECT_THROW(ops::linear(x, w, nullptr, out), Error);

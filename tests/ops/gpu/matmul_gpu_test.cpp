@@ -4,6 +4,8 @@
 // f16 and bf16, through the matrix units and through the portable fragment path that AMD targets run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "ops/gpu/gemm.h"
 #include "ops/gpu/gpu_ops.h"
@@ -47,19 +49,36 @@ void check_conv(const ConvCase& c, DType dtype, gpu::GemmPath path) {
   const auto rb = test::rounded_to(bias, dtype), rr = test::rounded_to(residual, dtype);
   ops::conv2d(test::rounded_to(x, dtype), test::rounded_to(w, dtype), c.bias ? &rb.view() : nullptr,
               c.residual ? &rr.view() : nullptr, p, expected);
-  const auto probe = test::poisoned_gpu(os, dtype);
+  const auto probe = test::poisoned_gpu(os, dtype), probe_residual = test::poisoned_gpu(os, dtype);
   const std::vector<std::string> names = gpu::gemm_candidates(conv_problem(c, dx, dw, db, probe), path);
   ASSERT_FALSE(names.empty());
-  for (const std::string& name : names) {
+  // With the residual in a tensor of its own, more candidates may run (cuDNN's graph API needs C apart
+  // from the residual).
+  const std::vector<std::string> separate_names =
+      c.residual ? gpu::gemm_candidates(conv_problem(c, dx, dw, db, probe, &probe_residual.view()), path)
+                 : std::vector<std::string>{};
+  std::vector<std::string> all = names;
+  for (const std::string& name : separate_names)
+    if (std::find(all.begin(), all.end(), name) == all.end()) all.push_back(name);
+  const auto offered = [&](const char* name) { return std::find(all.begin(), all.end(), name) != all.end(); };
+  // Where cuDNN is built in, its graph API must take every multiple-of-8-channel convolution, so that
+  // its engines are checked here rather than silently missing.
+  if (offered("cudnn") && c.cin % 8 == 0 && c.cout % 8 == 0) {
+    EXPECT_TRUE(offered("cudnn-graph-0"));
+  }
+  for (const std::string& name : all) {
     SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << name << " x[" << c.n << "," << c.h << "," << c.w
                                     << "," << c.cin << "] k" << c.k << " cout " << c.cout << " s" << c.stride << " p"
                                     << c.padding << "+" << c.extra_end_padding);
     // With a residual, the output starts as the residual and is overwritten in place (as the UNet's
     // resnets use it); otherwise it starts poisoned.
-    const auto dout = c.residual ? test::to_gpu(residual, dtype) : test::poisoned_gpu(os, dtype);
-    gpu::gemm_with(conv_problem(c, dx, dw, db, dout), name, path);
-    EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(dtype));
-    if (c.residual) {  // the residual in a tensor of its own (a resnet's shortcut), left unchanged
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      const auto dout = c.residual ? test::to_gpu(residual, dtype) : test::poisoned_gpu(os, dtype);
+      gpu::gemm_with(conv_problem(c, dx, dw, db, dout), name, path);
+      EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(dtype));
+    }
+    if (std::find(separate_names.begin(), separate_names.end(), name) != separate_names.end()) {
+      // The residual in a tensor of its own (a resnet's shortcut), left unchanged.
       const auto dres = test::to_gpu(residual, dtype), separate = test::poisoned_gpu(os, dtype);
       gpu::gemm_with(conv_problem(c, dx, dw, db, separate, &dres.view()), name, path);
       EXPECT_LE(test::relative_l2(test::to_host_f32(separate), test::reference_of(expected)), tolerance(dtype));
@@ -123,6 +142,46 @@ TEST(GpuLinear, MatchesCpuWithAndWithoutBias) {
         const auto each = test::poisoned_gpu(Shape{1, m, n}, t);
         gpu::gemm_with(problem(each), name);
         EXPECT_LE(test::relative_l2(test::to_host_f32(each), test::reference_of(expected)), tolerance(t)) << name;
+      }
+    }
+  }
+}
+
+// The residual fused into the product, in a tensor of its own and in place (the transformer's residual
+// stream), through the autotuner's choice and through every candidate.
+TEST(GpuLinear, AddsTheResidualSeparateOrInPlace) {
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    for (const auto& [m, n, k] : {std::tuple{8192, 320, 1280}, std::tuple{154, 768, 3072}, std::tuple{5, 16, 24}}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(t) << " m" << m << " n" << n << " k" << k);
+      test::Rng rng;
+      HD_SEED_TRACE(rng);
+      const auto x = test::random_tensor(rng, Shape{1, m, k}), w = test::random_tensor(rng, Shape{n, k}, 0.05f);
+      const auto b = test::random_tensor(rng, Shape{n}), residual = test::random_tensor(rng, Shape{1, m, n});
+      const auto dx = test::to_gpu(x, t), dw = test::to_gpu(w, t), db = test::to_gpu(b, t);
+      OwnedTensor expected(Shape{1, m, n}, DType::kF32);
+      const auto rb = test::rounded_to(b, t), rr = test::rounded_to(residual, t);
+      ops::linear(test::rounded_to(x, t), test::rounded_to(w, t), &rb.view(), &rr.view(), expected);
+      const auto dres = test::to_gpu(residual, t), separate = test::poisoned_gpu(Shape{1, m, n}, t);
+      ops::linear(dx, dw, &db.view(), &dres.view(), separate);
+      EXPECT_LE(test::relative_l2(test::to_host_f32(separate), test::reference_of(expected)), tolerance(t));
+      EXPECT_EQ(test::relative_l2(test::to_host_f32(dres), test::reference_of(rr)), 0.0);  // left unchanged
+      const auto stream = test::to_gpu(residual, t);
+      ops::linear(dx, dw, &db.view(), &stream.view(), stream);
+      EXPECT_LE(test::relative_l2(test::to_host_f32(stream), test::reference_of(expected)), tolerance(t));
+      const auto problem = [&](const Tensor& res, const Tensor& out) {
+        gpu::GemmProblem g = gpu::dense_gemm(t, dx.view().device, m, n, k, dx.view().data, k, dw.view().data, k,
+                                             out.data, n);
+        g.bias = db.view().data;
+        g.residual = res.data;
+        return g;
+      };
+      for (const std::string& name : gpu::gemm_candidates(problem(dres, separate))) {
+        const auto each = test::poisoned_gpu(Shape{1, m, n}, t);
+        gpu::gemm_with(problem(dres, each), name);
+        EXPECT_LE(test::relative_l2(test::to_host_f32(each), test::reference_of(expected)), tolerance(t)) << name;
+        const auto in_place = test::to_gpu(residual, t);
+        gpu::gemm_with(problem(in_place, in_place), name);
+        EXPECT_LE(test::relative_l2(test::to_host_f32(in_place), test::reference_of(expected)), tolerance(t)) << name;
       }
     }
   }

@@ -31,6 +31,9 @@ TEST(GpuGroupNorm, MatchesCpu) {
       {Shape{1, 3, 3, 30}, 3, 0.f},       // C % 8 != 0: the scalar path
       {Shape{1, 32, 32, 128}, 32, 100.f}, // a mean far above the spread
       {Shape{2, 77, 40}, 8, 0.f},         // any rank: [N, L, C]
+      {Shape{2, 64, 64, 320}, 32, 0.3f},  // SD1.5's first level: many slices a sample
+      {Shape{1, 6, 5, 2048}, 32, 0.f},    // the widest the 16-byte path takes (256 columns)
+      {Shape{1030, 2, 2, 16}, 4, 0.f},    // more samples than one launch counts (1024)
   };
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
     for (const auto& c : cases) {
@@ -54,9 +57,27 @@ TEST(GpuGroupNorm, MatchesCpu) {
   }
 }
 
+// The sums are added in a fixed order (no float atomics), so a captured UNet replays its plain forward
+// bit for bit; and the per-sample counters the statistics kernel leaves behind must not leak into the
+// next call.
+TEST(GpuGroupNorm, RepeatsItselfBitForBit) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const Shape shape{2, 32, 32, 640};
+  const auto x = test::to_gpu(random_with_mean(rng, shape, 0.2f, 1.f), DType::kF16);
+  const auto gamma = test::to_gpu(random_with_mean(rng, Shape{640}, 1.f, 0.3f), DType::kF16);
+  const auto beta = test::to_gpu(test::random_tensor(rng, Shape{640}, 0.3f), DType::kF16);
+  const auto first = test::poisoned_gpu(shape, DType::kF16), second = test::poisoned_gpu(shape, DType::kF16);
+  ops::group_norm(x, gamma, beta, 32, 1e-5f, true, first);
+  for (int i = 0; i < 5; ++i) ops::group_norm(x, gamma, beta, 32, 1e-5f, true, second);
+  EXPECT_EQ(test::to_vector(test::to_host_f32(first)), test::to_vector(test::to_host_f32(second)));
+}
+
 TEST(GpuLayerNorm, MatchesCpu) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
-    for (const Shape& shape : {Shape{2, 77, 768}, Shape{3, 5, 40}, Shape{1, 4096, 320}, Shape{7, 1}}) {
+    // 16-byte path up to 2048 channels (held in registers), one element a lane beyond and for odd widths.
+    for (const Shape& shape : {Shape{2, 77, 768}, Shape{3, 5, 40}, Shape{1, 4096, 320}, Shape{7, 1}, Shape{2, 3, 2048},
+                               Shape{1, 2, 2056}, Shape{4, 1, 36}}) {
       SCOPED_TRACE(testing::Message() << dtype_name(t) << " " << shape.to_string());
       test::Rng rng;
       HD_SEED_TRACE(rng);

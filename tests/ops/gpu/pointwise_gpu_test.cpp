@@ -39,7 +39,9 @@ TEST(GpuPointwise, ActivationsMatchCpu) {
   check_unary("gelu tanh", [](const Tensor& x, const Tensor& y) { ops::gelu(x, ops::GeluApproximation::kTanh, y); }, s, s);
   check_unary("scale", [](const Tensor& x, const Tensor& y) { ops::scale(x, -0.37f, y); }, s, s);
   check_unary("geglu", [](const Tensor& x, const Tensor& y) { ops::geglu(x, ops::GeluApproximation::kNone, y); },
-              Shape{2, 50, 2 * 96}, Shape{2, 50, 96});
+              Shape{2, 50, 2 * 96}, Shape{2, 50, 96});  // 16-bit types: eight outputs a thread
+  check_unary("geglu, odd width", [](const Tensor& x, const Tensor& y) { ops::geglu(x, ops::GeluApproximation::kNone, y); },
+              Shape{3, 7, 2 * 13}, Shape{3, 7, 13});
 }
 
 TEST(GpuPointwise, BroadcastingAddAndMulMatchCpu) {
@@ -48,6 +50,8 @@ TEST(GpuPointwise, BroadcastingAddAndMulMatchCpu) {
       {Shape{2, 5, 7, 8}, Shape{8}},           // a bias over channels
       {Shape{2, 5, 7, 8}, Shape{2, 1, 1, 8}},  // the time embedding over positions
       {Shape{3, 1}, Shape{1, 4}},              // both sides broadcast
+      {Shape{2, 77, 768}, Shape{77, 768}},     // CLIP's position embedding over the batch
+      {Shape{2, 3, 5, 7}, Shape{2, 1, 1, 7}},  // channels not a multiple of 8: one element a thread
   };
   for (const auto& [sa, sb] : pairs) {
     for (bool multiply : {false, true}) {
@@ -68,6 +72,11 @@ TEST(GpuPointwise, BroadcastingAddAndMulMatchCpu) {
         OwnedTensor expected(so, DType::kF32);
         op(test::rounded_to(a, t), test::rounded_to(b, t), expected);
         EXPECT_LE(test::relative_l2(test::to_host_f32(out), test::reference_of(expected)), tolerance(t));
+        if (so == sa) {  // in place, as the models update a tensor: out is a
+          const auto in_place = test::to_gpu(a, t);
+          op(in_place, test::to_gpu(b, t), in_place);
+          EXPECT_LE(test::relative_l2(test::to_host_f32(in_place), test::reference_of(expected)), tolerance(t));
+        }
       }
     }
   }

@@ -12,29 +12,14 @@
 #include "core/buffer.h"
 #include "core/error.h"
 #include "ops/gpu/gpu_runtime.h"
+#include "ops/gpu/nvidia/cudnn_common.h"
 #include "ops/gpu/nvidia/vendor_gemm.h"
 
 namespace hd::gpu {
 
 namespace {
 
-void check(cudnnStatus_t status, const char* what) {
-  if (status != CUDNN_STATUS_SUCCESS)
-    throw Error(ErrorKind::kRuntime, str_cat("cuDNN: ", what, " failed: ", cudnnGetErrorString(status)));
-}
-
-cudnnHandle_t handle_for(int device) {
-  static std::mutex mutex;
-  static std::map<int, cudnnHandle_t> handles;  // never destroyed: process lifetime, like the context
-  const std::lock_guard lock(mutex);
-  auto it = handles.find(device);
-  if (it == handles.end()) {
-    cudnnHandle_t h = nullptr;
-    check(cudnnCreate(&h), "cudnnCreate");
-    it = handles.emplace(device, h).first;  // the legacy default stream, where every op runs
-  }
-  return it->second;
-}
+constexpr auto check = cudnn_check;
 
 cudnnDataType_t data_type(DType t) { return t == DType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF; }
 
@@ -90,7 +75,7 @@ Algorithm algorithm_for(const GemmProblem& p, const Descriptors& d) {
   }
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int count = 0;
-  check(cudnnFindConvolutionForwardAlgorithm(handle_for(p.device.index), d.x, d.w, d.conv, d.y,
+  check(cudnnFindConvolutionForwardAlgorithm(cudnn_handle(p.device.index), d.x, d.w, d.conv, d.y,
                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
         "finding an algorithm");
   constexpr size_t kMaxWorkspace = size_t(256) << 20;
@@ -124,7 +109,7 @@ void cudnn_conv(const GemmProblem& p, void* c) {
   const Descriptors d(p);
   const Algorithm a = algorithm_for(p, d);
   const Buffer workspace = a.workspace > 0 ? Buffer(p.device, a.workspace) : Buffer();
-  cudnnHandle_t h = handle_for(p.device.index);
+  cudnnHandle_t h = cudnn_handle(p.device.index);
   const auto stream = static_cast<cudaStream_t>(native_stream(p.device));
   check(cudnnSetStream(h, stream), "cudnnSetStream");
   const size_t c_bytes = size_t(p.m() * p.n) * 2;

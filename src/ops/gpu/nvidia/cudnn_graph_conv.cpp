@@ -1,0 +1,326 @@
+// A convolution problem through cuDNN's graph (backend) API, the API PyTorch reaches cuDNN through:
+// one operation graph of the convolution and its epilogue, y = conv(x, w) + bias + residual, the adds
+// fused into the convolution's kernel where an engine can (the legacy API of cudnn_conv.cpp runs the
+// bias as a second pass over y). The graph's engine configurations, in the order cuDNN's heuristics
+// rank them, become candidates of their own ("cudnn-graph-<rank>"), so that the autotuner times them
+// beside our kernels and its cache file remembers which one won. Only deterministic engines are
+// offered: a seed must give the same picture on every run.
+#include <cudnn.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/error.h"
+#include "ops/gpu/gpu_runtime.h"
+#include "ops/gpu/nvidia/cudnn_common.h"
+#include "ops/gpu/nvidia/vendor_gemm.h"
+
+namespace hd::gpu {
+
+namespace {
+
+constexpr auto check = cudnn_check;
+
+// An owned backend descriptor.
+class Descriptor {
+ public:
+  explicit Descriptor(cudnnBackendDescriptorType_t type) {
+    check(cudnnBackendCreateDescriptor(type, &d_), "creating a descriptor");
+  }
+  ~Descriptor() {
+    if (d_ != nullptr) cudnnBackendDestroyDescriptor(d_);
+  }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+  template <class V>
+  Descriptor& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const V* values, int64_t count,
+                  const char* what) {
+    check(cudnnBackendSetAttribute(d_, name, type, count, values), what);
+    return *this;
+  }
+  Descriptor& set_descriptor(cudnnBackendAttributeName_t name, const Descriptor& other, const char* what) {
+    cudnnBackendDescriptor_t value = other.get();
+    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &value, 1, what);
+  }
+  void finalize(const char* what) { check(cudnnBackendFinalize(d_), what); }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+using DescriptorPtr = std::unique_ptr<Descriptor>;
+
+// A 4-d tensor in cuDNN's [N, C, H, W] order, laid out as `strides` say.
+DescriptorPtr tensor(int64_t uid, cudnnDataType_t type, const int64_t (&dims)[4], const int64_t (&strides)[4],
+                     bool is_virtual) {
+  auto t = std::make_unique<Descriptor>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  const int64_t alignment = 16;
+  const bool virtual_flag = is_virtual;
+  t->set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type, 1, "tensor type")
+      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims, 4, "tensor dimensions")
+      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides, 4, "tensor strides")
+      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid, 1, "tensor id")
+      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &alignment, 1, "tensor alignment")
+      .set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &virtual_flag, 1, "tensor virtual flag");
+  t->finalize("tensor");
+  return t;
+}
+
+// An activation [n, c, h, w] stored NHWC.
+DescriptorPtr nhwc_tensor(int64_t uid, cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w,
+                          bool is_virtual) {
+  return tensor(uid, type, {n, c, h, w}, {h * w * c, 1, w * c, c}, is_virtual);
+}
+
+// out = a + b, b broadcast when it is the bias.
+DescriptorPtr add_operation(const Descriptor& add, const Descriptor& a, const Descriptor& b, const Descriptor& out) {
+  auto op = std::make_unique<Descriptor>(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  op->set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, add, "add operation")
+      .set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, a, "add input")
+      .set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b, "add operand")
+      .set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, out, "add output");
+  op->finalize("add operation");
+  return op;
+}
+
+enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual, kConvOut, kWithBias };
+
+// The operation graph of one problem shape, its deterministic engine configurations in the heuristics'
+// order, and the execution plans finalized so far (lazily: finalizing may compile a kernel).
+struct ShapePlans {
+  std::vector<DescriptorPtr> keep;  // tensors and operations the graph refers to
+  DescriptorPtr graph;
+  std::vector<DescriptorPtr> configs;
+  std::vector<DescriptorPtr> plans;  // null until finalized
+  std::vector<int64_t> workspace;
+  std::vector<bool> failed;
+};
+
+// At most this many engine configurations become candidates: the heuristics rank the likely fastest
+// first, and each candidate is timed once per shape.
+constexpr int kMaxCandidates = 6;
+constexpr int64_t kMaxWorkspace = int64_t(256) << 20;
+
+bool deterministic(const Descriptor& config) {
+  Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t engine_handle = engine.get();
+  int64_t count = 0;
+  check(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
+                                 &engine_handle),
+        "reading a configuration's engine");
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  int64_t note_count = 0;
+  check(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &note_count, notes),
+        "reading an engine's numerical notes");
+  for (int64_t i = 0; i < note_count; ++i)
+    if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return false;
+  return true;
+}
+
+std::unique_ptr<ShapePlans> build_plans(const GemmProblem& p) {
+  auto s = std::make_unique<ShapePlans>();
+  const cudnnDataType_t io = p.dtype == DType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+  const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+  const auto keep = [&](DescriptorPtr d) -> Descriptor& {
+    s->keep.push_back(std::move(d));
+    return *s->keep.back();
+  };
+  Descriptor& x = keep(nhwc_tensor(kX, io, p.images, p.channels, p.height, p.width, false));
+  // The filter [K, C, R, S] stored as our [Cout, kh, kw, Cin]: KRSC strides.
+  Descriptor& filter = keep(tensor(kW, io, {p.n, p.channels, p.kh, p.kw},
+                                   {int64_t(p.kh) * p.kw * p.channels, 1, int64_t(p.kw) * p.channels, p.channels},
+                                   false));
+
+  // The convolution: cross-correlation, f32 accumulation; padding before = p.padding, after = whatever
+  // makes the output size (the VAE encoder's extra bottom/right zeros included).
+  Descriptor& conv = keep(std::make_unique<Descriptor>(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
+  {
+    const int64_t dims = 2, dilation[2] = {1, 1}, stride[2] = {p.stride, p.stride};
+    const int64_t pre[2] = {p.padding, p.padding};
+    const int64_t post[2] = {(p.out_height - 1) * p.stride + p.kh - p.height - p.padding,
+                             (p.out_width - 1) * p.stride + p.kw - p.width - p.padding};
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &f32, 1, "convolution precision")
+        .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode, 1, "convolution mode")
+        .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, &dims, 1, "convolution dimensions")
+        .set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, dilation, 2, "convolution dilation")
+        .set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, stride, 2, "convolution stride")
+        .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, pre, 2, "convolution padding")
+        .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, post, 2, "convolution end padding");
+    conv.finalize("convolution");
+  }
+  const bool has_bias = p.bias != nullptr, has_residual = p.residual != nullptr;
+  Descriptor& y = keep(nhwc_tensor(kY, io, p.images, p.n, p.out_height, p.out_width, false));
+  // The convolution writes y itself when nothing follows it, else an f32 intermediate in registers.
+  Descriptor& conv_out = has_bias || has_residual
+                             ? keep(nhwc_tensor(kConvOut, f32, p.images, p.n, p.out_height, p.out_width, true))
+                             : y;
+  std::vector<cudnnBackendDescriptor_t> ops;
+  {
+    Descriptor& op = keep(std::make_unique<Descriptor>(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
+    const float alpha = 1.0f, beta = 0.0f;
+    op.set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x, "convolution input")
+        .set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, filter, "convolution filter")
+        .set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, conv_out, "convolution output")
+        .set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv, "convolution descriptor")
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha, 1, "convolution alpha")
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta, 1, "convolution beta");
+    op.finalize("convolution operation");
+    ops.push_back(op.get());
+  }
+  if (has_bias || has_residual) {
+    Descriptor& add = keep(std::make_unique<Descriptor>(CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
+    const cudnnPointwiseMode_t mode = CUDNN_POINTWISE_ADD;
+    add.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode, 1, "add mode")
+        .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &f32, 1, "add precision");
+    add.finalize("add");
+    Descriptor* current = &conv_out;
+    if (has_bias) {
+      Descriptor& bias = keep(nhwc_tensor(kBias, io, 1, p.n, 1, 1, false));
+      Descriptor& sum = has_residual ? keep(nhwc_tensor(kWithBias, f32, p.images, p.n, p.out_height, p.out_width, true)) : y;
+      ops.push_back(keep(add_operation(add, *current, bias, sum)).get());
+      current = &sum;
+    }
+    if (has_residual) {
+      Descriptor& residual = keep(nhwc_tensor(kResidual, io, p.images, p.n, p.out_height, p.out_width, false));
+      ops.push_back(keep(add_operation(add, *current, residual, y)).get());
+    }
+  }
+  cudnnHandle_t handle = cudnn_handle(p.device.index);
+  s->graph = std::make_unique<Descriptor>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  s->graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(), int64_t(ops.size()),
+                "graph operations")
+      .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1, "graph handle");
+  s->graph->finalize("operation graph");
+
+  Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  heuristics.set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *s->graph, "heuristics graph")
+      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode, 1, "heuristics mode");
+  heuristics.finalize("heuristics");
+  int64_t available = 0;
+  check(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                 &available, nullptr),
+        "counting the heuristics' results");
+  std::vector<DescriptorPtr> configs;
+  std::vector<cudnnBackendDescriptor_t> handles;
+  for (int64_t i = 0; i < available; ++i) {
+    configs.push_back(std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    handles.push_back(configs.back()->get());
+  }
+  int64_t returned = 0;
+  if (available > 0) {
+    check(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                   available, &returned, handles.data()),
+          "reading the heuristics' results");
+  }
+  for (int64_t i = 0; i < returned && int(s->configs.size()) < kMaxCandidates; ++i) {
+    if (!deterministic(*configs[size_t(i)])) continue;
+    s->configs.push_back(std::move(configs[size_t(i)]));
+  }
+  s->plans.resize(s->configs.size());
+  s->workspace.assign(s->configs.size(), 0);
+  s->failed.assign(s->configs.size(), false);
+  return s;
+}
+
+using ShapeKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int,
+                            bool, bool>;
+
+ShapeKey key_of(const GemmProblem& p) {
+  return {p.device.index, int(p.dtype), p.images, p.height, p.width, p.channels, p.n, p.out_height, p.out_width,
+          p.kh, p.kw, p.stride, p.padding, p.bias != nullptr, p.residual != nullptr};
+}
+
+std::mutex plans_mutex;
+
+ShapePlans& plans_for(const GemmProblem& p) {
+  static std::map<ShapeKey, std::unique_ptr<ShapePlans>> all;  // process lifetime
+  const std::lock_guard lock(plans_mutex);
+  auto& slot = all[key_of(p)];
+  if (!slot) {
+    try {
+      slot = build_plans(p);
+    } catch (const Error&) {
+      slot = std::make_unique<ShapePlans>();  // no graph for this shape: no candidates
+    }
+  }
+  return *slot;
+}
+
+}  // namespace
+
+int cudnn_graph_candidates(const GemmProblem& p) {
+  // A plain NHWC convolution of 16-byte aligned tensors, one problem (no batch of problems), dense pixels,
+  // C and the residual separate (an engine may read the residual after writing C).
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  const bool runs = (p.dtype == DType::kF16 || p.dtype == DType::kBF16) && p.outer * p.inner == 1 &&
+                    p.pixel_stride == p.channels && p.ldb == int64_t(p.kh) * p.kw * p.channels && p.ldc == p.n &&
+                    p.alpha == 1.0f && p.channels % 8 == 0 && p.n % 8 == 0 && aligned(p.a) && aligned(p.b) &&
+                    aligned(p.c) && aligned(p.bias) && aligned(p.residual) &&
+                    (p.residual == nullptr || p.residual != p.c) && p.m() * p.n < (int64_t(1) << 31);
+  if (!runs) return 0;
+  return int(plans_for(p).configs.size());
+}
+
+void cudnn_graph_conv(const GemmProblem& p, int rank, void* c) {
+  HD_CHECK_KIND(!(p.residual != nullptr && p.residual == c), ErrorKind::kUnsupported,
+                "cuDNN graph API: the residual may not be the output");
+  ShapePlans& s = plans_for(p);
+  HD_CHECK_KIND(rank >= 0 && size_t(rank) < s.configs.size(), ErrorKind::kUnsupported, "cuDNN graph API: no engine ",
+                rank, " for this convolution");
+  cudnnHandle_t handle = cudnn_handle(p.device.index);
+  const Descriptor* plan = nullptr;
+  int64_t workspace_size = 0;
+  {
+    const std::lock_guard lock(plans_mutex);
+    const size_t r = size_t(rank);
+    HD_CHECK_KIND(!s.failed[r], ErrorKind::kUnsupported, "cuDNN graph API: engine ", rank,
+                  " cannot run this convolution");
+    if (!s.plans[r]) {
+      try {
+        auto built = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+        built->set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *s.configs[r], "plan configuration")
+            .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1, "plan handle");
+        built->finalize("execution plan");
+        int64_t size = 0, count = 0;
+        check(cudnnBackendGetAttribute(built->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                                       &count, &size),
+              "reading the plan's workspace size");
+        HD_CHECK_KIND(size <= kMaxWorkspace, ErrorKind::kUnsupported, "cuDNN graph API: engine ", rank, " wants ",
+                      size, " bytes of workspace");
+        s.workspace[r] = size;
+        s.plans[r] = std::move(built);
+      } catch (const Error&) {
+        s.failed[r] = true;
+        throw;
+      }
+    }
+    plan = s.plans[r].get();
+    workspace_size = s.workspace[r];
+  }
+  const Buffer workspace = workspace_size > 0 ? Buffer(p.device, size_t(workspace_size)) : Buffer();
+  check(cudnnSetStream(handle, static_cast<cudaStream_t>(native_stream(p.device))), "cudnnSetStream");
+  std::vector<int64_t> uids{kX, kW, kY};
+  std::vector<void*> pointers{const_cast<void*>(p.a), const_cast<void*>(p.b), c};
+  if (p.bias != nullptr) uids.push_back(kBias), pointers.push_back(const_cast<void*>(p.bias));
+  if (p.residual != nullptr) uids.push_back(kResidual), pointers.push_back(const_cast<void*>(p.residual));
+  Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  void* workspace_pointer = workspace.data();
+  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(), int64_t(uids.size()), "variant ids")
+      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers.data(), int64_t(pointers.size()),
+           "variant pointers")
+      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace_pointer, 1, "variant workspace");
+  pack.finalize("variant pack");
+  check(cudnnBackendExecute(handle, plan->get(), pack.get()), "executing the plan");
+}
+
+}  // namespace hd::gpu
