@@ -18,9 +18,6 @@ namespace hd::gpu {
 
 namespace {
 
-constexpr int kGroups = 4;                     // fragment groups per block, 16 query rows each
-constexpr int kQueryTile = 16 * kGroups;       // queries per block
-constexpr int kThreads = kGroups * kFragmentLanes;
 constexpr int kPad = 8;                        // shared-memory row padding (16 bytes): spreads banks
 
 struct AttentionArgs {
@@ -48,12 +45,14 @@ __device__ inline float fast_exp2(float x) {
 // a multiple of 8 for P·V and the output (40 for SD1.5's heads, where kD is 48: the product skips the
 // padding's columns). kKeyTile keys per step. kStages: 1 loads each key/value tile and then works on
 // it; 2 (NVIDIA sm_80+) copies the next tile into a second buffer asynchronously while the tensor units
-// work on the current one.
-template <class T, int kD, int kDV, int kKeyTile, bool kPortable, int kStages>
-__global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __restrict__ q, const T* __restrict__ k,
+// work on the current one. kGroups fragment groups of 32 lanes, 16 queries each: every key/value tile a
+// block loads serves 16 · kGroups queries.
+template <class T, int kD, int kDV, int kKeyTile, bool kPortable, int kStages, int kGroups>
+__global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kernel(const T* __restrict__ q, const T* __restrict__ k,
                                                                    const T* __restrict__ v, T* __restrict__ out,
                                                                    AttentionArgs a) {
   constexpr int kStride = kD + kPad;  // in 16-bit elements
+  constexpr int kQueryTile = 16 * kGroups, kThreads = kGroups * kFragmentLanes;
   extern __shared__ uint4 smem_raw[];
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);
   const auto k_tile = [&](int stage) { return q_s + (kQueryTile + 2 * stage * kKeyTile) * kStride; };
@@ -210,14 +209,15 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const T* __re
   }
 }
 
-template <class T, int kD, bool kPortable, int kDV = kD>
-void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
+template <class T, int kD, bool kPortable, int kDV, int kGroups>
+void launch_groups(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
   constexpr int kKeyTile = kD <= 64 ? 64 : 32;  // keeps shared memory within 64 KB (AMD's limit)
   // Two key/value stages where copies can run in the background (NVIDIA sm_80+ tensor-core path); one
   // on the portable path, whose shared memory then fits AMD's 64 KB at every head size.
   constexpr int kStages = kPortable ? 1 : 2;
+  constexpr int kQueryTile = 16 * kGroups;
   const size_t smem = size_t(kQueryTile + 2 * kStages * kKeyTile) * (kD + kPad) * sizeof(uint16_t);
-  const auto kernel = flash_attention_kernel<T, kD, kDV, kKeyTile, kPortable, kStages>;
+  const auto kernel = flash_attention_kernel<T, kD, kDV, kKeyTile, kPortable, kStages, kGroups>;
   {  // once per kernel and device: the attribute outlives the call, and setting it costs a driver call
     static std::mutex mutex;
     static std::set<int> configured;
@@ -226,10 +226,24 @@ void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out
       HD_GPU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   }
   const dim3 grid(unsigned((a.lq + kQueryTile - 1) / kQueryTile), unsigned(q.dim(0) * a.heads));
-  kernel<<<grid, kThreads, smem, current_stream()>>>(
+  kernel<<<grid, kGroups * kFragmentLanes, smem, current_stream()>>>(
       static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
       static_cast<T*>(out.data), a);
   HD_GPU_CHECK_LAUNCH();
+}
+
+// 128 queries a block (8 groups) for the narrowest heads (SD1.5's 40) where there are enough queries
+// for two such blocks per multiprocessor: every block reads all of its head's keys and values from L2,
+// and twice the queries a block halves that traffic (0.259 -> 0.242 ms at SD1.5's 64x64 level on an
+// H100; at head size 64 it was slower, 0.41 -> 0.54 ms, so those keep 64). 64 queries elsewhere, and on
+// the portable path, whose shared memory must fit AMD's 64 KB.
+template <class T, int kD, bool kPortable, int kDV = kD>
+void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
+  if constexpr (!kPortable && kD <= 48) {
+    if (int64_t(a.lq) * q.dim(0) * a.heads >= 128 * 2 * int64_t(multiprocessor_count(q.device.index)))
+      return launch_groups<T, kD, kPortable, kDV, 8>(q, k, v, out, a);
+  }
+  launch_groups<T, kD, kPortable, kDV, 4>(q, k, v, out, a);
 }
 
 template <class T, bool kPortable>

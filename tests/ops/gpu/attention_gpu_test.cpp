@@ -55,6 +55,10 @@ const Case kCases[] = {
     {2, 4, 77, 77, 64, true},      // the text encoder's causal self-attention
     {1, 1, 1, 1, 64, false},       // one query, one key
     {1, 1, 70, 65, 8, false},      // the smallest head size
+    // Enough queries x heads for 128-query blocks (head size 40) on a 132-multiprocessor GPU (H100/H200),
+    // off the tile; and as many at head size 64, causal.
+    {2, 8, 2200, 150, 40, false},
+    {1, 16, 2200, 300, 64, true},
 };
 
 TEST(GpuAttention, MatchesCpuThroughMatrixUnits) {
