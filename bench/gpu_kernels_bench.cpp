@@ -150,15 +150,21 @@ int main() {
         own_ms = ms, own = candidate;
       }
     }
-    std::printf("%-40s %8.3f %7.1f  %-20s", name, own_ms, flop / (own_ms * 1e9), own.c_str());
-    for (const double ms : {library_ms, graph_ms}) {
+    const auto column = [&](double ms) {
       if (ms > 0) {
         std::printf(" %8.3f %7.1f", ms, flop / (ms * 1e9));
-      } else if (&ms == &library_ms || g.height > 1 || g.kh > 1) {  // dense products have no graph column
+      } else {
         std::printf(" %8s %7s", "-", "-");
       }
+    };
+    std::printf("%-40s %8.3f %7.1f  %-20s", name, own_ms, flop / (own_ms * 1e9), own.c_str());
+    column(library_ms);
+    const bool convolution = g.height > 1 || g.kh > 1;  // dense products have no graph-API column
+    if (convolution) {
+      column(graph_ms);
+      std::printf("  %s", graph.c_str());
     }
-    std::printf("  %s\n", graph.c_str());
+    std::printf("\n");
   };
 
   std::printf("\nconv2d (f16, NHWC, bias)                 ours ms  TFLOP/s  best own tile        "

@@ -5,10 +5,14 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/device.h"
 
 namespace hd {
+
+// Whether `p` lies on a `bytes` boundary (16 for vector loads and the vendor libraries' kernels).
+inline bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // Implemented by a GPU runtime (src/ops/gpu/) and registered once per vendor.
 struct DeviceAllocator {

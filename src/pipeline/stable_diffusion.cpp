@@ -152,12 +152,8 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
   // ops::sampler_step); only the ancestral samplers' noise comes from the host, from the same generator
   // as diffusers' CPU one.
   const Device& device = placement().device;
-  const auto on_device_f32 = [&](const Tensor& host) {
-    OwnedTensor t(host.shape, DType::kF32, device);
-    ops::copy(host, t);
-    return t;
-  };
-  OwnedTensor sample = on_device_f32(latents);
+  const ops::Placement f32_there{device, DType::kF32};
+  OwnedTensor sample = ops::place(latents, f32_there);
   OwnedTensor model_input(Shape{guided ? 2 * n : n, h, w, c}, placement().dtype, device);
   OwnedTensor x0, previous_x0;  // a multistep sampler's history, allocated on its first step
   for (int i = first_step; i < sampler->steps(); ++i) {
@@ -167,7 +163,7 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
     ops::SamplerUpdate update = sampler->update(i);
     if (guided) update.guidance_scale = p.cfg_scale;
     OwnedTensor noise;
-    if (update.adds_noise()) noise = on_device_f32(randn_nhwc(generator, n, c, h, w));
+    if (update.adds_noise()) noise = ops::place(randn_nhwc(generator, n, c, h, w), f32_there);
     if (update.writes_x0()) {
       if (x0.view().data == nullptr) {
         x0 = OwnedTensor(sample.view().shape, DType::kF32, device);

@@ -6,9 +6,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-cudnn_root=$(python3 -c 'import nvidia.cudnn as c; print(list(c.__path__)[0])' 2>/dev/null || true)
-[ -n "$cudnn_root" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$cudnn_root/lib"
+source "$(dirname "$0")/runtime_env.sh"
 export HD_TUNE_CACHE="$OUT/tuning.tsv"
 ./build/cuda/hd_bench_gpu_kernels 2>&1 | tee "$OUT/bench-kernels.txt"
 python3 bench/torch_peers.py 2>&1 | tee "$OUT/bench-torch.txt"

@@ -6,9 +6,7 @@
 # launch gaps or overlap. Logs in $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
-export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-cudnn_root=$(python3 -c 'import nvidia.cudnn as c; print(list(c.__path__)[0])' 2>/dev/null || true)
-[ -n "$cudnn_root" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$cudnn_root/lib"
+source "$(dirname "$0")/runtime_env.sh"
 export HD_TUNE_CACHE="$OUT/tuning.tsv"
 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
   ./build/cuda/hd_bench_unet_step 1 64 cuda:0 f16 > "$OUT/ncu.csv" 2> "$OUT/ncu-stderr.txt"

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 
+#include "core/buffer.h"
 #include "core/error.h"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_runtime.h"
@@ -274,7 +275,7 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, boo
     return attention_materialised(q, k, v, heads, scale, out);
   }
   for (const Tensor* t : {&q, &k, &v, &out})
-    HD_CHECK_KIND(reinterpret_cast<uintptr_t>(t->data) % 16 == 0, ErrorKind::kUnsupported,
+    HD_CHECK_KIND(is_aligned(t->data, 16), ErrorKind::kUnsupported,
                   "attention: GPU tensors must start on a 16-byte boundary");
   if (q.dim(1) == 0) return;
   AttentionArgs a{heads, int(q.dim(1)), int(k.dim(1)), head_dim, q.dim(2), k.dim(2), out.dim(2),

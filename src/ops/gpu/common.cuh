@@ -8,6 +8,7 @@
 #include "ops/gpu/vendor/cuda.h"
 #endif
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/device.h"
@@ -33,6 +34,12 @@ static_assert(kWarpSize == 32, "gfx1030 (RDNA2) runs 32-wide wavefronts by defau
 
 // The stream of the current device, on which every kernel is launched (gpu_runtime.cu).
 cudaStream_t current_stream();
+
+// Blocks of `threads` for a grid-stride loop over `items`: enough to give every item a thread, at
+// least one, and at most 65535 (every vendor's limit for a grid's y and z; plenty to fill any GPU).
+inline unsigned grid_stride_blocks(int64_t items, int threads) {
+  return unsigned(std::clamp<int64_t>((items + threads - 1) / threads, 1, 65535));
+}
 
 // Throws hd::Error naming the statement, file:line and the vendor's message.
 [[noreturn]] void throw_gpu_error(cudaError_t status, const char* statement, const char* file, int line);

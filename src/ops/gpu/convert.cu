@@ -1,8 +1,6 @@
 // Element type conversion on the GPU. The bf16 and f16 roundings are written out in integer
 // arithmetic, the same on every vendor, so that the result is bit-identical to the CPU's hd::convert
 // (and does not depend on which bf16 header a ROCm release ships).
-#include <algorithm>
-
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/numeric.cuh"
@@ -47,9 +45,9 @@ void convert(const Tensor& src, const Tensor& dst) {
   const int64_t count = src.numel();
   if (count == 0) return;
   constexpr int kThreads = 256;
-  const int64_t blocks = std::min<int64_t>((count + kThreads - 1) / kThreads, 65535);
   HD_GPU_CHECK(cudaSetDevice(src.device.index));
-  convert_kernel<<<unsigned(blocks), kThreads, 0, current_stream()>>>(src.data, src.dtype, dst.data, dst.dtype, count);
+  convert_kernel<<<grid_stride_blocks(count, kThreads), kThreads, 0, current_stream()>>>(src.data, src.dtype, dst.data,
+                                                                                         dst.dtype, count);
   HD_GPU_CHECK_LAUNCH();
 }
 

@@ -363,8 +363,6 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
   return list;
 }
 
-bool aligned(const void* ptr, size_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
-
 std::string cached_device_name(int index) {
   static std::mutex mutex;
   static std::string names[16];
@@ -432,13 +430,13 @@ Prepared prepare(const GemmProblem& p, GemmPath path) {
                         p.b_batch.inner, p.c_batch.outer, p.c_batch.inner, int(p.height), int(p.width),
                         int(p.channels), int(p.out_height * p.out_width), int(p.out_width), p.kw, p.stride, p.padding,
                         p.pixel_stride, p.height * p.width * p.pixel_stride, p.ldb, p.ldc, p.alpha,
-                        p.ldc % 2 == 0 && p.c_batch.outer % 2 == 0 && p.c_batch.inner % 2 == 0 && aligned(p.c, 4) &&
-                            (!p.residual || aligned(p.residual, 4)),
+                        p.ldc % 2 == 0 && p.c_batch.outer % 2 == 0 && p.c_batch.inner % 2 == 0 && is_aligned(p.c, 4) &&
+                            (!p.residual || is_aligned(p.residual, 4)),
                         1};
   // 16-byte loads need every row and batch start of A and B on a 16-byte boundary.
   const bool vector = p.channels % 8 == 0 && p.pixel_stride % 8 == 0 && p.a_batch.outer % 8 == 0 &&
-                      p.a_batch.inner % 8 == 0 && aligned(p.a, 16) && p.ldb % 8 == 0 && p.b_batch.outer % 8 == 0 &&
-                      p.b_batch.inner % 8 == 0 && aligned(p.b, 16);
+                      p.a_batch.inner % 8 == 0 && is_aligned(p.a, 16) && p.ldb % 8 == 0 && p.b_batch.outer % 8 == 0 &&
+                      p.b_batch.inner % 8 == 0 && is_aligned(p.b, 16);
   HD_GPU_CHECK(cudaSetDevice(p.device.index));
   return {args, vector, path == GemmPath::kPortable || !device_has_matrix_unit(p.device.index)};
 }

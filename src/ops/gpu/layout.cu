@@ -1,6 +1,5 @@
 // Layout kernels on channels-last tensors: nearest 2x upsampling and channel concatenation. They move
 // 16-bit or 32-bit elements without converting them, so one kernel per element size serves every dtype.
-#include <algorithm>
 #include <type_traits>
 
 #include "core/error.h"
@@ -12,10 +11,6 @@ namespace hd::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t items) {
-  return unsigned(std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, 65535));
-}
 
 template <class E>  // E: uint16_t or uint32_t, the element's bits
 __global__ void upsample_kernel(const E* __restrict__ x, E* __restrict__ out, int64_t h, int64_t w, int64_t c,
@@ -51,7 +46,7 @@ void upsample_nearest_2x(const Tensor& x, const Tensor& out) {
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
   with_bits(x.dtype, [&](auto* bits) {
     using E = std::remove_pointer_t<decltype(bits)>;
-    upsample_kernel<E><<<blocks_for(total), kThreads, 0, current_stream()>>>(
+    upsample_kernel<E><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
         static_cast<const E*>(x.data), static_cast<E*>(out.data), x.dim(1), x.dim(2), x.dim(3), total);
   });
   HD_GPU_CHECK_LAUNCH();
@@ -65,7 +60,7 @@ void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out) {
   HD_GPU_CHECK(cudaSetDevice(a.device.index));
   with_bits(a.dtype, [&](auto* bits) {
     using E = std::remove_pointer_t<decltype(bits)>;
-    concat_kernel<E><<<blocks_for(total), kThreads, 0, current_stream()>>>(
+    concat_kernel<E><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
         static_cast<const E*>(a.data), static_cast<const E*>(b.data), static_cast<E*>(out.data), a.dim(-1), b.dim(-1),
         total);
   });

@@ -260,8 +260,8 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
                       const Tensor& out) {
   const int64_t samples = x.dim(0), channels = x.dim(-1), total = x.numel();
   const int64_t positions = total / (samples * channels);
-  const bool vector = channels % 8 == 0 && channels / 8 <= kThreads && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(out.data) % 16 == 0 && sizeof(T) == 2;
+  const bool vector = channels % 8 == 0 && channels / 8 <= kThreads && is_aligned(x.data, 16) &&
+                      is_aligned(out.data, 16) && sizeof(T) == 2;
   // Blocks of partial sums (the vector kernel has a block per (slice, sample), the scalar one per
   // (slice, group, sample)): one per multiprocessor in all while x fits in the L2 cache, where more
   // would only lengthen the finalizing block's sum over slices; four per multiprocessor beyond, so
@@ -296,8 +296,8 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
       HD_GPU_CHECK_LAUNCH();
     }
     const int64_t per_sample = positions * channels;
-    const unsigned columns = unsigned(std::clamp<int64_t>((per_sample / 8 + kThreads - 1) / kThreads, 1, 65535));
-    group_apply_kernel<T><<<dim3(columns, unsigned(samples)), kThreads, 0, current_stream()>>>(
+    const dim3 grid(grid_stride_blocks(per_sample / 8, kThreads), unsigned(samples));
+    group_apply_kernel<T><<<grid, kThreads, 0, current_stream()>>>(
         xp, o, per_sample, int(channels), affine, fuse_silu);
   } else {
     group_partial_sums_kernel<T><<<dim3(unsigned(slices), unsigned(groups), unsigned(samples)), kThreads, 0,
@@ -306,9 +306,8 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
     group_finalize_kernel<T><<<unsigned(samples), kThreads, 2 * groups * sizeof(float), current_stream()>>>(
         xp, g, b, positions, int(channels), groups, slices, eps, partial, affine);
     HD_GPU_CHECK_LAUNCH();
-    const unsigned blocks = unsigned(std::min<int64_t>((total + kThreads - 1) / kThreads, 65535));
-    group_apply_scalar_kernel<T><<<blocks, kThreads, 0, current_stream()>>>(xp, o, positions, int(channels), affine,
-                                                                            fuse_silu, total);
+    group_apply_scalar_kernel<T><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
+        xp, o, positions, int(channels), affine, fuse_silu, total);
   }
   HD_GPU_CHECK_LAUNCH();
 }
@@ -383,9 +382,9 @@ void layer_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
   const int64_t channels = x.dim(-1), rows = x.numel() / std::max<int64_t>(channels, 1);
   if (rows == 0) return;
   constexpr int kRowsPerBlock = kThreads / kFragmentLanes;
-  const auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data) % 16 == 0; };
   const bool vector = sizeof(T) == 2 && channels % 8 == 0 && channels <= 8 * kFragmentLanes * kLayerNormVectors &&
-                      aligned(x) && aligned(gamma) && aligned(beta) && aligned(out);
+                      is_aligned(x.data, 16) && is_aligned(gamma.data, 16) && is_aligned(beta.data, 16) &&
+                      is_aligned(out.data, 16);
   const auto kernel = vector ? layer_norm_vector_kernel<T> : layer_norm_kernel<T>;
   kernel<<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, current_stream()>>>(
       static_cast<const T*>(x.data), static_cast<const T*>(gamma.data), static_cast<const T*>(beta.data),

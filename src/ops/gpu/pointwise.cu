@@ -1,8 +1,8 @@
 // Elementwise GPU kernels: activations, GEGLU, add/mul with numpy broadcasting, scale. f32, f16 or bf16
 // (every operand of one dtype), computed in f32 with the CPU reference's formulas.
-#include <algorithm>
 #include <type_traits>
 
+#include "core/buffer.h"
 #include "core/error.h"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/numeric.cuh"
@@ -14,10 +14,6 @@ using ops::Activation;
 namespace {
 
 constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t items) {
-  return unsigned(std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, 65535));
-}
 
 __device__ inline float apply(Activation kind, float v) {
   switch (kind) {
@@ -114,8 +110,6 @@ __global__ void geglu_vector_kernel(const T* __restrict__ x, T* __restrict__ out
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 void check_dtypes(const char* op, std::initializer_list<const Tensor*> ts) {
   const DType t = (*ts.begin())->dtype;
   for (const Tensor* x : ts)
@@ -132,7 +126,7 @@ void activation(const Tensor& x, Activation kind, const Tensor& out) {
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
   with_element_type(x.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    activation_kernel<T><<<blocks_for(n), kThreads, 0, current_stream()>>>(
+    activation_kernel<T><<<grid_stride_blocks(n, kThreads), kThreads, 0, current_stream()>>>(
         static_cast<const T*>(x.data), static_cast<T*>(out.data), n, kind);
   });
   HD_GPU_CHECK_LAUNCH();
@@ -144,14 +138,14 @@ void geglu(const Tensor& x, ops::GeluApproximation approximation, const Tensor& 
   const int64_t half = out.dim(-1), rows = half == 0 ? 0 : out.numel() / half;
   if (rows * half == 0) return;
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
-  const bool vector = dtype_size(x.dtype) == 2 && half % 8 == 0 && aligned16(x.data) && aligned16(out.data);
+  const bool vector = dtype_size(x.dtype) == 2 && half % 8 == 0 && is_aligned(x.data, 16) && is_aligned(out.data, 16);
   with_element_type(x.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     if (vector) {
-      geglu_vector_kernel<T><<<blocks_for(rows * half / 8), kThreads, 0, current_stream()>>>(
+      geglu_vector_kernel<T><<<grid_stride_blocks(rows * half / 8, kThreads), kThreads, 0, current_stream()>>>(
           static_cast<const T*>(x.data), static_cast<T*>(out.data), rows * half / 8, int(half / 8), half, gelu);
     } else {
-      geglu_kernel<T><<<blocks_for(rows * half), kThreads, 0, current_stream()>>>(
+      geglu_kernel<T><<<grid_stride_blocks(rows * half, kThreads), kThreads, 0, current_stream()>>>(
           static_cast<const T*>(x.data), static_cast<T*>(out.data), rows, half, gelu);
     }
   });
@@ -175,16 +169,16 @@ void binary(const Tensor& a, const Tensor& b, ops::BinaryOp op, const Tensor& ou
   HD_GPU_CHECK(cudaSetDevice(out.device.index));
   const int64_t c = out.dim(-1);
   const bool rows = out.rank() >= 1 && dtype_size(out.dtype) == 2 && c % 8 == 0 && a.rank() >= 1 && b.rank() >= 1 &&
-                    a.dim(-1) == c && b.dim(-1) == c && aligned16(a.data) && aligned16(b.data) &&
-                    aligned16(out.data);
+                    a.dim(-1) == c && b.dim(-1) == c && is_aligned(a.data, 16) && is_aligned(b.data, 16) &&
+                    is_aligned(out.data, 16);
   with_element_type(out.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     if (rows) {
-      binary_rows_kernel<T><<<blocks_for(n / 8), kThreads, 0, current_stream()>>>(
+      binary_rows_kernel<T><<<grid_stride_blocks(n / 8, kThreads), kThreads, 0, current_stream()>>>(
           static_cast<const T*>(a.data), static_cast<const T*>(b.data), static_cast<T*>(out.data), n / 8,
           int(c / 8), s, multiply);
     } else {
-      binary_kernel<T><<<blocks_for(n), kThreads, 0, current_stream()>>>(
+      binary_kernel<T><<<grid_stride_blocks(n, kThreads), kThreads, 0, current_stream()>>>(
           static_cast<const T*>(a.data), static_cast<const T*>(b.data), static_cast<T*>(out.data), n, s, multiply);
     }
   });
@@ -198,7 +192,7 @@ void scale(const Tensor& x, float factor, const Tensor& out) {
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
   with_element_type(x.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    scale_kernel<T><<<blocks_for(n), kThreads, 0, current_stream()>>>(
+    scale_kernel<T><<<grid_stride_blocks(n, kThreads), kThreads, 0, current_stream()>>>(
         static_cast<const T*>(x.data), static_cast<T*>(out.data), n, factor);
   });
   HD_GPU_CHECK_LAUNCH();

@@ -2,7 +2,6 @@
 // the model's input (scale, convert, repeat for guidance) and one sampler step with classifier-free
 // guidance, each one pass over the latents. The per-value formula is ops::updated_sample, shared with
 // the CPU (src/ops/sampler_update.h); the sample and the x0 history stay in f32.
-#include <algorithm>
 #include <type_traits>
 
 #include "core/error.h"
@@ -15,10 +14,6 @@ namespace hd::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t items) {
-  return unsigned(std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, 65535));
-}
 
 template <class T>
 __global__ void sampler_input_kernel(const float* __restrict__ sample, float divisor, T* __restrict__ out,
@@ -49,7 +44,7 @@ void sampler_input(const Tensor& sample, float divisor, const Tensor& out) {
   HD_GPU_CHECK(cudaSetDevice(sample.device.index));
   with_element_type(out.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    sampler_input_kernel<T><<<blocks_for(count), kThreads, 0, current_stream()>>>(
+    sampler_input_kernel<T><<<grid_stride_blocks(count, kThreads), kThreads, 0, current_stream()>>>(
         static_cast<const float*>(sample.data), divisor, static_cast<T*>(out.data), count,
         int(out.dim(0) / sample.dim(0)));
   });
@@ -64,7 +59,7 @@ void sampler_step(const ops::SamplerUpdate& u, const Tensor& prediction, const T
   const auto f32 = [](const Tensor* t) { return t != nullptr ? static_cast<float*>(t->data) : nullptr; };
   with_element_type(prediction.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    sampler_step_kernel<T><<<blocks_for(count), kThreads, 0, current_stream()>>>(
+    sampler_step_kernel<T><<<grid_stride_blocks(count, kThreads), kThreads, 0, current_stream()>>>(
         u, static_cast<const T*>(prediction.data), static_cast<float*>(sample.data), f32(noise), f32(previous_x0),
         f32(x0), count);
   });

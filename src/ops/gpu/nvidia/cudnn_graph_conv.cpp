@@ -261,11 +261,11 @@ ShapePlans& plans_for(const GemmProblem& p) {
 int cudnn_graph_candidates(const GemmProblem& p) {
   // A plain NHWC convolution of 16-byte aligned tensors, one problem (no batch of problems), dense pixels,
   // C and the residual separate (an engine may read the residual after writing C).
-  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   const bool runs = (p.dtype == DType::kF16 || p.dtype == DType::kBF16) && p.outer * p.inner == 1 &&
                     p.pixel_stride == p.channels && p.ldb == int64_t(p.kh) * p.kw * p.channels && p.ldc == p.n &&
-                    p.alpha == 1.0f && p.channels % 8 == 0 && p.n % 8 == 0 && aligned(p.a) && aligned(p.b) &&
-                    aligned(p.c) && aligned(p.bias) && aligned(p.residual) &&
+                    p.alpha == 1.0f && p.channels % 8 == 0 && p.n % 8 == 0 && is_aligned(p.a, 16) &&
+                    is_aligned(p.b, 16) && is_aligned(p.c, 16) && is_aligned(p.bias, 16) &&
+                    is_aligned(p.residual, 16) &&
                     (p.residual == nullptr || p.residual != p.c) && p.m() * p.n < (int64_t(1) << 31);
   if (!runs) return 0;
   return int(plans_for(p).configs.size());
