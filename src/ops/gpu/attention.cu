@@ -1,32 +1,23 @@
-// Flash attention forward (FlashAttention-2's scheme): each block takes 64 queries of one (batch, head)
+// Flash attention forward (FlashAttention-2's scheme) on NVIDIA's fragment layout (attention_mfma.cu has
+// the kernel for AMD's MFMA layout, and attention() below picks): each block takes 64 queries of one (batch, head)
 // and streams the keys and values through shared memory in tiles, keeping a running row maximum and
 // sum (online softmax), so that no Lq x Lk matrix exists anywhere. Scores and the output accumulate in
 // f32 on the matrix-fragment layer (mma.cuh); inputs and output are f16 or bf16. On NVIDIA sm_80+ the
 // next key/value tile is copied in the background (async_copy.cuh) while the current one is used.
 #include <algorithm>
 #include <cmath>
-#include <mutex>
-#include <set>
 
 #include "core/buffer.h"
 #include "core/error.h"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/async_copy.cuh"
+#include "ops/gpu/attention_kernel.cuh"
 #include "ops/gpu/mma.cuh"
 
 namespace hd::gpu {
 
 namespace {
-
-constexpr int kPad = 8;                        // shared-memory row padding (16 bytes): spreads banks
-
-struct AttentionArgs {
-  int heads, lq, lk, head_dim;
-  int64_t q_row, kv_row, out_row;  // elements between consecutive tokens
-  float scale_log2;                // softmax scale · log2(e): exponentials are exp2
-  bool causal;
-};
 
 // 2^x: on NVIDIA's tensor-core path the special-function unit's approximation (relative error below
 // 2^-22, far inside f16/bf16 rounding), without the range handling exp2f adds; elsewhere exp2f.
@@ -52,7 +43,7 @@ template <class T, int kD, int kDV, int kKeyTile, bool kPortable, int kStages, i
 __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kernel(const T* __restrict__ q, const T* __restrict__ k,
                                                                    const T* __restrict__ v, T* __restrict__ out,
                                                                    AttentionArgs a) {
-  constexpr int kStride = kD + kPad;  // in 16-bit elements
+  constexpr int kStride = kD + kAttentionPad;  // in 16-bit elements
   constexpr int kQueryTile = 16 * kGroups, kThreads = kGroups * kFragmentLanes;
   extern __shared__ uint4 smem_raw[];
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);
@@ -68,15 +59,8 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
   const T* v_base = v + int64_t(b) * a.lk * a.kv_row + int64_t(h) * a.head_dim;
   const int vectors = a.head_dim / 8;  // 16-byte vectors of a row that hold data
 
-  // Rows [row0, row0 + rows) of a [tokens, head_dim] slice into shared memory; zeros past the data.
   const auto load_tile = [&](uint16_t* dst, const T* src, int64_t row_stride, int row0, int rows, int limit) {
-    for (int i = int(threadIdx.x); i < rows * (kD / 8); i += kThreads) {
-      const int r = i / (kD / 8), c = i % (kD / 8);
-      uint4 value = make_uint4(0, 0, 0, 0);
-      if (row0 + r < limit && c < vectors)
-        value = *reinterpret_cast<const uint4*>(src + int64_t(row0 + r) * row_stride + c * 8);
-      *reinterpret_cast<uint4*>(dst + r * kStride + c * 8) = value;
-    }
+    load_attention_rows<kD, kThreads>(dst, src, row_stride, row0, rows, limit, a.head_dim);
   };
   const auto load_tile_async = [&](uint16_t* dst, const T* src, int64_t row_stride, int row0, int rows, int limit) {
     for (int i = int(threadIdx.x); i < rows * (kD / 8); i += kThreads) {
@@ -217,15 +201,9 @@ void launch_groups(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   // on the portable path, whose shared memory then fits AMD's 64 KB at every head size.
   constexpr int kStages = kPortable ? 1 : 2;
   constexpr int kQueryTile = 16 * kGroups;
-  const size_t smem = size_t(kQueryTile + 2 * kStages * kKeyTile) * (kD + kPad) * sizeof(uint16_t);
+  const size_t smem = size_t(kQueryTile + 2 * kStages * kKeyTile) * (kD + kAttentionPad) * sizeof(uint16_t);
   const auto kernel = flash_attention_kernel<T, kD, kDV, kKeyTile, kPortable, kStages, kGroups>;
-  {  // once per kernel and device: the attribute outlives the call, and setting it costs a driver call
-    static std::mutex mutex;
-    static std::set<int> configured;
-    const std::lock_guard lock(mutex);
-    if (configured.insert(q.device.index).second)
-      HD_GPU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  }
+  allow_dynamic_shared_memory(kernel, smem, q.device.index);
   const dim3 grid(unsigned((a.lq + kQueryTile - 1) / kQueryTile), unsigned(q.dim(0) * a.heads));
   kernel<<<grid, kGroups * kFragmentLanes, smem, current_stream()>>>(
       static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
@@ -281,7 +259,12 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, boo
   AttentionArgs a{heads, int(q.dim(1)), int(k.dim(1)), head_dim, q.dim(2), k.dim(2), out.dim(2),
                   (scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim))) * 1.4426950408889634f, causal};
   HD_GPU_CHECK(cudaSetDevice(q.device.index));
-  const bool portable = path == AttentionPath::kPortable || !device_has_matrix_unit(q.device.index);
+  // This file's kernel is written for NVIDIA's 32-lane fragment layout (tensor cores, or the portable
+  // shuffles AMD GPUs without matrix cores run); AMD's MFMA has a kernel of its own.
+  const MatrixUnit unit = device_matrix_unit(q.device.index);
+  if (path == AttentionPath::kMfmaLayout || (path == AttentionPath::kFastest && unit == MatrixUnit::kAmdMfma))
+    return flash_attention_mfma(q, k, v, out, a);
+  const bool portable = path == AttentionPath::kPortable || unit != MatrixUnit::kNvidiaMma;
   if (q.dtype == DType::kF16) {
     portable ? dispatch_head_dim<__half, true>(q, k, v, out, a) : dispatch_head_dim<__half, false>(q, k, v, out, a);
   } else {

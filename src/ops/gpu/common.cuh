@@ -41,6 +41,14 @@ inline unsigned grid_stride_blocks(int64_t items, int threads) {
   return unsigned(std::clamp<int64_t>((items + threads - 1) / threads, 1, 65535));
 }
 
+// Lets `kernel` use `bytes` of dynamic shared memory on `device` (past the default 48 KB). Set once per
+// (kernel, device): the attribute outlives the call, and setting it costs a driver call.
+void allow_dynamic_shared_memory(const void* kernel, size_t bytes, int device);
+template <class Kernel>
+void allow_dynamic_shared_memory(Kernel* kernel, size_t bytes, int device) {
+  allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), bytes, device);
+}
+
 // Throws hd::Error naming the statement, file:line and the vendor's message.
 [[noreturn]] void throw_gpu_error(cudaError_t status, const char* statement, const char* file, int line);
 

@@ -13,7 +13,6 @@
 #include <climits>
 #include <functional>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -51,16 +50,18 @@ struct KernelArgs {  // GemmProblem in the kernel's integer widths
 // copies straight into shared memory (16-byte vectors only; synchronous where the hardware has none).
 // kSplit: the block adds up only its share of the k-steps and writes them, unscaled, to `partial`
 // ([batch][split][m][n] f32); split_k_reduce_kernel finishes the sum and applies the epilogue.
-template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, bool kPortable, bool kSplit>
-__global__ void __launch_bounds__(kWM* kWN* kFragmentLanes)
+// Frag: the fragment layout (mma.cuh): 32-lane 16x8 fragments (NVIDIA's matrix units, or the portable
+// shuffles) or 64-lane 16x16 ones (AMD's MFMA, or its emulation).
+template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, class Frag, bool kSplit>
+__global__ void __launch_bounds__(kWM* kWN* Frag::kLanes)
     gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ bias, const T* residual, T* c,
                 float* __restrict__ partial, KernelArgs p) {
-  constexpr int kThreads = kWM * kWN * kFragmentLanes;
+  constexpr int kThreads = kWM * kWN * Frag::kLanes;
   constexpr int kRowsPerPass = kThreads / kVectorsPerRow;
   constexpr int kAPasses = kBM / kRowsPerPass, kBPasses = kBN / kRowsPerPass;
-  constexpr int kWarpM = kBM / kWM, kWarpN = kBN / kWN, kMT = kWarpM / 16, kNT = kWarpN / 8;
+  constexpr int kWarpM = kBM / kWM, kWarpN = kBN / kWN, kMT = kWarpM / 16, kNT = kWarpN / Frag::kN;
   constexpr bool kAsync = kStages >= 3;
-  static_assert(kBM % kRowsPerPass == 0 && kBN % kRowsPerPass == 0 && kWarpM % 16 == 0 && kWarpN % 8 == 0);
+  static_assert(kBM % kRowsPerPass == 0 && kBN % kRowsPerPass == 0 && kWarpM % 16 == 0 && kWarpN % Frag::kN == 0);
   static_assert(!kAsync || kVector, "asynchronous copies move whole 16-byte vectors");
   extern __shared__ uint4 smem_raw[];
   uint16_t* const smem = reinterpret_cast<uint16_t*>(smem_raw);
@@ -148,18 +149,18 @@ __global__ void __launch_bounds__(kWM* kWN* kFragmentLanes)
         [&](int j, const uint16_t* src, bool ok) { copy_16_async(b_slot(stage, j), src, ok); });
   };
 
-  const int group = tid / kFragmentLanes, wm = group / kWN, wn = group % kWN;
+  const int group = tid / Frag::kLanes, wm = group / kWN, wn = group % kWN;
   FragmentC acc[kMT][kNT];
   for (auto& row : acc)
     for (auto& f : row) f = FragmentC{{0.f, 0.f, 0.f, 0.f}};
   const auto multiply = [&](int stage) {
     for (int kk = 0; kk < kBK; kk += 16) {
-      FragmentA af[kMT];
-      FragmentB bf[kNT];
-      for (int i = 0; i < kMT; ++i) af[i] = load_a<kPortable>(a_tile(stage), kTileStride, wm * kWarpM + i * 16, kk);
-      for (int j = 0; j < kNT; ++j) bf[j] = load_b<kPortable>(b_tile(stage), kTileStride, wn * kWarpN + j * 8, kk);
+      typename Frag::A af[kMT];
+      typename Frag::B bf[kNT];
+      for (int i = 0; i < kMT; ++i) af[i] = Frag::load_a(a_tile(stage), kTileStride, wm * kWarpM + i * 16, kk);
+      for (int j = 0; j < kNT; ++j) bf[j] = Frag::load_b(b_tile(stage), kTileStride, wn * kWarpN + j * Frag::kN, kk);
       for (int i = 0; i < kMT; ++i)
-        for (int j = 0; j < kNT; ++j) mma_16x8x16<T, kPortable>(acc[i][j], af[i], bf[j]);
+        for (int j = 0; j < kNT; ++j) Frag::template mma<T>(acc[i][j], af[i], bf[j]);
     }
   };
 
@@ -193,40 +194,31 @@ __global__ void __launch_bounds__(kWM* kWN* kFragmentLanes)
     }
   }
 
-  const int lane = tid % kFragmentLanes, g = lane / 4, t = lane % 4;
-  if constexpr (kSplit) {
-    float* out = partial + (int64_t(batch) * p.splits + split) * int64_t(p.m) * p.n;
-    for (int i = 0; i < kMT; ++i)
-      for (int j = 0; j < kNT; ++j) {
-        const int col = n0 + wn * kWarpN + j * 8 + 2 * t;
-        for (int half = 0; half < 2; ++half) {
-          const int row = m0 + wm * kWarpM + i * 16 + g + 8 * half;
-          if (row >= p.m) continue;
-          if (col < p.n) out[int64_t(row) * p.n + col] = acc[i][j].r[2 * half];
-          if (col + 1 < p.n) out[int64_t(row) * p.n + col + 1] = acc[i][j].r[2 * half + 1];
-        }
-      }
-  } else {
-    // Epilogue: alpha, bias, residual, then one rounding to T.
-    for (int i = 0; i < kMT; ++i) {
-      for (int j = 0; j < kNT; ++j) {
-        const int col = n0 + wn * kWarpN + j * 8 + 2 * t;
-        if (col >= p.n) continue;
-        const bool both = col + 1 < p.n;
-        float bias0 = 0.f, bias1 = 0.f;
-        if (bias) {
-          bias0 = to_float(bias[col]);
-          if (both) bias1 = to_float(bias[col + 1]);
-        }
-        for (int half = 0; half < 2; ++half) {
-          const int row = m0 + wm * kWarpM + i * 16 + g + 8 * half;
-          if (row >= p.m) continue;
-          float v0 = acc[i][j].r[2 * half] * p.alpha + bias0, v1 = acc[i][j].r[2 * half + 1] * p.alpha + bias1;
+  // Epilogue. Each lane's accumulators are C values at the layout's (row, column) positions; where the
+  // layout pairs neighbouring columns, both go out in one 32-bit store.
+  const int lane = tid % Frag::kLanes;
+  constexpr int kStep = Frag::kColumnPairs ? 2 : 1;
+  for (int i = 0; i < kMT; ++i) {
+    for (int j = 0; j < kNT; ++j) {
+      for (int r = 0; r < 4; r += kStep) {
+        const int row = m0 + wm * kWarpM + i * 16 + Frag::c_row(lane, r);
+        const int col = n0 + wn * kWarpN + j * Frag::kN + Frag::c_col(lane, r);
+        if (row >= p.m || col >= p.n) continue;
+        const bool both = kStep == 2 && col + 1 < p.n;
+        if constexpr (kSplit) {
+          float* out = partial + (int64_t(batch) * p.splits + split) * int64_t(p.m) * p.n + int64_t(row) * p.n + col;
+          out[0] = acc[i][j].r[r];
+          if (both) out[1] = acc[i][j].r[r + 1];
+          continue;
+        } else {
+          // alpha, bias, residual, then one rounding to T.
+          float v0 = acc[i][j].r[r] * p.alpha + (bias ? to_float(bias[col]) : 0.f);
+          float v1 = both ? acc[i][j].r[r + 1] * p.alpha + (bias ? to_float(bias[col + 1]) : 0.f) : 0.f;
           const int64_t at = int64_t(row) * p.ldc + col;
           if (both && p.pairs) {
             if (residual) {
-              const uint32_t r = *reinterpret_cast<const uint32_t*>(residual + at);
-              v0 += low_half<T>(r), v1 += high_half<T>(r);
+              const uint32_t res = *reinterpret_cast<const uint32_t*>(residual + at);
+              v0 += low_half<T>(res), v1 += high_half<T>(res);
             }
             *reinterpret_cast<uint32_t*>(c + at) = pack2<T>(v0, v1);
           } else {
@@ -273,34 +265,23 @@ constexpr size_t shared_bytes(int bm, int bn, int stages) {
   return size_t(stages) * size_t(bm + bn) * kTileStride * sizeof(uint16_t);
 }
 
-// Sets a kernel's dynamic shared memory limit once per device (the attribute outlives the call, and
-// setting it costs a driver call).
-template <class Kernel>
-void allow_shared(Kernel kernel, size_t bytes, int device) {
-  static std::mutex mutex;
-  static std::set<std::pair<const void*, int>> done;  // (kernel, device)
-  const std::lock_guard lock(mutex);
-  if (done.insert({reinterpret_cast<const void*>(kernel), device}).second)
-    HD_GPU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-}
-
-template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, bool kPortable, int kSplits>
+template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, class Frag, int kSplits>
 void launch_tile(const GemmProblem& p, const KernelArgs& base, void* c) {
   KernelArgs args = base;
   args.splits = kSplits;
   const int64_t batch = p.outer * p.inner;
   const dim3 grid(unsigned((args.m + kBM - 1) / kBM), unsigned((args.n + kBN - 1) / kBN), unsigned(batch * kSplits));
   constexpr size_t kShared = shared_bytes(kBM, kBN, kStages);
-  const auto kernel = gemm_kernel<T, kBM, kBN, kWM, kWN, kStages, kVector, kPortable, (kSplits > 1)>;
-  allow_shared(kernel, kShared, p.device.index);
+  const auto kernel = gemm_kernel<T, kBM, kBN, kWM, kWN, kStages, kVector, Frag, (kSplits > 1)>;
+  allow_dynamic_shared_memory(kernel, kShared, p.device.index);
   if constexpr (kSplits == 1) {
-    kernel<<<grid, kWM * kWN * kFragmentLanes, kShared, current_stream()>>>(
+    kernel<<<grid, kWM * kWN * Frag::kLanes, kShared, current_stream()>>>(
         static_cast<const T*>(p.a), static_cast<const T*>(p.b), static_cast<const T*>(p.bias),
         static_cast<const T*>(p.residual), static_cast<T*>(c), nullptr, args);
     HD_GPU_CHECK_LAUNCH();
   } else {
     const Buffer partial(p.device, size_t(batch * kSplits) * size_t(args.m) * size_t(args.n) * sizeof(float));
-    kernel<<<grid, kWM * kWN * kFragmentLanes, kShared, current_stream()>>>(
+    kernel<<<grid, kWM * kWN * Frag::kLanes, kShared, current_stream()>>>(
         static_cast<const T*>(p.a), static_cast<const T*>(p.b), nullptr, nullptr, static_cast<T*>(c),
         static_cast<float*>(partial.data()), args);
     HD_GPU_CHECK_LAUNCH();
@@ -313,54 +294,76 @@ void launch_tile(const GemmProblem& p, const KernelArgs& base, void* c) {
   }
 }
 
+// The fragment layouts our tiles are built on: NVIDIA's tensor cores, the portable shuffles (what AMD
+// targets without matrix cores run), AMD's MFMA, and MFMA's layout emulated (tests on any GPU).
+enum class Fragments { kNvidia, kPortable, kMfma, kMfmaEmulated };
+template <Fragments F>
+using FragmentsOf = std::conditional_t<
+    F == Fragments::kNvidia || F == Fragments::kPortable, Fragments16x8<F == Fragments::kPortable>,
+    Fragments16x16<F == Fragments::kMfmaEmulated>>;
+// In candidate names and tuning keys: the NVIDIA tensor-core tiles keep the plain names.
+const char* suffix_of(Fragments f) {
+  switch (f) {
+    case Fragments::kNvidia: return "";
+    case Fragments::kPortable: return "-portable";
+    case Fragments::kMfma: return "-mfma";
+    case Fragments::kMfmaEmulated: return "-mfma-emulated";
+  }
+  return "";
+}
+
 // The candidates for a problem. Our tile shapes: larger tiles reuse more of each load, smaller ones fill
 // the GPU when the problem is small; register-staged (every target) and, on NVIDIA, with 3-4 k-steps in
 // flight through asynchronous copies; split-K for problems whose output has fewer tiles than the GPU
 // has multiprocessors but a long k. The gather kernel serves only the few-channel first convolutions.
 // Then, on NVIDIA builds that have them, cuDNN for convolutions and cuBLASLt for dense products.
-template <class T, bool kPortable>
+template <class T, Fragments F>
 std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& args, bool vector) {
-  const std::string suffix = kPortable ? "-portable" : "";
+  using Frag = FragmentsOf<F>;
+  const std::string suffix = suffix_of(F);
   std::vector<Candidate> list;
   const auto add = [&](std::string name, void (*launch)(const GemmProblem&, const KernelArgs&, void*)) {
     list.push_back({std::move(name), [&p, args, launch](void* c) { launch(p, args, c); }});
   };
   if (!vector) {
-    add("gather64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, false, kPortable, 1>);
+    add("gather64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, false, Frag, 1>);
     return list;
   }
-  add("mma128x128" + suffix, launch_tile<T, 128, 128, 2, 2, 2, true, kPortable, 1>);
-  add("mma128x64" + suffix, launch_tile<T, 128, 64, 2, 2, 2, true, kPortable, 1>);
-  add("mma64x128" + suffix, launch_tile<T, 64, 128, 2, 2, 2, true, kPortable, 1>);
-  add("mma64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, kPortable, 1>);
+  add("mma128x128" + suffix, launch_tile<T, 128, 128, 2, 2, 2, true, Frag, 1>);
+  add("mma128x64" + suffix, launch_tile<T, 128, 64, 2, 2, 2, true, Frag, 1>);
+  add("mma64x128" + suffix, launch_tile<T, 64, 128, 2, 2, 2, true, Frag, 1>);
+  add("mma64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 1>);
   const int64_t tiles = ((args.m + 63) / 64) * ((args.n + 63) / 64) * p.outer * p.inner;
   const bool small_output = tiles < multiprocessor_count(p.device.index) && args.k >= 16 * kBK;
   if (small_output) {
-    add("mma64x64-split4" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, kPortable, 4>);
-    add("mma64x64-split8" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, kPortable, 8>);
+    add("mma64x64-split4" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 4>);
+    add("mma64x64-split8" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 8>);
   }
-  if (kPortable) return list;  // the portable path is ours alone: it is what AMD targets run
-  add("async3-128x128", launch_tile<T, 128, 128, 2, 2, 3, true, false, 1>);
-  add("async3-128x256w8", launch_tile<T, 128, 256, 2, 4, 3, true, false, 1>);
-  add("async3-256x128w8", launch_tile<T, 256, 128, 4, 2, 3, true, false, 1>);
-  add("async4-64x128", launch_tile<T, 64, 128, 2, 2, 4, true, false, 1>);
-  add("async4-128x64", launch_tile<T, 128, 64, 2, 2, 4, true, false, 1>);
-  if (small_output) {
-    add("async4-64x64-split4", launch_tile<T, 64, 64, 2, 2, 4, true, false, 4>);
-    add("async4-64x64-split8", launch_tile<T, 64, 64, 2, 2, 4, true, false, 8>);
-  }
+  if constexpr (F != Fragments::kNvidia) {
+    return list;  // asynchronous copies and NVIDIA's libraries go with the NVIDIA tensor-core path
+  } else {
+    add("async3-128x128", launch_tile<T, 128, 128, 2, 2, 3, true, Frag, 1>);
+    add("async3-128x256w8", launch_tile<T, 128, 256, 2, 4, 3, true, Frag, 1>);
+    add("async3-256x128w8", launch_tile<T, 256, 128, 4, 2, 3, true, Frag, 1>);
+    add("async4-64x128", launch_tile<T, 64, 128, 2, 2, 4, true, Frag, 1>);
+    add("async4-128x64", launch_tile<T, 128, 64, 2, 2, 4, true, Frag, 1>);
+    if (small_output) {
+      add("async4-64x64-split4", launch_tile<T, 64, 64, 2, 2, 4, true, Frag, 4>);
+      add("async4-64x64-split8", launch_tile<T, 64, 64, 2, 2, 4, true, Frag, 8>);
+    }
 #if defined(HD_WITH_CUDNN)
-  if (cudnn_can_run(p)) list.push_back({"cudnn", [&p](void* c) { cudnn_conv(p, c); }});
-  // Convolutions only: a dense product (a one-pixel-high image, 1x1 kernel) is cuBLASLt's.
-  if (p.height > 1 || p.kh > 1) {
-    for (int rank = 0, count = cudnn_graph_candidates(p); rank < count; ++rank)
-      list.push_back({"cudnn-graph-" + std::to_string(rank), [&p, rank](void* c) { cudnn_graph_conv(p, rank, c); }});
-  }
+    if (cudnn_can_run(p)) list.push_back({"cudnn", [&p](void* c) { cudnn_conv(p, c); }});
+    // Convolutions only: a dense product (a one-pixel-high image, 1x1 kernel) is cuBLASLt's.
+    if (p.height > 1 || p.kh > 1) {
+      for (int rank = 0, count = cudnn_graph_candidates(p); rank < count; ++rank)
+        list.push_back({"cudnn-graph-" + std::to_string(rank), [&p, rank](void* c) { cudnn_graph_conv(p, rank, c); }});
+    }
 #endif
 #if defined(HD_WITH_CUBLASLT)
-  if (cublaslt_can_run(p)) list.push_back({"cublaslt", [&p](void* c) { cublaslt_gemm(p, c); }});
+    if (cublaslt_can_run(p)) list.push_back({"cublaslt", [&p](void* c) { cublaslt_gemm(p, c); }});
 #endif
-  return list;
+    return list;
+  }
 }
 
 std::string cached_device_name(int index) {
@@ -372,8 +375,8 @@ std::string cached_device_name(int index) {
   return names[index];
 }
 
-std::string tuning_key(const GemmProblem& p, bool vector, bool portable) {
-  return str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", portable ? " portable" : "", " on ",
+std::string tuning_key(const GemmProblem& p, bool vector, Fragments fragments) {
+  return str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", suffix_of(fragments), " on ",
                  cached_device_name(p.device.index),
                  ": batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x", p.width, "x", p.channels,
                  " (pixel stride ", p.pixel_stride, ") kernel ", p.kh, "x", p.kw, " stride ", p.stride, " padding ",
@@ -415,8 +418,25 @@ double time_candidate(const GemmProblem& p, const Candidate& c) {
 
 struct Prepared {
   KernelArgs args;
-  bool vector, portable;
+  bool vector;
+  Fragments fragments;
 };
+
+// The layout a path runs on this device: the device's matrix units unless a test asks for another.
+Fragments fragments_for(GemmPath path, int device) {
+  switch (path) {
+    case GemmPath::kPortable: return Fragments::kPortable;
+    case GemmPath::kMfmaLayout: return device_matrix_unit(device) == MatrixUnit::kAmdMfma ? Fragments::kMfma
+                                                                                          : Fragments::kMfmaEmulated;
+    case GemmPath::kTuned: break;
+  }
+  switch (device_matrix_unit(device)) {
+    case MatrixUnit::kNvidiaMma: return Fragments::kNvidia;
+    case MatrixUnit::kAmdMfma: return Fragments::kMfma;
+    case MatrixUnit::kNone: break;
+  }
+  return Fragments::kPortable;
+}
 
 Prepared prepare(const GemmProblem& p, GemmPath path) {
   const int64_t m = p.m(), k = p.k();
@@ -438,7 +458,7 @@ Prepared prepare(const GemmProblem& p, GemmPath path) {
                       p.a_batch.inner % 8 == 0 && is_aligned(p.a, 16) && p.ldb % 8 == 0 && p.b_batch.outer % 8 == 0 &&
                       p.b_batch.inner % 8 == 0 && is_aligned(p.b, 16);
   HD_GPU_CHECK(cudaSetDevice(p.device.index));
-  return {args, vector, path == GemmPath::kPortable || !device_has_matrix_unit(p.device.index)};
+  return {args, vector, fragments_for(path, p.device.index)};
 }
 
 // Calls f with the candidates of p (their element type and fragment path resolved).
@@ -447,8 +467,23 @@ void with_candidates(const GemmProblem& p, const Prepared& prepared, F f) {
   with_element_type(p.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     if constexpr (!std::is_same_v<T, float>) {
-      f(prepared.portable ? candidates_of<T, true>(p, prepared.args, prepared.vector)
-                          : candidates_of<T, false>(p, prepared.args, prepared.vector));
+      // Each build instantiates the layouts its targets can use: NVIDIA's (and MFMA's emulation, for the
+      // tests), or AMD's; the portable one everywhere.
+      switch (prepared.fragments) {
+        case Fragments::kPortable: return f(candidates_of<T, Fragments::kPortable>(p, prepared.args, prepared.vector));
+#if defined(HD_GPU_HIP)
+        case Fragments::kMfma: return f(candidates_of<T, Fragments::kMfma>(p, prepared.args, prepared.vector));
+        case Fragments::kNvidia:
+        case Fragments::kMfmaEmulated: break;
+#else
+        case Fragments::kNvidia: return f(candidates_of<T, Fragments::kNvidia>(p, prepared.args, prepared.vector));
+        case Fragments::kMfmaEmulated:
+          return f(candidates_of<T, Fragments::kMfmaEmulated>(p, prepared.args, prepared.vector));
+        case Fragments::kMfma: break;
+#endif
+      }
+      throw Error(ErrorKind::kUnsupported, str_cat("gemm: the fragment layout '", suffix_of(prepared.fragments),
+                                                   "' is not built for this vendor"));
     }
   });
 }
@@ -478,7 +513,7 @@ void gemm(const GemmProblem& p, GemmPath path) {
   with_candidates(p, prepared, [&](const std::vector<Candidate>& list) {
     std::vector<std::string> names;
     for (const Candidate& c : list) names.push_back(c.name);
-    const int chosen = ops::choose_fastest(tuning_key(p, prepared.vector, prepared.portable), names,
+    const int chosen = ops::choose_fastest(tuning_key(p, prepared.vector, prepared.fragments), names,
                                            [&](int i) { return time_candidate(p, list[size_t(i)]); });
     list[size_t(chosen)].launch(p.c);
   });

@@ -62,7 +62,10 @@ GemmProblem conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, cons
 GemmProblem dense_gemm(DType dtype, const Device& device, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
                        const void* b, int64_t ldb, void* c, int64_t ldc);
 
-enum class GemmPath { kTuned, kPortable };  // kPortable: the matrix-fragment layer's portable path, for tests
+// kTuned: the device's own fragment layout and, on NVIDIA, its libraries. For tests: kPortable, the
+// fragment layer's portable path (what AMD targets without matrix cores run); kMfmaLayout, AMD's MFMA
+// fragment layout (the instruction on gfx90a, emulated on other GPUs, so that NVIDIA can test it).
+enum class GemmPath { kTuned, kPortable, kMfmaLayout };
 
 // Runs p with the candidate the autotuner finds fastest for its shape.
 void gemm(const GemmProblem& p, GemmPath path = GemmPath::kTuned);

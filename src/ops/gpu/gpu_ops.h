@@ -13,10 +13,11 @@ void convert(const Tensor& src, const Tensor& dst);
 
 // Attention for f16/bf16. Head dimensions that are a multiple of 8 up to kMaxFlashHeadDim run the flash
 // kernel; wider heads (the VAE's single 512-wide head) take the materialised path: scores in scratch
-// memory (B·H·Lq·Lk elements), softmax, then P·V, all on the GEMM kernels. `kPortable` forces the
-// matrix-fragment layer's portable path (the one AMD targets use), so that it can be tested on NVIDIA.
+// memory (B·H·Lq·Lk elements), softmax, then P·V, all on the GEMM kernels. For tests on NVIDIA,
+// `kPortable` forces the fragment layer's portable path (AMD GPUs without matrix cores) and
+// `kMfmaLayout` the kernel written for AMD's MFMA (gfx90a), its layout emulated.
 inline constexpr int kMaxFlashHeadDim = 160;
-enum class AttentionPath { kFastest, kPortable };
+enum class AttentionPath { kFastest, kPortable, kMfmaLayout };
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
                const Tensor& out, AttentionPath path = AttentionPath::kFastest);
 // The materialised path by itself (not causal).

@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/device_memory.h"
@@ -160,6 +162,14 @@ void CapturedGraph::replay() const {
   HD_GPU_CHECK(cudaGraphLaunch(native_->exec, stream_for(native_->device.index)));
 }
 
+void allow_dynamic_shared_memory(const void* kernel, size_t bytes, int device) {
+  static std::mutex mutex;
+  static std::set<std::pair<const void*, int>> done;
+  const std::lock_guard lock(mutex);
+  if (done.insert({kernel, device}).second)
+    HD_GPU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
 // Attribute queries, not cudaGetDeviceProperties: ops ask on every call, and the full query is slow.
 int multiprocessor_count(int index) {
   int count = 0;
@@ -167,14 +177,23 @@ int multiprocessor_count(int index) {
   return count;
 }
 
-bool device_has_matrix_unit(int index) {
+MatrixUnit device_matrix_unit(int index) {
 #if defined(HD_GPU_HIP)
-  (void)index;
-  return false;  // AMD's matrix cores (MFMA) have their own fragment layout, not used yet
+  // The kernels' MFMA path is compiled for gfx90a (CDNA2) only; other AMD targets (RDNA2's gfx1030 has
+  // no matrix cores) take the portable path. Asked once per device: the full property query is slow.
+  static std::mutex mutex;
+  static int known[16] = {};  // 0 unknown, 1 none, 2 MFMA
+  const std::lock_guard lock(mutex);
+  if (index >= 0 && index < 16 && known[index] != 0) return known[index] == 2 ? MatrixUnit::kAmdMfma : MatrixUnit::kNone;
+  cudaDeviceProp prop{};
+  HD_GPU_CHECK(cudaGetDeviceProperties(&prop, index));
+  const bool mfma = std::string(prop.gcnArchName).rfind("gfx90a", 0) == 0;
+  if (index >= 0 && index < 16) known[index] = mfma ? 2 : 1;
+  return mfma ? MatrixUnit::kAmdMfma : MatrixUnit::kNone;
 #else
   int major = 0;
   HD_GPU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index));
-  return major >= 8;  // mma.sync.m16n8k16 for f16 and bf16
+  return major >= 8 ? MatrixUnit::kNvidiaMma : MatrixUnit::kNone;  // mma.sync.m16n8k16 for f16 and bf16
 #endif
 }
 

@@ -45,7 +45,9 @@ class CapturedGraph {
 void synchronize(const Device& device);
 
 int multiprocessor_count(int index);
-// Whether the kernels' matrix-fragment layer has a hardware path on this device (NVIDIA sm_80+).
-bool device_has_matrix_unit(int index);
+// The matrix unit the kernels' fragment layer (mma.cuh) can drive on this device: NVIDIA's tensor cores
+// (sm_80+, mma.sync), AMD's MFMA (gfx90a), or none (the portable path).
+enum class MatrixUnit { kNone, kNvidiaMma, kAmdMfma };
+MatrixUnit device_matrix_unit(int index);
 
 }  // namespace hd::gpu

@@ -9,9 +9,12 @@
 //   C: r[0..1] = C[g][2t..2t+1], r[2..3] = C[g+8][2t..2t+1]
 // (two 16-bit values per 32-bit register, the lower index in the low half).
 //
-// Implementations: the tensor-core instruction on NVIDIA sm_80 and newer; everywhere else (AMD for now,
-// and on demand for testing) a portable one that gathers the operands with lane shuffles and multiplies
-// in f32. AMD's matrix cores (MFMA on gfx90a) have a different layout and are not used yet.
+// Implementations: the tensor-core instruction on NVIDIA sm_80 and newer; everywhere else (and on
+// demand for testing) a portable one that gathers the operands with lane shuffles and multiplies in f32.
+//
+// AMD's matrix cores (MFMA, gfx90a) work on 64-lane wavefronts with a layout of their own, so the layer
+// offers a second fragment shape, 16x16x16 on 64 lanes (Fragments16x16 below); kernels that take the
+// layout as a template parameter (the GEMM) run on either. See the end of this file.
 #pragma once
 
 #include <type_traits>
@@ -151,5 +154,150 @@ __device__ inline FragmentB load_b_transposed(const uint16_t* tile, int stride, 
   const auto at = [&](int k) { return uint32_t(tile[(k0 + k) * stride + n0 + g]); };
   return FragmentB{{at(2 * t) | (at(2 * t + 1) << 16), at(2 * t + 8) | (at(2 * t + 9) << 16)}};
 }
+
+// ---- Fragment layouts as template parameters ----
+//
+// A layout names the lanes of a fragment group, the fragment types, the loads from shared memory (the
+// [rows][k] tiles above), the multiply-accumulate, and where each lane's four accumulators sit in the
+// 16 x kN tile of C, so that a kernel's epilogue needs no vendor knowledge:
+//   C.r[r] of `lane` is C[c_row(lane, r)][c_col(lane, r)]; with kColumnPairs, registers 2h and 2h+1
+//   are neighbours in one row (one 32-bit store of two 16-bit values).
+
+// NVIDIA's m16n8k16 on 32 lanes (mma.sync on sm_80+, or the portable shuffles).
+template <bool kPortable>
+struct Fragments16x8 {
+  static constexpr int kLanes = 32, kN = 8;
+  static constexpr bool kColumnPairs = true;
+  using A = FragmentA;
+  using B = FragmentB;
+  template <class T>
+  __device__ static void mma(FragmentC& c, const A& a, const B& b) { mma_16x8x16<T, kPortable>(c, a, b); }
+  __device__ static A load_a(const uint16_t* tile, int stride, int r0, int k0) {
+    return gpu::load_a<kPortable>(tile, stride, r0, k0);
+  }
+  __device__ static B load_b(const uint16_t* tile, int stride, int n0, int k0) {
+    return gpu::load_b<kPortable>(tile, stride, n0, k0);
+  }
+  __device__ static int c_row(int lane, int r) { return lane / 4 + 8 * (r / 2); }
+  __device__ static int c_col(int lane, int r) { return 2 * (lane % 4) + r % 2; }
+};
+
+// AMD CDNA's v_mfma_f32_16x16x16{f16,bf16_1k} on a 64-lane wavefront (AMD Instinct MI200 ISA, "Matrix
+// fused multiply-add"; AMD's matrix instruction calculator). With lane = 16·q + i (q = lane / 16):
+//   A[16x16]: lane holds A[i][4q..4q+3]   (four 16-bit values in two registers, lower k in the low half)
+//   B[16x16]: lane holds B[4q..4q+3][i]   (B stored [n][k], so also four consecutive k of row n = i)
+//   C[16x16]: lane holds C[4q + r][i] in r[r]
+// Both operands are then one 8-byte read of a [rows][k] tile. kEmulate computes the same layout without
+// the instruction (shared memory + barriers, every thread of the block calling in step): where no MFMA
+// exists, and so that an NVIDIA GPU can test the kernels' use of this layout.
+struct Fragment4 {
+  uint32_t r[2];
+};
+template <bool kEmulate>
+struct Fragments16x16 {
+  static constexpr int kLanes = 64, kN = 16;
+  static constexpr bool kColumnPairs = false;
+  static constexpr int kMaxGroups = 8;  // the emulation's scratch: fragment groups of a block, at most
+  using A = Fragment4;
+  using B = Fragment4;
+  template <class T>
+  __device__ static void mma(FragmentC& c, const A& a, const B& b) {
+#if defined(__gfx90a__)
+    if constexpr (!kEmulate) {
+      using Float4 = float __attribute__((ext_vector_type(4)));
+      Float4 acc = __builtin_bit_cast(Float4, c);
+      if constexpr (std::is_same_v<T, __half>) {
+        using Half4 = _Float16 __attribute__((ext_vector_type(4)));
+        acc = __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(Half4, a), __builtin_bit_cast(Half4, b), acc,
+                                                    0, 0, 0);
+      } else {
+        using Short4 = short __attribute__((ext_vector_type(4)));
+        acc = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(__builtin_bit_cast(Short4, a), __builtin_bit_cast(Short4, b),
+                                                        acc, 0, 0, 0);
+      }
+      c = __builtin_bit_cast(FragmentC, acc);
+    } else {
+      emulated_mma<T>(c, a, b);
+    }
+#else
+    emulated_mma<T>(c, a, b);
+#endif
+  }
+  __device__ static A load_a(const uint16_t* tile, int stride, int r0, int k0) {
+    const int lane = int(threadIdx.x) % kLanes;
+    return load4(tile + (r0 + lane % 16) * stride + k0 + 4 * (lane / 16));
+  }
+  __device__ static B load_b(const uint16_t* tile, int stride, int n0, int k0) { return load_a(tile, stride, n0, k0); }
+  // A = the 16x16 block at (r0, k0) of a matrix stored transposed: element (r, k) at
+  // tile[(k0 + k) * stride + r0 + r] (in attention: Vᵀ, with V stored [keys][dims]).
+  __device__ static A load_a_transposed(const uint16_t* tile, int stride, int r0, int k0) {
+    const int lane = int(threadIdx.x) % kLanes;
+    const uint16_t* p = tile + (k0 + 4 * (lane / 16)) * stride + r0 + lane % 16;
+    return A{{uint32_t(p[0]) | uint32_t(p[stride]) << 16, uint32_t(p[2 * stride]) | uint32_t(p[3 * stride]) << 16}};
+  }
+  __device__ static int c_row(int lane, int r) { return 4 * (lane / 16) + r; }
+  __device__ static int c_col(int lane, int /*r*/) { return lane % 16; }
+
+  // The maximum / sum of v over the four lanes that hold one column of C (lanes i, i + 16, i + 32,
+  // i + 48), returned to each of them. Every thread of the block calls in step (the emulation's barriers).
+  __device__ static float column_max(float v) {
+    return column_reduce(v, [](float x, float y) { return fmaxf(x, y); });
+  }
+  __device__ static float column_sum(float v) {
+    return column_reduce(v, [](float x, float y) { return x + y; });
+  }
+
+ private:
+  __device__ static A load4(const uint16_t* p) {  // 8-byte aligned: rows of 16-byte multiples, k0 % 4 == 0
+    const auto* words = reinterpret_cast<const uint32_t*>(p);
+    return A{{words[0], words[1]}};
+  }
+  template <class Op>
+  __device__ static float column_reduce(float v, Op op) {
+#if defined(__gfx90a__)
+    if constexpr (!kEmulate) {
+      v = op(v, shuffle_xor(v, 16, kLanes));
+      return op(v, shuffle_xor(v, 32, kLanes));
+    } else {
+      return emulated_column_reduce(v, op);
+    }
+#else
+    return emulated_column_reduce(v, op);
+#endif
+  }
+  // The group's lanes need not share a warp here (two NVIDIA warps make one group): shared memory.
+  template <class Op>
+  __device__ static float emulated_column_reduce(float v, Op op) {
+    __shared__ float scratch[kMaxGroups][kLanes];
+    const int group = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes;
+    __syncthreads();
+    scratch[group][lane] = v;
+    __syncthreads();
+    const int i = lane % 16;
+    // The same order in all four lanes, so that they agree bit for bit.
+    return op(op(scratch[group][i], scratch[group][i + 16]), op(scratch[group][i + 32], scratch[group][i + 48]));
+  }
+
+  // Each lane publishes its operands; each lane then forms its four outputs from the whole group's.
+  template <class T>
+  __device__ static void emulated_mma(FragmentC& c, const A& a, const B& b) {
+    __shared__ Fragment4 scratch[kMaxGroups][2][kLanes];
+    const int group = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes, i = lane % 16;
+    __syncthreads();  // the previous call's reads are done
+    scratch[group][0][lane] = a;
+    scratch[group][1][lane] = b;
+    __syncthreads();
+    const auto element = [&](int which, int owner, int k) {  // the k-th 16-bit value held by `owner`
+      const uint32_t word = scratch[group][which][owner].r[(k % 4) / 2];
+      return k % 2 ? high_half<T>(word) : low_half<T>(word);
+    };
+    for (int r = 0; r < 4; ++r) {
+      const int row = 4 * (lane / 16) + r;
+      float sum = 0.f;
+      for (int k = 0; k < 16; ++k) sum += element(0, row + 16 * (k / 4), k) * element(1, i + 16 * (k / 4), k);
+      c.r[r] += sum;
+    }
+  }
+};
 
 }  // namespace hd::gpu

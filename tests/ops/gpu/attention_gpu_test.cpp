@@ -1,6 +1,6 @@
 // The GPU flash attention against the CPU reference on fresh random data: SD's head dimensions,
 // self- and cross-attention, lengths that are not multiples of the tiles, causal masking, f16 and bf16,
-// through the matrix units and through the portable fragment path that AMD targets compile.
+// through the matrix units, the portable fragment path, and the kernel for AMD's MFMA layout (emulated).
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -22,7 +22,10 @@ struct Case {
 double tolerance(DType t) { return t == DType::kF16 ? 2e-3 : 1.2e-2; }
 
 void check(const Case& c, DType dtype, gpu::AttentionPath path) {
-  SCOPED_TRACE(testing::Message() << dtype_name(dtype) << (path == gpu::AttentionPath::kPortable ? " portable" : " fastest")
+  const char* path_name = path == gpu::AttentionPath::kPortable     ? " portable"
+                          : path == gpu::AttentionPath::kMfmaLayout ? " mfma layout"
+                                                                    : " fastest";
+  SCOPED_TRACE(testing::Message() << dtype_name(dtype) << path_name
                                   << " B" << c.batch << " H" << c.heads << " Lq" << c.lq << " Lk" << c.lk << " D"
                                   << c.head_dim << (c.causal ? " causal" : ""));
   test::Rng rng;
@@ -69,6 +72,13 @@ TEST(GpuAttention, MatchesCpuThroughMatrixUnits) {
 TEST(GpuAttention, MatchesCpuThroughPortableFragments) {
   for (DType t : {DType::kF16, DType::kBF16})
     for (const Case& c : kCases) check(c, t, gpu::AttentionPath::kPortable);
+}
+
+// The kernel written for AMD's MFMA layout (64-lane 16x16 fragments, scores transposed), its layout
+// emulated here: every index it derives from that layout, masking, causal, both dtypes.
+TEST(GpuAttention, MatchesCpuThroughMfmaLayout) {
+  for (DType t : {DType::kF16, DType::kBF16})
+    for (const Case& c : kCases) check(c, t, gpu::AttentionPath::kMfmaLayout);
 }
 
 TEST(GpuAttention, OpApiDispatchesAndRefusesWhatItCannotDo) {

@@ -1,7 +1,8 @@
 // The GPU's implicit-GEMM convolution, linear and batched products against the CPU reference on fresh
 // random data: the UNet's and VAE's kernel sizes, strides and paddings, few-channel first convolutions
 // (the gathering kernels), tile edges, bias and residual epilogues (the residual aliasing the output),
-// f16 and bf16, through the matrix units and through the portable fragment path that AMD targets run.
+// f16 and bf16, through the matrix units, the portable fragment path, and AMD's MFMA layout (emulated
+// where the GPU is not an AMD one).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -52,6 +53,9 @@ void check_conv(const ConvCase& c, DType dtype, gpu::GemmPath path) {
   const auto probe = test::poisoned_gpu(os, dtype), probe_residual = test::poisoned_gpu(os, dtype);
   const std::vector<std::string> names = gpu::gemm_candidates(conv_problem(c, dx, dw, db, probe), path);
   ASSERT_FALSE(names.empty());
+  if (path == gpu::GemmPath::kMfmaLayout) {  // only our tiles on the MFMA layout, never a library
+    for (const std::string& name : names) EXPECT_NE(name.find("-mfma"), std::string::npos) << name;
+  }
   // With the residual in a tensor of its own, more candidates may run (cuDNN's graph API needs C apart
   // from the residual).
   const std::vector<std::string> separate_names =
@@ -115,6 +119,14 @@ TEST(GpuConv2d, MatchesCpuThroughPortableFragments) {
     for (const ConvCase& c : kConvCases) check_conv(c, t, gpu::GemmPath::kPortable);
 }
 
+// AMD's MFMA fragment layout (64-lane 16x16 fragments): the instruction on gfx90a; here, on NVIDIA, its
+// emulation, which checks every index the GEMM kernel derives from that layout (operand loads, tile
+// passes of 64-lane groups, the epilogue's rows and columns, split-K) against the CPU.
+TEST(GpuConv2d, MatchesCpuThroughMfmaLayout) {
+  for (DType t : {DType::kF16, DType::kBF16})
+    for (const ConvCase& c : kConvCases) check_conv(c, t, gpu::GemmPath::kMfmaLayout);
+}
+
 TEST(GpuLinear, MatchesCpuWithAndWithoutBias) {
   for (DType t : {DType::kF16, DType::kBF16}) {
     for (const auto& [m, n, k, with_bias] : {std::tuple{2 * 77, 320, 768, false}, std::tuple{300, 2560, 320, true},
@@ -138,10 +150,12 @@ TEST(GpuLinear, MatchesCpuWithAndWithoutBias) {
         g.bias = with_bias ? db.view().data : nullptr;
         return g;
       };
-      for (const std::string& name : gpu::gemm_candidates(problem(dout))) {
-        const auto each = test::poisoned_gpu(Shape{1, m, n}, t);
-        gpu::gemm_with(problem(each), name);
-        EXPECT_LE(test::relative_l2(test::to_host_f32(each), test::reference_of(expected)), tolerance(t)) << name;
+      for (const gpu::GemmPath path : {gpu::GemmPath::kTuned, gpu::GemmPath::kMfmaLayout}) {
+        for (const std::string& name : gpu::gemm_candidates(problem(dout), path)) {
+          const auto each = test::poisoned_gpu(Shape{1, m, n}, t);
+          gpu::gemm_with(problem(each), name, path);
+          EXPECT_LE(test::relative_l2(test::to_host_f32(each), test::reference_of(expected)), tolerance(t)) << name;
+        }
       }
     }
   }
@@ -175,13 +189,16 @@ TEST(GpuLinear, AddsTheResidualSeparateOrInPlace) {
         g.residual = res.data;
         return g;
       };
-      for (const std::string& name : gpu::gemm_candidates(problem(dres, separate))) {
-        const auto each = test::poisoned_gpu(Shape{1, m, n}, t);
-        gpu::gemm_with(problem(dres, each), name);
-        EXPECT_LE(test::relative_l2(test::to_host_f32(each), test::reference_of(expected)), tolerance(t)) << name;
-        const auto in_place = test::to_gpu(residual, t);
-        gpu::gemm_with(problem(in_place, in_place), name);
-        EXPECT_LE(test::relative_l2(test::to_host_f32(in_place), test::reference_of(expected)), tolerance(t)) << name;
+      for (const gpu::GemmPath path : {gpu::GemmPath::kTuned, gpu::GemmPath::kMfmaLayout}) {
+        for (const std::string& name : gpu::gemm_candidates(problem(dres, separate), path)) {
+          const auto each = test::poisoned_gpu(Shape{1, m, n}, t);
+          gpu::gemm_with(problem(dres, each), name, path);
+          EXPECT_LE(test::relative_l2(test::to_host_f32(each), test::reference_of(expected)), tolerance(t)) << name;
+          const auto in_place = test::to_gpu(residual, t);
+          gpu::gemm_with(problem(in_place, in_place), name, path);
+          EXPECT_LE(test::relative_l2(test::to_host_f32(in_place), test::reference_of(expected)), tolerance(t))
+              << name;
+        }
       }
     }
   }
