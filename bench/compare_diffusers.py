@@ -1,17 +1,27 @@
 #!/usr/bin/env python3
-"""One SD1.5 UNet step (batch 2 as classifier-free guidance runs it, 64x64 latent, f16, random weights)
-in diffusers and in hipDiffusion, in one run on one GPU, and the ratio.
+"""hipDiffusion beside diffusers on one GPU in one run: the same architecture, resolution, batch, dtype
+and random weights (speed does not depend on their values), and the ratios.
 
-diffusers: UNet2DConditionModel with SD1.5's configuration, eager (and with torch.compile when --compile
-is given), CUDA events, median of 20 after 5 warm-up calls. hipDiffusion: build/cuda/hd_bench_unet_step,
-the same shapes, plain (one launch per op) and replaying a captured graph, medians after the
-warm-up calls (the first autotunes, the second graph call captures).
+1. One UNet step, batch 2 as classifier-free guidance runs it, 64x64 latent, f16: diffusers eager (and
+   with torch.compile when --compile is given), CUDA events, median of 20 after 5 warm-up calls, against
+   build/cuda/hd_bench_unet_step (plain, and replaying a captured graph).
+2. A whole 512x512 txt2img generation (--steps, 30; Euler; CFG 7.5) and its stages: diffusers' models
+   driven as StableDiffusionPipeline drives them (prompt and negative prompt encoded by the CLIP text
+   encoder, when transformers is installed; each step: scale_model_input, the UNet on the batch of two,
+   the guidance combine, EulerDiscreteScheduler.step; the VAE decode of latents / 0.18215; the image
+   clamped and copied to the host), against `hipdiffusion bench --arch ARCH --json`. Medians of 3 runs
+   after a warm-up; each stage ends with a device synchronisation on both sides.
+3. The VAE decode of a 1024x1024 image, whole and in tiles (diffusers' enable_tiling; our --vae-tiling):
+   median time and the decode's own peak device memory (above what was allocated before it).
 
-    python3 bench/compare_diffusers.py [--compile] [--bench build/cuda/hd_bench_unet_step]
+    python3 bench/compare_diffusers.py [--compile] [--arch sd15|sd21] [--steps N] [--build build/cuda]
 """
 import argparse
+import json
 import re
+import statistics
 import subprocess
+import time
 
 import torch
 
@@ -28,39 +38,178 @@ def median_ms(fn, iters=20, warm=5):
     return sorted(times)[len(times) // 2]
 
 
+def unet_config(arch):
+    if arch == "sd15":
+        return dict(cross_attention_dim=768, attention_head_dim=8, sample_size=64)
+    return dict(cross_attention_dim=1024, attention_head_dim=[5, 10, 20, 20], use_linear_projection=True,
+                sample_size=64)
+
+
+def text_encoder(arch):
+    """transformers' CLIPTextModel of the architecture, or None where transformers is not installed."""
+    try:
+        from transformers import CLIPTextConfig, CLIPTextModel
+    except ImportError:
+        return None
+    if arch == "sd15":
+        cfg = CLIPTextConfig(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+                             hidden_act="quick_gelu", max_position_embeddings=77, vocab_size=49408)
+    else:
+        cfg = CLIPTextConfig(hidden_size=1024, intermediate_size=4096, num_hidden_layers=23, num_attention_heads=16,
+                             hidden_act="gelu", max_position_embeddings=77, vocab_size=49408)
+    return CLIPTextModel(cfg).to("cuda", torch.float16).eval()
+
+
+def timed(fn):
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    out = fn()
+    torch.cuda.synchronize()
+    return out, 1e3 * (time.perf_counter() - start)
+
+
+def diffusers_generation(unet, vae, encoder, scheduler, arch, steps):
+    """One generation as StableDiffusionPipeline runs it; the stages' milliseconds."""
+    width = 768 if arch == "sd15" else 1024
+    ids = torch.randint(0, 49408, (1, 77), device="cuda")
+    t = {}
+
+    def encode():
+        if encoder is None:  # without transformers: the embeddings a text encoder would return
+            return torch.randn(2, 77, width, device="cuda", dtype=torch.float16)
+        return torch.cat([encoder(ids)[0], encoder(ids)[0]])
+    start = time.perf_counter()
+    context, t["text"] = timed(encode)
+    if encoder is None:
+        t["text"] = float("nan")  # not measured: the whole image then lacks it too
+
+    def loop():
+        scheduler.set_timesteps(steps, device="cuda")
+        latents = torch.randn(1, 4, 64, 64, device="cuda", dtype=torch.float16) * scheduler.init_noise_sigma
+        step_times = []
+        for ts in scheduler.timesteps:
+            s0 = time.perf_counter()
+            x = scheduler.scale_model_input(torch.cat([latents] * 2), ts)
+            noise = unet(x, ts, encoder_hidden_states=context).sample
+            uncond, cond = noise.chunk(2)
+            latents = scheduler.step(uncond + 7.5 * (cond - uncond), ts, latents).prev_sample
+            torch.cuda.synchronize()
+            step_times.append(1e3 * (time.perf_counter() - s0))
+        return latents, step_times
+    (latents, step_times), t["loop"] = timed(loop)
+    t["step"] = statistics.median(step_times)
+    _, t["decode"] = timed(lambda: (vae.decode(latents / 0.18215).sample / 2 + 0.5).clamp(0, 1).float().cpu())
+    t["image"] = 1e3 * (time.perf_counter() - start)
+    return t
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--compile", action="store_true", help="also time diffusers under torch.compile")
-    parser.add_argument("--bench", default="build/cuda/hd_bench_unet_step")
+    parser.add_argument("--compile", action="store_true", help="also time diffusers' UNet under torch.compile")
+    parser.add_argument("--arch", default="sd15", choices=["sd15", "sd21"], help="the whole-generation comparison")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--build", default="build/cuda")
     args = parser.parse_args()
-    from diffusers import UNet2DConditionModel
+    from diffusers import AutoencoderKL, EulerDiscreteScheduler, UNet2DConditionModel
+    from diffusers.utils import logging
+    logging.set_verbosity_error()
 
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__)
     torch.manual_seed(0)
-    unet = UNet2DConditionModel(cross_attention_dim=768, attention_head_dim=8, sample_size=64)  # SD1.5's config
-    unet = unet.to("cuda", torch.float16).eval()
+    # 1. One SD1.5 UNet step.
+    unet = UNet2DConditionModel(**unet_config("sd15")).to("cuda", torch.float16).eval()
     sample = torch.randn(2, 4, 64, 64, device="cuda", dtype=torch.float16)
     context = torch.randn(2, 77, 768, device="cuda", dtype=torch.float16)
     t = torch.tensor(500, device="cuda")
     with torch.inference_mode():
-        eager = median_ms(lambda: unet(sample, t, context).sample)
-    results = {"diffusers eager": eager}
-    if args.compile:
-        compiled = torch.compile(unet)
-        with torch.inference_mode():
-            results["diffusers + torch.compile"] = median_ms(lambda: compiled(sample, t, context).sample)
-    del unet
-    torch.cuda.empty_cache()
-
-    run = subprocess.run([args.bench, "12", "64", "cuda:0", "f16"], capture_output=True, text=True, check=True)
+        step = {"diffusers eager": median_ms(lambda: unet(sample, t, context).sample)}
+        compiled = None
+        if args.compile:
+            compiled = torch.compile(unet)
+            step["diffusers + torch.compile"] = median_ms(lambda: compiled(sample, t, context).sample)
+    run = subprocess.run([f"{args.build}/hd_bench_unet_step", "12", "64", "cuda:0", "f16"], capture_output=True,
+                         text=True, check=True)
     print(run.stdout.strip())
     plain = float(re.search(r"one launch per op: median ([0-9.]+) ms", run.stdout).group(1))
     graph = float(re.search(r"captured graph: median ([0-9.]+) ms", run.stdout).group(1))
     print("\nSD1.5 UNet step, batch 2, 64x64 latent, f16     ms   graph / it   plain / it")
-    for name, ms in results.items():
+    for name, ms in step.items():
         print(f"{name:42s} {ms:8.2f}   {graph / ms:9.2f}   {plain / ms:9.2f}")
     print(f"{'hipDiffusion, captured graph':42s} {graph:8.2f}")
     print(f"{'hipDiffusion, one launch per op':42s} {plain:8.2f}")
+
+    # 2. A whole generation and its stages.
+    if args.arch != "sd15":
+        del unet, compiled
+        torch.cuda.empty_cache()
+        unet = UNet2DConditionModel(**unet_config(args.arch)).to("cuda", torch.float16).eval()
+        compiled = torch.compile(unet) if args.compile else None
+    vae = AutoencoderKL(block_out_channels=[128, 256, 512, 512], down_block_types=["DownEncoderBlock2D"] * 4,
+                        up_block_types=["UpDecoderBlock2D"] * 4, layers_per_block=2,
+                        latent_channels=4).to("cuda", torch.float16).eval()
+    encoder = text_encoder(args.arch)
+    scheduler = EulerDiscreteScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                                       steps_offset=1, timestep_spacing="leading",
+                                       prediction_type="epsilon" if args.arch == "sd15" else "v_prediction")
+    peers = {}
+    with torch.inference_mode():
+        for name, model in [("diffusers eager", unet), ("diffusers + torch.compile", compiled)]:
+            if model is None:
+                continue
+            diffusers_generation(model, vae, encoder, scheduler, args.arch, args.steps)  # warm-up
+            runs = [diffusers_generation(model, vae, encoder, scheduler, args.arch, args.steps) for _ in range(3)]
+            peers[name] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    ours = subprocess.run([f"{args.build}/hipdiffusion", "bench", "--arch", args.arch, "--device", "cuda:0",
+                           "--steps", str(args.steps), "--repeats", "5", "--json"], capture_output=True, text=True)
+    if ours.returncode != 0:
+        raise SystemExit(f"hipdiffusion bench failed:\n{ours.stderr}")
+    mine = json.loads(ours.stdout)
+    print(f"\nhipdiffusion bench: {json.dumps(mine)}")
+    print(f"text encoder in diffusers' run: {'transformers CLIPTextModel' if encoder else 'none (transformers absent)'}")
+    print(f"\n{args.arch} 512x512, {args.steps} Euler steps, CFG 7.5, f16, ms (median)")
+    stages = [("text encoding", "text", "text_encoding_ms"), ("UNet step (batch 2 + sampler)", "step", "unet_step_ms"),
+              (f"denoising loop ({args.steps} steps)", "loop", "denoising_ms"), ("VAE decode", "decode", "vae_decode_ms"),
+              ("whole image", "image", "image_ms")]
+    header = f"{'stage':32s} {'hipDiffusion':>12s}" + "".join(f" {n:>26s} {'ratio':>6s}" for n in peers)
+    print(header)
+    for label, peer_key, our_key in stages:
+        line = f"{label:32s} {mine[our_key]:12.2f}"
+        for timings in peers.values():
+            peer = timings[peer_key]
+            line += f" {peer:26.2f} {mine[our_key] / peer:6.2f}" if peer == peer else f" {'n/a':>26s} {'':6s}"
+        print(line)
+    print(f"peak device memory, hipDiffusion: {mine['peak_device_memory_bytes'] / 2**30:.2f} GiB")
+
+    # 3. The VAE decode of a 1024x1024 image, whole and in tiles: time (decode, clamp, copy to the host)
+    # and the decode's own peak memory (above what was allocated before it: the activations).
+    del unet, compiled, encoder
+    torch.cuda.empty_cache()
+    z = torch.randn(1, 4, 128, 128, device="cuda", dtype=torch.float16)
+    vae_rows = {}
+    with torch.inference_mode():
+        for name, tiling in [("diffusers, whole", False), ("diffusers, enable_tiling", True)]:
+            vae.enable_tiling() if tiling else vae.disable_tiling()
+            decode = lambda: (vae.decode(z).sample / 2 + 0.5).clamp(0, 1).float().cpu()
+            decode()
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            times = [timed(decode)[1] for _ in range(5)]
+            vae_rows[name] = (statistics.median(times), (torch.cuda.max_memory_allocated() - before) / 2**30)
+    for name, flag in [("hipDiffusion, whole", []), ("hipDiffusion, --vae-tiling", ["--vae-tiling"])]:
+        run = subprocess.run([f"{args.build}/hipdiffusion", "bench", "--arch", "sd15", "--device", "cuda:0", "--width",
+                              "1024", "--height", "1024", "--steps", "2", "--repeats", "5", "--json"] + flag,
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            raise SystemExit(f"hipdiffusion bench failed:\n{run.stderr}")
+        j = json.loads(run.stdout)
+        vae_rows[name] = (j["vae_decode_ms"], j["vae_decode_extra_device_memory_bytes"] / 2**30)
+    vae_weights = sum(p.numel() * p.element_size() for p in vae.decoder.parameters()) / 2**30
+    print(f"\nVAE decode, 1024x1024, f16 (to the host, clamped); the decoder's weights: {vae_weights:.2f} GiB")
+    print(f"{'':32s} {'ms':>8s} {'ratio to diffusers whole':>26s} {'own peak GiB':>13s}")
+    base = vae_rows["diffusers, whole"][0]
+    for name, (ms, gib) in vae_rows.items():
+        print(f"{name:32s} {ms:8.2f} {ms / base:26.2f} {gib:13.2f}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ Sections:
             pad tokens that Stable Diffusion uses (SD1.x pads with <|endoftext|>, SD2.x with "!").
   single_file  the tiny models written as single-file LDM checkpoints (SD2.x's text encoder in OpenCLIP
             form), each verified by loading it with diffusers' from_single_file.
+  tiled_vae diffusers' AutoencoderKL decode of the built-in shapes model's VAE, whole and tiled
+            (enable_tiling), on seeded latents larger than one tile.
   img2img   StableDiffusionImg2ImgPipeline runs of those tiny models from a seeded random image, over
             samplers, schedules and strengths (run after "models"; it reads them from tests/fixtures).
   models    two tiny Stable Diffusion pipelines, SD1.x-like (quick_gelu, conv projections, epsilon)
@@ -484,9 +486,31 @@ def single_file_fixtures(out: Path) -> None:
         print(f"{path}: {len(state)} tensors, read back by diffusers' from_single_file identically")
 
 
+def tiled_vae_fixtures(out: Path) -> None:
+    """diffusers' AutoencoderKL decode of the built-in shapes model's VAE (models/shapes-tiny, f16 weights
+    computed in f32 on the CPU) on seeded latents larger than its 16-latent tiles: whole, and tiled
+    (enable_tiling, diffusers' tiled_decode)."""
+    from diffusers import AutoencoderKL
+
+    vae = AutoencoderKL.from_pretrained("models/shapes-tiny", subfolder="vae", torch_dtype=torch.float32).eval()
+    g = torch.Generator("cpu").manual_seed(61)
+    tensors, meta = {}, []
+    for name, (h, w) in {"square": (24, 24), "wide": (20, 36)}.items():
+        z = torch.randn(1, 4, h, w, generator=g)
+        with torch.no_grad():
+            vae.disable_tiling()
+            whole = vae.decode(z).sample
+            vae.enable_tiling()
+            tiled = vae.decode(z).sample
+        tensors[f"{name}.latents"], tensors[f"{name}.whole"], tensors[f"{name}.tiled"] = z, whole, tiled
+        meta.append({"name": name, "tile_latents": vae.tile_latent_min_size, "overlap": vae.tile_overlap_factor,
+                     "tiled_vs_whole_relative_l2": float((tiled - whole).norm() / whole.norm())})
+    save(tensors, meta, out / "models" / "shapes_tiny_tiled_vae.safetensors")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["sampling", "tokenizer", "models", "img2img", "single_file"], default="sampling")
+    parser.add_argument("--only", choices=["sampling", "tokenizer", "models", "img2img", "single_file", "tiled_vae"], default="sampling")
     parser.add_argument("--bpe", type=Path, default=Path(".whl/bpe_simple_vocab_16e6.txt.gz"),
                         help="CLIP's BPE merges, as shipped in the open_clip_torch wheel")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tests/fixtures")))
@@ -506,6 +530,8 @@ def main() -> None:
         img2img_fixtures(args.out)
     if args.only == "single_file":
         single_file_fixtures(args.out)
+    if args.only == "tiled_vae":
+        tiled_vae_fixtures(args.out)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ VaeConfig VaeConfig::detect(const ModelComponent& component) {
     const nlohmann::json j = component_config(component);
     if (j.contains("norm_num_groups")) c.norm_groups = j["norm_num_groups"].get<int>();
     if (j.contains("scaling_factor") && j["scaling_factor"].is_number()) c.scaling_factor = j["scaling_factor"].get<float>();
+    if (j.contains("sample_size") && j["sample_size"].is_number_integer()) c.sample_size = j["sample_size"].get<int64_t>();
+    HD_CHECK(c.sample_size > 0, component.name, "/config.json: sample_size ", c.sample_size, " is not positive");
     HD_CHECK_KIND(!j.contains("shift_factor") || j["shift_factor"].is_null(), ErrorKind::kUnsupported, component.name,
                   ": a VAE with a shift_factor (not a Stable Diffusion 1.x/2.x/XL VAE)");
   }

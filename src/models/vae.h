@@ -20,6 +20,7 @@ struct VaeConfig {
   int64_t layers_per_block = 2;
   int norm_groups = 32;
   float scaling_factor = 0.18215f;
+  int64_t sample_size = 512;  // the image size it was trained at (config.json); tiled decoding's tile size
   bool mid_attention = true;
   bool has_encoder = true;
 

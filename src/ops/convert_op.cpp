@@ -5,6 +5,7 @@
 #include "ops/op_checks.h"
 #include "ops/ops.h"
 #if defined(HD_WITH_GPU)
+#include "ops/gpu/device_memory.h"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_runtime.h"
 #endif
@@ -69,6 +70,26 @@ void synchronize(const Device& device) {
   gpu::synchronize(device);
 #else
   no_kernel("synchronize", device);
+#endif
+}
+
+size_t peak_device_memory(const Device& device, bool since_mark) {
+  if (device.is_cpu()) return 0;
+#if defined(HD_WITH_GPU)
+  const gpu::MemoryStats stats = gpu::memory_stats(device);
+  return since_mark ? stats.peak_since_mark : stats.peak_in_use;
+#else
+  no_kernel("peak_device_memory", device);
+#endif
+}
+
+size_t mark_device_memory(const Device& device) {
+  if (device.is_cpu()) return 0;
+#if defined(HD_WITH_GPU)
+  gpu::mark_peak(device);
+  return gpu::memory_stats(device).in_use;
+#else
+  no_kernel("mark_device_memory", device);
 #endif
 }
 

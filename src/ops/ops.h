@@ -27,6 +27,12 @@ void prepare_device(const Device& device);
 // Returns when every op queued on `device` has finished (a GPU's ops run asynchronously; the CPU's have
 // finished when they return).
 void synchronize(const Device& device);
+// The most device memory the process's tensors (weights, activations, scratch) have held at once on a
+// GPU, in bytes, since the process started (or, with since_mark, since the last mark_device_memory);
+// 0 for the CPU, whose memory the allocator does not track.
+size_t peak_device_memory(const Device& device, bool since_mark = false);
+// Starts a since_mark window; returns the bytes in use now (0 for the CPU).
+size_t mark_device_memory(const Device& device);
 
 // ---- convolution and matrix products ----
 

@@ -1,12 +1,14 @@
 #include "pipeline/stable_diffusion.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "core/error.h"
 #include "core/layout.h"
 #include "ops/ops.h"
 #include "ops/placement.h"
+#include "pipeline/tiled_decode.h"
 #include "pipeline/tokenizer_files.h"
 #include "sampling/torch_rng.h"
 
@@ -21,6 +23,11 @@ OwnedTensor randn_nhwc(TorchCpuGenerator& generator, int64_t n, int64_t c, int64
   OwnedTensor out(Shape{n, h, w, c}, DType::kF32);
   nchw_to_nhwc(nchw.data(), out.ptr<float>(), n, c, h, w);
   return out;
+}
+
+// Milliseconds since `start`.
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 const ModelComponent& require(const ModelSource& m, const char* name) {
@@ -98,6 +105,8 @@ OwnedTensor StableDiffusion::encode_prompts(const std::string& text, int batch) 
 GenerationResult StableDiffusion::generate(const GenerationParams& p, const ProgressCallback& progress,
                                           const Tensor* init_image) const {
   validate(p, vae_scale_factor());
+  const auto start = std::chrono::steady_clock::now();
+  StageTimes times;
   SchedulerConfig config = scheduler_config_;
   if (p.spacing) config.spacing = *p.spacing;
   if (p.prediction) config.prediction = *p.prediction;
@@ -123,6 +132,10 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
     ops::copy(uncond, context.view().slice(0, 0, n));
     ops::copy(cond, context.view().slice(0, n, n));
   }
+  const Device& device = placement().device;
+  ops::synchronize(device);
+  times.text_encoding = ms_since(start);
+  const auto denoising_start = std::chrono::steady_clock::now();
 
   TorchCpuGenerator generator(p.seed);
   OwnedTensor latents;
@@ -151,12 +164,12 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
   // model's input and each sampler step (guidance included) are one op each (ops::sampler_input,
   // ops::sampler_step); only the ancestral samplers' noise comes from the host, from the same generator
   // as diffusers' CPU one.
-  const Device& device = placement().device;
   const ops::Placement f32_there{device, DType::kF32};
   OwnedTensor sample = ops::place(latents, f32_there);
   OwnedTensor model_input(Shape{guided ? 2 * n : n, h, w, c}, placement().dtype, device);
   OwnedTensor x0, previous_x0;  // a multistep sampler's history, allocated on its first step
   for (int i = first_step; i < sampler->steps(); ++i) {
+    const auto step_start = std::chrono::steady_clock::now();
     ops::sampler_input(sample, sampler->input_divisor(i), model_input);
     const OwnedTensor prediction =
         unet_graphs_.forward(unet_, model_input, sampler->timestep(i), guided ? context.view() : cond.view());
@@ -173,35 +186,60 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
     }
     const Tensor noise_view = noise.view(), previous_view = previous_x0.view(), x0_view = x0.view();
     ops::sampler_step(update, prediction, sample, &noise_view, &previous_view, &x0_view);
-    if (progress) {
+    if (progress || p.time_each_step) {
       ops::synchronize(device);  // report a step when it has run, not when it was queued
-      progress(i + 1 - first_step, sampler->steps() - first_step);
+      times.steps.push_back(ms_since(step_start));
+      if (progress) progress(i + 1 - first_step, sampler->steps() - first_step);
     }
   }
   latents = ops::to_host_f32(sample);
+  times.denoising = ms_since(denoising_start);
+  const auto decoding_start = std::chrono::steady_clock::now();
+  const size_t held_before_decode = ops::mark_device_memory(device);
 
   OwnedTensor unscaled(latents.view().shape, DType::kF32);
   ops::scale(latents, 1.0f / vae_.config().scaling_factor, unscaled);
-  bool retried = false;
-  OwnedTensor image = decode(unscaled, &retried);
+  DecodeReport report;
+  OwnedTensor image = decode(unscaled, &report, p.vae_tiling);
   float* px = image.ptr<float>();
   for (int64_t j = 0; j < image.view().numel(); ++j) px[j] = std::clamp(px[j] / 2.0f + 0.5f, 0.0f, 1.0f);
-  return GenerationResult{std::move(latents), std::move(image), retried};
+  times.decoding = ms_since(decoding_start);
+  times.total = ms_since(start);
+  const size_t decode_extra = ops::peak_device_memory(device, true) - held_before_decode;
+  return GenerationResult{std::move(latents), std::move(image), report.retried_in_bf16, report.tiled, std::move(times),
+                          decode_extra};
 }
 
-OwnedTensor StableDiffusion::decode(const Tensor& latents, bool* retried_in_bf16) const {
-  OwnedTensor image = ops::to_host_f32(vae_.decode(ops::place(latents, vae_.placement())));
+OwnedTensor StableDiffusion::decode(const Tensor& latents, DecodeReport* report, VaeTiling tiling) const {
+  *report = {};
+  const auto decode_with = [&](const Vae& vae) {
+    const auto whole = [&](const Tensor& l) { return ops::to_host_f32(vae.decode(ops::place(l, vae.placement()))); };
+    // diffusers' tile: the VAE's sample_size in pixels; latents within one tile are decoded whole.
+    const int64_t tile = std::max<int64_t>(2, vae.config().sample_size / vae_scale_factor());
+    const bool one_tile = latents.dim(1) <= tile && latents.dim(2) <= tile;
+    if (tiling == VaeTiling::kAuto || one_tile) {
+      try {
+        return whole(latents);
+      } catch (const Error& e) {
+        // Out of device memory: the partial decode's tensors are gone with the exception, and the
+        // allocator gives its cache back before it fails again; tiles need one tile's worth.
+        if (e.kind() != ErrorKind::kOutOfMemory || vae.placement().device.is_cpu() || one_tile) throw;
+      }
+    }
+    report->tiled = true;
+    return decode_in_tiles(latents, vae_scale_factor(), VaeTiles{tile}, whole);
+  };
+  OwnedTensor image = decode_with(vae_);
   const auto finite = [](const OwnedTensor& t) {
     const float* v = t.ptr<float>();
     return std::all_of(v, v + t.view().numel(), [](float x) { return std::isfinite(x); });
   };
-  *retried_in_bf16 = false;
   if (vae_.placement().dtype != DType::kF16 || finite(image)) return image;
   // f16 tops out at 65504; SDXL's VAE (and some fine-tunes) exceed it inside the decoder. bf16 has f32's
   // range: the same decode again, with the VAE's weights loaded a second time in bf16.
   if (!vae_bf16_) vae_bf16_ = Vae::load(require(*source_, "vae"), ops::Placement{vae_.placement().device, DType::kBF16});
-  *retried_in_bf16 = true;
-  return ops::to_host_f32(vae_bf16_->decode(ops::place(latents, vae_bf16_->placement())));
+  report->retried_in_bf16 = true;
+  return decode_with(*vae_bf16_);
 }
 
 }  // namespace hd

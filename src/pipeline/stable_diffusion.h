@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "io/model_source.h"
@@ -23,6 +24,10 @@
 
 namespace hd {
 
+// When the VAE decodes in tiles (src/pipeline/tiled_decode.h): only when decoding the whole image at
+// once runs out of device memory, or always.
+enum class VaeTiling { kAuto, kAlways };
+
 struct GenerationParams {
   std::string prompt;
   std::string negative_prompt;
@@ -36,6 +41,10 @@ struct GenerationParams {
   std::optional<TimestepSpacing> spacing;  // overrides the model's scheduler config
   float strength = 1.0f;                   // img2img: how much of the init image is noised away, in [0, 1]
   std::optional<Prediction> prediction;    // overrides what the model says (SD2.x single files do not say)
+  // Wait for the device after each denoising step, so that GenerationResult::times has each step's time
+  // (a progress callback waits too).
+  bool time_each_step = false;
+  VaeTiling vae_tiling = VaeTiling::kAuto;
 };
 
 // Validates the parameters against each other and the model (sizes, steps, CFG): every failure is an
@@ -46,11 +55,27 @@ void validate(const GenerationParams& p, int64_t vae_scale_factor);
 // leaves none.
 int img2img_first_step(const GenerationParams& p);
 
+// Wall-clock milliseconds of a generation's stages, each ended by waiting for the device.
+struct StageTimes {
+  double text_encoding = 0, denoising = 0, decoding = 0, total = 0;  // denoising: with img2img, the encoding too
+  std::vector<double> steps;  // each denoising step (with GenerationParams::time_each_step or a progress callback)
+};
+
 struct GenerationResult {
   OwnedTensor latents;  // [N, h, w, 4], the final latents as diffusers returns them (before 1/scaling_factor)
   OwnedTensor image;    // [N, H, W, 3] in [0, 1]
   // The VAE overflowed in f16 (its output held NaN or infinity) and the image was decoded again in bf16.
   bool vae_retried_in_bf16 = false;
+  bool vae_tiled = false;  // the image was decoded in tiles
+  StageTimes times;
+  // The most device memory the VAE decode needed on top of what was held before it (its activations and
+  // scratch; a bf16 VAE when one is loaded for the retry): the decode's own peak. 0 on the CPU.
+  size_t decode_extra_device_memory = 0;
+};
+
+struct DecodeReport {
+  bool retried_in_bf16 = false;  // see GenerationResult
+  bool tiled = false;
 };
 
 // Called after each denoising step with (steps done, steps in all).
@@ -81,8 +106,9 @@ class StableDiffusion {
 
   // The VAE decode of host f32 latents [N, h, w, 4] (already divided by scaling_factor) into a host f32
   // image [N, H, W, 3] in about [-1, 1]. On a GPU in f16, an output holding NaN or infinity (f16 overflow
-  // inside the decoder) is decoded again with the VAE in bf16, and *retried_in_bf16 says so.
-  OwnedTensor decode(const Tensor& latents, bool* retried_in_bf16) const;
+  // inside the decoder) is decoded again with the VAE in bf16. In tiles of the VAE's sample_size (with a
+  // quarter overlap) always, or when the whole decode runs out of device memory. *report says what happened.
+  OwnedTensor decode(const Tensor& latents, DecodeReport* report, VaeTiling tiling = VaeTiling::kAuto) const;
 
  private:
   OwnedTensor encode_prompts(const std::string& text, int batch) const;  // [batch, 77, width], placed

@@ -7,6 +7,7 @@
 
 #include "fixture_util.h"
 #include "ops/gpu/gpu_test_util.h"
+#include "ops/ops.h"
 #include "pipeline/default_model.h"
 #include "pipeline/recorded_run.h"
 #include "pipeline/stable_diffusion.h"
@@ -69,19 +70,50 @@ TEST(GpuPipeline, VaeOverflowInF16IsDecodedAgainInBf16) {
   const StableDiffusion sd = StableDiffusion::load(folder, std::nullopt, std::nullopt, {test::gpu0(), DType::kF16});
   const test::Fixture fixture("models/tiny_sd1_components.safetensors");
   OwnedTensor latents = fixture.nhwc("latents");
-  bool retried = true;
-  sd.decode(latents, &retried);
-  EXPECT_FALSE(retried);  // ordinary latents stay in f16
+  DecodeReport report;
+  report.retried_in_bf16 = true;
+  sd.decode(latents, &report);
+  EXPECT_FALSE(report.retried_in_bf16);  // ordinary latents stay in f16
   for (int64_t i = 0; i < latents.view().numel(); ++i) latents.ptr<float>()[i] *= 1e6f;
-  const OwnedTensor huge = sd.decode(latents, &retried);
-  EXPECT_TRUE(retried);
+  const OwnedTensor huge = sd.decode(latents, &report);
+  EXPECT_TRUE(report.retried_in_bf16);
   const float* v = huge.ptr<float>();
   EXPECT_TRUE(std::all_of(v, v + huge.view().numel(), [](float x) { return std::isfinite(x); }));
   // The bf16 decode is the VAE's own answer for those latents: the CPU's, within bf16's rounding.
   const StableDiffusion cpu = StableDiffusion::load(folder, std::nullopt);
-  const OwnedTensor expected = cpu.decode(latents, &retried);
-  EXPECT_FALSE(retried);
+  const OwnedTensor expected = cpu.decode(latents, &report);
+  EXPECT_FALSE(report.retried_in_bf16);
   EXPECT_LE(test::relative_l2(huge, test::as_reference(expected)), 4e-2);
+}
+
+// Tiled decoding holds one tile's activations at a time: on the GPU the decode's own peak memory is a
+// fraction of the whole decode's and stays put as the image grows four-fold, and the picture is the one
+// the CPU decodes in tiles.
+TEST(GpuPipeline, TiledVaeDecodeBoundsPeakMemory) {
+  const StableDiffusion gpu = StableDiffusion::load(default_model_folder(), std::nullopt, std::nullopt,
+                                                    {test::gpu0(), DType::kF16});
+  const StableDiffusion cpu = StableDiffusion::load(default_model_folder(), std::nullopt);
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const auto decode_peak = [&](const Tensor& latents, VaeTiling tiling, OwnedTensor* image) {
+    DecodeReport report;
+    const size_t before = ops::mark_device_memory(test::gpu0());
+    *image = gpu.decode(latents, &report, tiling);
+    EXPECT_EQ(report.tiled, tiling == VaeTiling::kAlways);
+    return ops::peak_device_memory(test::gpu0(), true) - before;
+  };
+  OwnedTensor image;
+  const OwnedTensor small = test::random_tensor(rng, Shape{1, 32, 32, 4}), large = test::random_tensor(rng, Shape{1, 64, 64, 4});
+  const size_t whole_large = decode_peak(large, VaeTiling::kAuto, &image);
+  const size_t tiled_small = decode_peak(small, VaeTiling::kAlways, &image);
+  const size_t tiled_large = decode_peak(large, VaeTiling::kAlways, &image);
+  std::printf("VAE decode's own peak, 256x256: whole %.1f MiB, tiled %.1f MiB; tiled 128x128: %.1f MiB\n",
+              whole_large / 1048576.0, tiled_large / 1048576.0, tiled_small / 1048576.0);
+  EXPECT_LT(tiled_large * 4, whole_large);      // 16-latent tiles against a 64-latent image
+  EXPECT_LE(tiled_large, tiled_small * 5 / 4);  // one tile's worth, whatever the image size
+  DecodeReport report;
+  const OwnedTensor expected = cpu.decode(large, &report, VaeTiling::kAlways);
+  EXPECT_GE(test::psnr(image, test::as_reference(expected)), 40.0);
 }
 
 }  // namespace

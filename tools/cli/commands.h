@@ -21,5 +21,6 @@ struct UsageError {
 int run_info(std::span<const std::string_view> args);
 int run_tokenize(std::span<const std::string_view> args);
 int run_generate(std::span<const std::string_view> args);
+int run_bench(std::span<const std::string_view> args);
 
 }  // namespace hd::cli

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <optional>
 #include <string>
 
@@ -22,35 +21,16 @@
 #include "pipeline/stable_diffusion.h"
 #include "text/clip_tokenizer.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/flags.h"
 
 namespace hd::cli {
 
 namespace {
 
-constexpr const char* kFlags[] = {"--model", "--prompt", "--negative-prompt", "--steps", "--cfg-scale", "--sampler",
-                                  "--schedule", "--seed", "--width", "--height", "--batch", "--init-image", "--strength",
-                                  "--vocab", "--config", "--prediction", "--output", "--save-latents", "--device", "--dtype",
-                                  "--tune-cache", "--threads"};
-
-template <typename T>
-T parse_number(const std::string& flag, const std::string& text) {
-  try {
-    size_t used = 0;
-    T value;
-    if constexpr (std::is_same_v<T, float>) {
-      value = std::stof(text, &used);
-    } else if constexpr (std::is_same_v<T, uint64_t>) {
-      HD_CHECK(!text.empty() && text[0] != '-', flag, " must be a non-negative integer, got '", text, "'");
-      value = std::stoull(text, &used);
-    } else {
-      value = T(std::stoll(text, &used));
-    }
-    HD_CHECK(used == text.size(), flag, ": '", text, "' is not a number");
-    return value;
-  } catch (const std::logic_error&) {
-    throw Error(ErrorKind::kInvalidInput, str_cat(flag, ": '", text, "' is not a number"));
-  }
-}
+const std::vector<std::string> kFlags = {
+    "--model", "--prompt", "--negative-prompt", "--steps", "--cfg-scale", "--sampler", "--schedule", "--seed",
+    "--width", "--height", "--batch", "--init-image", "--strength", "--vocab", "--config", "--prediction", "--output",
+    "--save-latents", "--device", "--dtype", "--tune-cache", "--threads"};
 
 std::string a1111_sampler_name(SamplerKind kind) {
   switch (kind) {
@@ -102,18 +82,8 @@ class ProgressBar {
 }  // namespace
 
 int run_generate(std::span<const std::string_view> args) {
-  std::map<std::string, std::string> flags;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string flag(args[i]);
-    if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags))
-      throw UsageError{"generate: unknown argument '" + flag + "'"};
-    if (i + 1 >= args.size()) throw UsageError{"generate: " + flag + " needs a value"};
-    flags[flag] = std::string(args[++i]);
-  }
-  const auto get = [&](const char* flag) -> std::optional<std::string> {
-    const auto it = flags.find(flag);
-    return it == flags.end() ? std::nullopt : std::optional(it->second);
-  };
+  const Flags flags("generate", args, kFlags, {"--vae-tiling"});
+  const auto get = [&](const char* flag) { return flags.get(flag); };
   if (!get("--prompt")) throw UsageError{"generate: --prompt TEXT is required"};
 
   GenerationParams p;
@@ -128,18 +98,13 @@ int run_generate(std::span<const std::string_view> args) {
   if (auto v = get("--height")) p.height = parse_number<int>("--height", *v);
   if (auto v = get("--batch")) p.batch = parse_number<int>("--batch", *v);
   if (auto v = get("--prediction")) p.prediction = parse_prediction(*v);
+  if (flags.has("--vae-tiling")) p.vae_tiling = VaeTiling::kAlways;
   validate(p, 8);
   check_sampler_schedule(p.sampler, p.schedule);
   require_utf8(p.prompt, "the prompt");
   require_utf8(p.negative_prompt, "the negative prompt");
   // Where to compute: the CPU in f32, or a GPU in f16 (default) or bf16.
-  ops::Placement placement{Device::parse(get("--device").value_or("cpu")), DType::kF32};
-  if (placement.device.is_gpu()) placement.dtype = DType::kF16;
-  if (auto v = get("--dtype")) {
-    HD_CHECK(*v == "f32" || *v == "f16" || *v == "bf16", "--dtype must be f32, f16 or bf16, got '", *v, "'");
-    placement.dtype = *v == "f32" ? DType::kF32 : *v == "f16" ? DType::kF16 : DType::kBF16;
-  }
-  placement.validate();
+  const ops::Placement placement = placement_of(flags);
   if (auto v = get("--tune-cache")) ops::set_tune_cache_path(*v);
   // img2img: the image sets the size unless --width/--height are given, which must then agree (no
   // resizing is done).
@@ -177,6 +142,8 @@ int run_generate(std::span<const std::string_view> args) {
   ProgressBar bar;
   const GenerationResult result = sd.generate(p, std::ref(bar), init_image ? &init_image->view() : nullptr);
   if (result.vae_retried_in_bf16) std::fprintf(stderr, "note: the VAE overflowed in f16; decoded again in bf16\n");
+  if (result.vae_tiled && !flags.has("--vae-tiling"))
+    std::fprintf(stderr, "note: the image did not fit in device memory at once; the VAE decoded it in tiles\n");
 
   const std::string output = get("--output").value_or("out.png");
   const Tensor& image = result.image.view();  // [N, H, W, 3] in [0, 1]

@@ -21,13 +21,20 @@ constexpr const char* kUsage =
     "           [--sampler euler|euler_a|ddim|dpmpp_2m] [--schedule discrete|karras] [--seed N]\n"
     "           [--width W] [--height H] [--batch N] [--init-image PNG --strength S]\n"
     "           [--vocab DIR] [--config DIR] [--prediction epsilon|v_prediction]\n"
-    "           [--output PNG] [--save-latents PATH] [--threads N]\n"
+    "           [--output PNG] [--save-latents PATH] [--threads N] [--vae-tiling]\n"
     "           [--device cpu|cuda:N|hip:N] [--dtype f32|f16|bf16] [--tune-cache PATH]\n"
     "                make an image from a diffusers folder or a single .safetensors, on the CPU\n"
     "                (f32) or a GPU (f16 by default; kernel choices cached in --tune-cache,\n"
     "                default ~/.cache/hipdiffusion/tuning.tsv);\n"
     "                without --model, the built-in shapes model (models/shapes-tiny); the size\n"
-    "                defaults to the one the model was trained for\n"
+    "                defaults to the one the model was trained for; the VAE decodes in tiles\n"
+    "                when the image does not fit in device memory at once (--vae-tiling: always)\n"
+    "  bench (--model PATH | --arch sd15|sd21) [--device cpu|cuda:N|hip:N] [--dtype f16|bf16]\n"
+    "           [--steps N] [--repeats N] [--width W] [--height H] [--sampler NAME] [--cfg-scale X]\n"
+    "           [--vocab DIR] [--config DIR] [--tune-cache PATH] [--vae-tiling] [--json]\n"
+    "                time a whole generation and its stages (text encoding, UNet step, denoising\n"
+    "                loop, VAE decode; medians of --repeats, 5, after one warm-up) and the peak\n"
+    "                device memory; --arch: random weights of that architecture (30 steps, 512x512)\n"
     "  tokenize --model PATH --prompt TEXT [--vocab DIR]\n"
     "                print the 77 CLIP token ids of a prompt\n"
     "  --version     print the version\n"
@@ -47,6 +54,7 @@ int dispatch(std::span<const std::string_view> args) {
   if (command == "info") return hd::cli::run_info(args.subspan(1));
   if (command == "tokenize") return hd::cli::run_tokenize(args.subspan(1));
   if (command == "generate") return hd::cli::run_generate(args.subspan(1));
+  if (command == "bench") return hd::cli::run_bench(args.subspan(1));
   throw hd::cli::UsageError{"unknown command '" + std::string(command) + "'"};
 }
 

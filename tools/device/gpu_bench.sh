@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run on the device machine after tools/device/gpu_checks.sh (which builds build/cuda): the kernel
-# benchmarks beside PyTorch's, the UNet step beside diffusers', and a generation through the CLI, all in
+# benchmarks beside PyTorch's, the UNet step and whole generations beside diffusers', `hipdiffusion bench`,
+# and a generation through the CLI, all in
 # one session on one GPU. Logs in $OUT. diffusers comes from wheels carried in .whl (README, "Building
 # for GPUs").
 set -uo pipefail
@@ -12,8 +13,10 @@ export HD_TUNE_CACHE="$OUT/tuning.tsv"
 python3 bench/torch_peers.py 2>&1 | tee "$OUT/bench-torch.txt"
 if ls .whl/*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  PYTHONPATH=/tmp/site python3 bench/compare_diffusers.py ${COMPARE_FLAGS:-} 2>&1 | tee "$OUT/bench-unet-step.txt"
+  PYTHONPATH=/tmp/site python3 bench/compare_diffusers.py ${COMPARE_FLAGS:-} 2>&1 | tee "$OUT/bench-diffusers.txt"
 fi
+# The harness on its own for the architectures not compared above (SD2.1 here), table form.
+./build/cuda/hipdiffusion bench --arch sd21 --device cuda:0 2>&1 | tee "$OUT/bench-sd21.txt"
 {
   /usr/bin/time -v ./build/cuda/hipdiffusion generate --device cuda:0 --prompt "a red circle on a blue background, top left" \
     --output "$OUT/default-model-gpu.png"

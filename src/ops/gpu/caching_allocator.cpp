@@ -93,6 +93,7 @@ void* allocate(Device device, size_t bytes) {
   pool.blocks[block] = Block{size, pool.capturing};
   pool.stats.in_use += size;
   pool.stats.peak_in_use = std::max(pool.stats.peak_in_use, pool.stats.in_use);
+  pool.stats.peak_since_mark = std::max(pool.stats.peak_since_mark, pool.stats.in_use);
   return block;
 }
 
@@ -123,6 +124,13 @@ MemoryStats memory_stats(const Device& device) {
   Pools& p = pools();
   const std::lock_guard lock(p.mutex);
   return pool_of(p, device).stats;
+}
+
+void mark_peak(const Device& device) {
+  Pools& p = pools();
+  const std::lock_guard lock(p.mutex);
+  DevicePool& pool = pool_of(p, device);
+  pool.stats.peak_since_mark = pool.stats.in_use;
 }
 
 int begin_private_pool(const Device& device) {

@@ -21,8 +21,11 @@ const DeviceAllocator* caching_allocator();
 
 struct MemoryStats {
   size_t in_use = 0, peak_in_use = 0, cached = 0;  // bytes handed out, their maximum, bytes held free
+  size_t peak_since_mark = 0;                      // the maximum of in_use since mark_peak
 };
 MemoryStats memory_stats(const Device& device);
+// Starts a new peak_since_mark window (at what is in use now).
+void mark_peak(const Device& device);
 
 // Private pools, for graph capture: between begin_private_pool and end_private_pool, allocations on
 // `device` come from a new pool of their own, and blocks of that pool return to it when freed (even

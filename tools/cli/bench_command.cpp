@@ -1,0 +1,138 @@
+// `hipdiffusion bench`: how long a whole txt2img generation and each of its stages take on a device,
+// for a given model or, with --arch, a model of random weights (speed does not depend on the values)
+// written once to a temporary folder and loaded through the same path as a real checkpoint. One warm-up
+// generation (kernel autotuning, graph capture) is reported on its own; then the medians of --repeats.
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "ops/ops.h"
+#include "ops/tuning/autotuner.h"
+#include "pipeline/random_model.h"
+#include "pipeline/stable_diffusion.h"
+#include "sampling/sampler.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/flags.h"
+
+namespace hd::cli {
+
+namespace {
+
+const std::vector<std::string> kValued = {"--model", "--arch",   "--device", "--dtype",     "--steps", "--repeats",
+                                          "--width", "--height", "--sampler", "--cfg-scale", "--vocab", "--config",
+                                          "--tune-cache"};
+const std::vector<std::string> kSwitches = {"--json", "--profile", "--vae-tiling"};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+}  // namespace
+
+int run_bench(std::span<const std::string_view> args) {
+  const Flags flags("bench", args, kValued, kSwitches);
+  if (flags.has("--model") == flags.has("--arch")) throw UsageError{"bench: give --model PATH or --arch sd15|sd21"};
+  HD_CHECK_KIND(!flags.has("--profile"), ErrorKind::kUnsupported,
+                "bench --profile: the per-op time breakdown is not implemented yet (tools/device/gpu_profile.sh "
+                "gives one through Nsight Compute)");
+  const ops::Placement placement = placement_of(flags);
+  if (auto v = flags.get("--tune-cache")) ops::set_tune_cache_path(*v);
+  GenerationParams p;
+  p.prompt = "a photograph of an astronaut riding a horse";
+  p.steps = 30;
+  p.time_each_step = true;
+  if (flags.has("--vae-tiling")) p.vae_tiling = VaeTiling::kAlways;
+  if (auto v = flags.get("--steps")) p.steps = parse_number<int>("--steps", *v);
+  if (auto v = flags.get("--sampler")) p.sampler = parse_sampler(*v);
+  if (auto v = flags.get("--cfg-scale")) p.cfg_scale = parse_number<float>("--cfg-scale", *v);
+  const int repeats = flags.get("--repeats") ? parse_number<int>("--repeats", *flags.get("--repeats")) : 5;
+  HD_CHECK(repeats >= 1 && repeats <= 1000, "--repeats must be between 1 and 1000, got ", repeats);
+
+  std::string model, description;
+  int64_t parameters = 0;
+  if (auto arch = flags.get("--arch")) {
+    const RandomModelSpec spec{parse_random_model_arch(*arch)};
+    model = random_model_folder(spec);
+    std::fprintf(stderr, "writing (or reusing) random %s weights in %s\n", arch->c_str(), model.c_str());
+    parameters = write_random_model(spec, model);
+    description = str_cat("random ", *arch, " weights");
+  } else {
+    model = *flags.get("--model");
+    description = model;
+  }
+  const StableDiffusion sd = StableDiffusion::load(model, flags.get("--vocab"), flags.get("--config"), placement);
+  p.width = flags.get("--width") ? parse_number<int>("--width", *flags.get("--width")) : sd.default_image_size();
+  p.height = flags.get("--height") ? parse_number<int>("--height", *flags.get("--height")) : sd.default_image_size();
+  validate(p, sd.vae_scale_factor());
+  const bool guided = p.cfg_scale > 1.0f;
+  std::fprintf(stderr, "%s (%s), %dx%d, %d steps of %s, CFG %g (UNet batch %d), %s: 1 warm-up + %d timed runs\n",
+               description.c_str(), sd.description().c_str(), p.width, p.height, p.steps,
+               std::string(sampler_name(p.sampler)).c_str(), double(p.cfg_scale), guided ? 2 : 1,
+               placement.to_string().c_str(), repeats);
+
+  const GenerationResult warm_up = sd.generate(p);
+  std::vector<double> text, steps, loops, decodes, totals;
+  size_t decode_extra = 0;
+  for (int r = 0; r < repeats; ++r) {
+    const GenerationResult result = sd.generate(p);
+    decode_extra = std::max(decode_extra, result.decode_extra_device_memory);
+    HD_CHECK_KIND(!result.vae_retried_in_bf16 || warm_up.vae_retried_in_bf16, ErrorKind::kRuntime,
+                  "bench: the VAE overflowed in f16 on one run but not another");
+    const StageTimes& t = result.times;
+    text.push_back(t.text_encoding);
+    steps.insert(steps.end(), t.steps.begin(), t.steps.end());
+    loops.push_back(t.denoising);
+    decodes.push_back(t.decoding);
+    totals.push_back(t.total);
+    std::fprintf(stderr, "run %d/%d: %.1f ms\n", r + 1, repeats, t.total);
+  }
+  const size_t peak = ops::peak_device_memory(placement.device);
+
+  if (flags.has("--json")) {
+    const nlohmann::json j = {{"model", description},
+                              {"architecture", sd.description()},
+                              {"parameters", parameters},
+                              {"device", placement.to_string()},
+                              {"width", p.width},
+                              {"height", p.height},
+                              {"steps", p.steps},
+                              {"sampler", std::string(sampler_name(p.sampler))},
+                              {"unet_batch", guided ? 2 : 1},
+                              {"repeats", repeats},
+                              {"text_encoding_ms", median(text)},
+                              {"unet_step_ms", median(steps)},
+                              {"denoising_ms", median(loops)},
+                              {"vae_decode_ms", median(decodes)},
+                              {"image_ms", median(totals)},
+                              {"first_image_ms", warm_up.times.total},
+                              {"vae_retried_in_bf16", warm_up.vae_retried_in_bf16},
+                              {"vae_tiled", warm_up.vae_tiled},
+                              {"peak_device_memory_bytes", peak},
+                              {"vae_decode_extra_device_memory_bytes", decode_extra}};
+    std::printf("%s\n", j.dump(1).c_str());
+    return kExitOk;
+  }
+  std::printf("%-34s %10s\n", "stage (median)", "ms");
+  std::printf("%-34s %10.2f\n", "text encoding (both prompts)", median(text));
+  std::printf("%-34s %10.2f\n", guided ? "UNet step (batch 2, sampler incl.)" : "UNet step (sampler incl.)",
+              median(steps));
+  std::printf("%-34s %10.2f\n", str_cat("denoising loop (", p.steps, " steps)").c_str(), median(loops));
+  std::printf("%-34s %10.2f\n", "VAE decode (to host)", median(decodes));
+  std::printf("%-34s %10.2f\n", "whole image", median(totals));
+  std::printf("%-34s %10.2f\n", "first image (autotuning, capture)", warm_up.times.total);
+  if (placement.device.is_gpu()) {
+    std::printf("peak device memory: %.2f GiB; the VAE decode's own (above what was held before it): %.2f GiB\n",
+                double(peak) / double(1 << 30), double(decode_extra) / double(1 << 30));
+  }
+  if (warm_up.vae_retried_in_bf16) std::printf("note: the VAE overflowed in f16; every decode ran twice\n");
+  if (warm_up.vae_tiled) std::printf("note: the VAE decoded in tiles\n");
+  return kExitOk;
+}
+
+}  // namespace hd::cli

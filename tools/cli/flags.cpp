@@ -1,0 +1,42 @@
+#include "tools/cli/flags.h"
+
+#include <algorithm>
+
+#include "tools/cli/commands.h"
+
+namespace hd::cli {
+
+Flags::Flags(std::string_view command, std::span<const std::string_view> args, const std::vector<std::string>& valued,
+             const std::vector<std::string>& switches) {
+  const std::string name(command);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string flag(args[i]);
+    const bool is_switch = std::find(switches.begin(), switches.end(), flag) != switches.end();
+    if (!is_switch && std::find(valued.begin(), valued.end(), flag) == valued.end())
+      throw UsageError{name + ": unknown argument '" + flag + "'"};
+    if (is_switch) {
+      values_[flag] = "";
+      continue;
+    }
+    if (i + 1 >= args.size()) throw UsageError{name + ": " + flag + " needs a value"};
+    values_[flag] = std::string(args[++i]);
+  }
+}
+
+std::optional<std::string> Flags::get(const std::string& flag) const {
+  const auto it = values_.find(flag);
+  return it == values_.end() ? std::nullopt : std::optional(it->second);
+}
+
+ops::Placement placement_of(const Flags& flags) {
+  ops::Placement placement{Device::parse(flags.get("--device").value_or("cpu")), DType::kF32};
+  if (placement.device.is_gpu()) placement.dtype = DType::kF16;
+  if (auto v = flags.get("--dtype")) {
+    HD_CHECK(*v == "f32" || *v == "f16" || *v == "bf16", "--dtype must be f32, f16 or bf16, got '", *v, "'");
+    placement.dtype = *v == "f32" ? DType::kF32 : *v == "f16" ? DType::kF16 : DType::kBF16;
+  }
+  placement.validate();
+  return placement;
+}
+
+}  // namespace hd::cli

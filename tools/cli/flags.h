@@ -1,0 +1,53 @@
+// The flags of a subcommand: "--name value" pairs and switches ("--json"); a flag given again overrides
+// (so that scripts can append to a base command line). Anything else is a usage error that names it.
+// Numbers are parsed whole or refused with the flag named.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/placement.h"
+
+namespace hd::cli {
+
+class Flags {
+ public:
+  Flags(std::string_view command, std::span<const std::string_view> args, const std::vector<std::string>& valued,
+        const std::vector<std::string>& switches = {});
+  std::optional<std::string> get(const std::string& flag) const;
+  bool has(const std::string& flag) const { return values_.count(flag) != 0; }
+
+ private:
+  std::map<std::string, std::string> values_;  // a switch maps to ""
+};
+
+// --device cpu|cuda:N|hip:N and --dtype f32|f16|bf16: the CPU in f32 by default, a GPU in f16. Validated.
+ops::Placement placement_of(const Flags& flags);
+
+template <typename T>
+T parse_number(const std::string& flag, const std::string& text) {
+  try {
+    size_t used = 0;
+    T value;
+    if constexpr (std::is_same_v<T, float>) {
+      value = std::stof(text, &used);
+    } else if constexpr (std::is_same_v<T, uint64_t>) {
+      HD_CHECK(!text.empty() && text[0] != '-', flag, " must be a non-negative integer, got '", text, "'");
+      value = std::stoull(text, &used);
+    } else {
+      value = T(std::stoll(text, &used));
+    }
+    HD_CHECK(used == text.size(), flag, ": '", text, "' is not a number");
+    return value;
+  } catch (const std::logic_error&) {
+    throw Error(ErrorKind::kInvalidInput, str_cat(flag, ": '", text, "' is not a number"));
+  }
+}
+
+}  // namespace hd::cli
