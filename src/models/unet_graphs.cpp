@@ -2,12 +2,15 @@
 
 #include "core/error.h"
 #include "ops/ops.h"
+#include "ops/profiler.h"
 
 namespace hd {
 
 OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, float timestep, const Tensor& context) {
   const Device& device = unet.placement().device;
-  if (device.is_cpu() || sample.rank() != 4 || context.rank() != 3) return unet.forward(sample, timestep, context);
+  // Profiling times op by op, which a replayed graph cannot show: plain forwards then.
+  if (device.is_cpu() || sample.rank() != 4 || context.rank() != 3 || ops::profiling())
+    return unet.forward(sample, timestep, context);
   const Key key{sample.dim(0), sample.dim(1), sample.dim(2), context.dim(1)};
   OwnedTensor t(Shape{sample.dim(0)}, DType::kF32);
   for (int64_t i = 0; i < sample.dim(0); ++i) t.ptr<float>()[i] = timestep;

@@ -2,6 +2,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
+#include "ops/profiler.h"
 #if defined(HD_WITH_GPU)
 #include "ops/gpu/gpu_ops.h"
 #endif
@@ -9,6 +10,7 @@
 namespace hd::ops {
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out) {
+  const OpScope scope("attention", q.device);
   const Device& dev = q.device;
   for (const auto& [what, t] : {std::pair{"query", &q}, {"key", &k}, {"value", &v}, {"output", &out}}) {
     check_operand("attention", what, *t, dev);

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
+#include "ops/profiler.h"
 #if defined(HD_WITH_GPU)
 #include "ops/gpu/device_memory.h"
 #include "ops/gpu/gpu_ops.h"
@@ -13,6 +14,7 @@
 namespace hd::ops {
 
 void convert(const Tensor& src, const Tensor& dst) {
+  const OpScope scope("convert", src.device);
   HD_CHECK(src.device == dst.device, "convert: source on ", src.device.to_string(), " but destination on ",
            dst.device.to_string());
   check_shape("convert", "destination", dst, src.shape);
@@ -32,6 +34,7 @@ void convert(const Tensor& src, const Tensor& dst) {
 }
 
 void copy(const Tensor& src, const Tensor& dst) {
+  const OpScope scope("copy", src.device.is_cpu() ? dst.device : src.device);
   HD_CHECK(src.shape == dst.shape && src.dtype == dst.dtype, "copy: ", src.describe(), " does not match ",
            dst.describe());
   HD_CHECK_KIND(src.is_contiguous() && dst.is_contiguous(), ErrorKind::kUnsupported,
@@ -79,6 +82,7 @@ size_t peak_device_memory(const Device& device, bool since_mark) {
   const gpu::MemoryStats stats = gpu::memory_stats(device);
   return since_mark ? stats.peak_since_mark : stats.peak_in_use;
 #else
+  (void)since_mark;
   no_kernel("peak_device_memory", device);
 #endif
 }

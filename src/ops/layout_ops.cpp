@@ -4,6 +4,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
+#include "ops/profiler.h"
 #if defined(HD_WITH_GPU)
 #include "ops/gpu/gpu_ops.h"
 #endif
@@ -11,6 +12,7 @@
 namespace hd::ops {
 
 void upsample_nearest_2x(const Tensor& x, const Tensor& out) {
+  const OpScope scope("upsample_nearest_2x", x.device);
   check_operand("upsample_nearest_2x", "input", x, x.device);
   check_operand("upsample_nearest_2x", "output", out, x.device);
   check_rank("upsample_nearest_2x", "input", x, 4);
@@ -24,6 +26,7 @@ void upsample_nearest_2x(const Tensor& x, const Tensor& out) {
 }
 
 void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const OpScope scope("concat_channels", a.device);
   check_operand("concat_channels", "a", a, a.device);
   check_operand("concat_channels", "b", b, a.device);
   check_operand("concat_channels", "output", out, a.device);
@@ -45,6 +48,7 @@ void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+  const OpScope scope("embedding", table.device);
   HD_CHECK(ids.dtype == DType::kI32, "embedding: ids are ", dtype_name(ids.dtype), ", expected i32");
   HD_CHECK(ids.device == table.device && ids.is_contiguous(), "embedding: ids must be dense and on the table's device");
   check_operand("embedding", "table", table, table.device);
@@ -62,6 +66,7 @@ void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
 }
 
 void timestep_embedding(const Tensor& timesteps, TimestepEmbeddingParams p, const Tensor& out) {
+  const OpScope scope("timestep_embedding", out.device);
   check_operand("timestep_embedding", "timesteps", timesteps, timesteps.device);
   check_operand("timestep_embedding", "output", out, timesteps.device);
   check_rank("timestep_embedding", "timesteps", timesteps, 1);

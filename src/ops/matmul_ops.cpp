@@ -2,6 +2,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
+#include "ops/profiler.h"
 #if defined(HD_WITH_GPU)
 #include "ops/gpu/gpu_ops.h"
 #endif
@@ -26,6 +27,7 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, Conv2dParams p) {
 void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, Conv2dParams p,
             const Tensor& out) {
   const Device& dev = x.device;
+  const OpScope scope(w.rank() == 4 && w.dim(1) == 1 && w.dim(2) == 1 ? "conv2d 1x1" : "conv2d", dev);
   check_operand("conv2d", "input", x, dev);
   check_operand("conv2d", "weight", w, dev);
   check_operand("conv2d", "output", out, dev);
@@ -49,6 +51,7 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
 
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, const Tensor& out) {
   const Device& dev = x.device;
+  const OpScope scope("linear", dev);
   check_operand("linear", "input", x, dev);
   check_operand("linear", "weight", w, dev);
   check_operand("linear", "output", out, dev);
@@ -77,6 +80,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
 void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha,
                     const Tensor& out) {
   const Device& dev = a.device;
+  const OpScope scope("batched_matmul", dev);
   check_operand("batched_matmul", "a", a, dev);
   check_operand("batched_matmul", "b", b, dev);
   check_operand("batched_matmul", "output", out, dev);

@@ -4,6 +4,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
+#include "ops/profiler.h"
 #if defined(HD_WITH_GPU)
 #include "ops/gpu/gpu_ops.h"
 #endif
@@ -28,6 +29,7 @@ void check_affine(std::string_view op, int min_rank, const Tensor& x, const Tens
 
 void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,
                 const Tensor& out) {
+  const OpScope scope(fuse_silu ? "group_norm + silu" : "group_norm", x.device);
   check_affine("group_norm", 2, x, gamma, beta, eps, out);
   HD_CHECK(groups >= 1 && x.dim(-1) % groups == 0, "group_norm: ", x.dim(-1), " channels of ", x.shape.to_string(),
            " do not split into ", groups, " groups");
@@ -40,6 +42,7 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
 }
 
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out) {
+  const OpScope scope("layer_norm", x.device);
   check_affine("layer_norm", 1, x, gamma, beta, eps, out);
   if (x.device.is_cpu()) return cpu::layer_norm(x, gamma, beta, eps, out);
 #if defined(HD_WITH_GPU)

@@ -4,6 +4,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
+#include "ops/profiler.h"
 #if defined(HD_WITH_GPU)
 #include "ops/gpu/gpu_ops.h"
 #endif
@@ -12,7 +13,8 @@ namespace hd::ops {
 
 namespace {
 
-void unary(std::string_view op, const Tensor& x, const Tensor& out, Activation kind) {
+void unary(const char* op, const Tensor& x, const Tensor& out, Activation kind) {
+  const OpScope scope(op, x.device);
   check_operand(op, "input", x, x.device);
   check_operand(op, "output", out, x.device);
   check_shape(op, "output", out, x.shape);
@@ -38,7 +40,8 @@ Shape broadcast_shape(std::string_view op, const Shape& a, const Shape& b) {
   return s;
 }
 
-void binary(std::string_view op, const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp kind) {
+void binary(const char* op, const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp kind) {
+  const OpScope scope(op, a.device);
   check_operand(op, "a", a, a.device);
   check_operand(op, "b", b, a.device);
   check_operand(op, "output", out, a.device);
@@ -60,6 +63,7 @@ void quick_gelu(const Tensor& x, const Tensor& out) { unary("quick_gelu", x, out
 void silu(const Tensor& x, const Tensor& out) { unary("silu", x, out, Activation::kSilu); }
 
 void geglu(const Tensor& x, GeluApproximation approximation, const Tensor& out) {
+  const OpScope scope("geglu", x.device);
   check_operand("geglu", "input", x, x.device);
   check_operand("geglu", "output", out, x.device);
   HD_CHECK(x.rank() >= 1 && x.dim(-1) % 2 == 0, "geglu: input has shape ", x.shape.to_string(),
@@ -76,6 +80,7 @@ void geglu(const Tensor& x, GeluApproximation approximation, const Tensor& out) 
 }
 
 void softmax(const Tensor& x, const Tensor& out) {
+  const OpScope scope("softmax", x.device);
   check_operand("softmax", "input", x, x.device);
   check_operand("softmax", "output", out, x.device);
   HD_CHECK(x.rank() >= 1, "softmax: input must have at least one dimension");
@@ -95,6 +100,7 @@ void add(const Tensor& a, const Tensor& b, const Tensor& out) { binary("add", a,
 void mul(const Tensor& a, const Tensor& b, const Tensor& out) { binary("mul", a, b, out, BinaryOp::kMul); }
 
 void scale(const Tensor& x, float factor, const Tensor& out) {
+  const OpScope scope("scale", x.device);
   check_operand("scale", "input", x, x.device);
   check_operand("scale", "output", out, x.device);
   check_shape("scale", "output", out, x.shape);

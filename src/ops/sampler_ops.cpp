@@ -4,6 +4,7 @@
 
 #include "ops/op_checks.h"
 #include "ops/ops.h"
+#include "ops/profiler.h"
 #if defined(HD_WITH_GPU)
 #include "ops/gpu/gpu_ops.h"
 #endif
@@ -38,6 +39,7 @@ void check_f32_like(std::string_view op, std::string_view what, const Tensor* t,
 }  // namespace
 
 void sampler_input(const Tensor& sample, float divisor, const Tensor& out) {
+  const OpScope scope("sampler_input", sample.device);
   const int64_t n = check_sample("sampler_input", sample);
   check_operand("sampler_input", "output", out, sample.device);
   HD_CHECK(n > 0 && out.rank() == sample.rank() && out.dim(0) % n == 0 &&
@@ -62,6 +64,7 @@ void sampler_input(const Tensor& sample, float divisor, const Tensor& out) {
 
 void sampler_step(const SamplerUpdate& u, const Tensor& prediction, const Tensor& sample, const Tensor* noise,
                   const Tensor* previous_x0, const Tensor* x0) {
+  const OpScope scope("sampler_step", sample.device);
   const int64_t n = check_sample("sampler_step", sample);
   check_operand("sampler_step", "prediction", prediction, sample.device);
   check_shape("sampler_step", "prediction", prediction, with_batch(sample.shape, u.guided() ? 2 * n : n));

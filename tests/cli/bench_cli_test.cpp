@@ -1,7 +1,9 @@
 // `hipdiffusion bench` end to end on the CPU with the tiny SD1.x fixture model: the JSON report's stage
-// times are there and consistent, and bad flags are clear errors (2 for usage, 1 for bad values).
+// times are there and consistent, the per-op profile counts what ran, and bad flags are clear errors (2
+// for usage, 1 for bad values).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
@@ -11,13 +13,21 @@ namespace {
 
 const std::string kModel = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sd1";
 
-TEST(BenchCli, ReportsStageTimesAsJson) {
-  const auto r = test::run_cli("bench --model " + kModel + " --steps 3 --repeats 2 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  // stdout holds the JSON object; the runner adds stderr's progress lines before it.
+// The --json report: stdout's JSON object, after the progress lines the runner takes from stderr.
+nlohmann::json json_report(const std::string& args) {
+  const auto r = test::run_cli("bench --model " + kModel + " " + args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
   const size_t start = r.out.find("\n{");
-  ASSERT_NE(start, std::string::npos) << r.out;
-  const auto j = nlohmann::json::parse(r.out.substr(start + 1));
+  if (start == std::string::npos) {
+    ADD_FAILURE() << "no JSON in " << r.out;
+    return nlohmann::json::object();
+  }
+  return nlohmann::json::parse(r.out.substr(start + 1));
+}
+
+TEST(BenchCli, ReportsStageTimesAsJson) {
+  const auto j = json_report("--steps 3 --repeats 2");
+  ASSERT_FALSE(j.empty());
   EXPECT_EQ(j["steps"], 3);
   EXPECT_EQ(j["repeats"], 2);
   EXPECT_EQ(j["unet_batch"], 2);  // CFG 7.5 by default
@@ -28,6 +38,24 @@ TEST(BenchCli, ReportsStageTimesAsJson) {
     EXPECT_GT(j[stage].get<double>(), 0.0) << stage;
   EXPECT_LE(j["unet_step_ms"].get<double>(), j["denoising_ms"].get<double>());
   EXPECT_LE(j["denoising_ms"].get<double>(), j["image_ms"].get<double>());
+}
+
+// --profile: the ops of one more generation, each timed on its own; the text encoder's, the UNet's and the
+// VAE's kinds of op are all there, each call counted.
+TEST(BenchCli, ProfileTimesEachKindOfOp) {
+  const auto j = json_report("--steps 2 --repeats 1 --profile");
+  ASSERT_TRUE(j.contains("profile"));
+  std::map<std::string, nlohmann::json> ops;
+  double sum = 0;
+  for (const auto& op : j["profile"]["ops"]) {
+    ops[op["op"].get<std::string>()] = op;
+    sum += op["ms"].get<double>();
+    EXPECT_GT(op["calls"].get<int64_t>(), 0);
+  }
+  for (const char* op : {"conv2d", "linear", "attention", "group_norm + silu", "layer_norm", "sampler_step"})
+    EXPECT_EQ(ops.count(op), 1u) << op << " missing from " << j.dump();
+  EXPECT_EQ(ops["sampler_step"]["calls"], 2);  // one a step
+  EXPECT_LE(sum, j["profile"]["image_ms"].get<double>());
 }
 
 TEST(BenchCli, PrintsATableByDefault) {
@@ -46,13 +74,14 @@ TEST(BenchCli, BadFlagsAreClearErrors) {
   const auto sdxl = test::run_cli("bench --arch sdxl");
   EXPECT_EQ(sdxl.exit_code, 1) << sdxl.out;
   EXPECT_NE(sdxl.out.find("SDXL UNet is not implemented yet"), std::string::npos) << sdxl.out;
-  const auto profile = test::run_cli("bench --model " + kModel + " --profile");
-  EXPECT_EQ(profile.exit_code, 1) << profile.out;
-  EXPECT_NE(profile.out.find("not implemented yet"), std::string::npos) << profile.out;
   const auto repeats = test::run_cli("bench --model " + kModel + " --repeats 0");
   EXPECT_EQ(repeats.exit_code, 1) << repeats.out;
   EXPECT_NE(repeats.out.find("--repeats must be between 1 and 1000"), std::string::npos) << repeats.out;
   EXPECT_EQ(test::run_cli("bench --arch sd4").exit_code, 1);
+  const auto steps = test::run_cli("bench --arch sd15 --steps 0");  // refused before any model is written
+  EXPECT_EQ(steps.exit_code, 1) << steps.out;
+  EXPECT_NE(steps.out.find("--steps must be between 1 and 1000"), std::string::npos) << steps.out;
+  EXPECT_EQ(steps.out.find("writing"), std::string::npos) << steps.out;
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // `hipdiffusion bench`: how long a whole txt2img generation and each of its stages take on a device,
 // for a given model or, with --arch, a model of random weights (speed does not depend on the values)
 // written once to a temporary folder and loaded through the same path as a real checkpoint. One warm-up
-// generation (kernel autotuning, graph capture) is reported on its own; then the medians of --repeats.
+// generation (kernel autotuning, graph capture) is reported on its own; then the medians of --repeats;
+// with --profile, one more generation op by op (ops/profiler.h).
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -12,6 +13,7 @@
 
 #include "core/error.h"
 #include "ops/ops.h"
+#include "ops/profiler.h"
 #include "ops/tuning/autotuner.h"
 #include "pipeline/random_model.h"
 #include "pipeline/stable_diffusion.h"
@@ -38,9 +40,6 @@ double median(std::vector<double> v) {
 int run_bench(std::span<const std::string_view> args) {
   const Flags flags("bench", args, kValued, kSwitches);
   if (flags.has("--model") == flags.has("--arch")) throw UsageError{"bench: give --model PATH or --arch sd15|sd21"};
-  HD_CHECK_KIND(!flags.has("--profile"), ErrorKind::kUnsupported,
-                "bench --profile: the per-op time breakdown is not implemented yet (tools/device/gpu_profile.sh "
-                "gives one through Nsight Compute)");
   const ops::Placement placement = placement_of(flags);
   if (auto v = flags.get("--tune-cache")) ops::set_tune_cache_path(*v);
   GenerationParams p;
@@ -53,6 +52,7 @@ int run_bench(std::span<const std::string_view> args) {
   if (auto v = flags.get("--cfg-scale")) p.cfg_scale = parse_number<float>("--cfg-scale", *v);
   const int repeats = flags.get("--repeats") ? parse_number<int>("--repeats", *flags.get("--repeats")) : 5;
   HD_CHECK(repeats >= 1 && repeats <= 1000, "--repeats must be between 1 and 1000, got ", repeats);
+  validate(p, 8);  // bad --steps or --cfg-scale before any model is written or loaded; sizes once it is
 
   std::string model, description;
   int64_t parameters = 0;
@@ -93,9 +93,27 @@ int run_bench(std::span<const std::string_view> args) {
     std::fprintf(stderr, "run %d/%d: %.1f ms\n", r + 1, repeats, t.total);
   }
   const size_t peak = ops::peak_device_memory(placement.device);
+  // --profile: one more generation, op by op (each op waited for; the UNet runs plain, not as a graph).
+  std::vector<ops::OpTotal> profile;
+  double profiled_ms = 0;
+  if (flags.has("--profile")) {
+    ops::set_profiling(true);
+    try {
+      profiled_ms = sd.generate(p).times.total;
+    } catch (...) {
+      ops::set_profiling(false);
+      throw;
+    }
+    profile = ops::profile_totals();
+    ops::set_profiling(false);
+  }
+  double ops_ms = 0;
+  for (const ops::OpTotal& t : profile) ops_ms += t.ms;
 
   if (flags.has("--json")) {
-    const nlohmann::json j = {{"model", description},
+    nlohmann::json ops_json = nlohmann::json::array();
+    for (const ops::OpTotal& t : profile) ops_json.push_back({{"op", t.op}, {"calls", t.calls}, {"ms", t.ms}});
+    nlohmann::json j = {{"model", description},
                               {"architecture", sd.description()},
                               {"parameters", parameters},
                               {"device", placement.to_string()},
@@ -115,6 +133,7 @@ int run_bench(std::span<const std::string_view> args) {
                               {"vae_tiled", warm_up.vae_tiled},
                               {"peak_device_memory_bytes", peak},
                               {"vae_decode_extra_device_memory_bytes", decode_extra}};
+    if (flags.has("--profile")) j["profile"] = {{"image_ms", profiled_ms}, {"ops", ops_json}};
     std::printf("%s\n", j.dump(1).c_str());
     return kExitOk;
   }
@@ -132,6 +151,15 @@ int run_bench(std::span<const std::string_view> args) {
   }
   if (warm_up.vae_retried_in_bf16) std::printf("note: the VAE overflowed in f16; every decode ran twice\n");
   if (warm_up.vae_tiled) std::printf("note: the VAE decoded in tiles\n");
+  if (flags.has("--profile")) {
+    std::printf("\nop by op, one more generation with every op waited for (UNet plain, not a graph): %.1f ms\n",
+                profiled_ms);
+    std::printf("%-22s %8s %10s %7s\n", "op", "calls", "ms", "share");
+    for (const ops::OpTotal& t : profile)
+      std::printf("%-22s %8lld %10.2f %6.1f%%\n", t.op.c_str(), (long long)t.calls, t.ms, 100.0 * t.ms / ops_ms);
+    std::printf("%-22s %8s %10.2f (the rest of the %.1f ms is host work between ops)\n", "all ops", "", ops_ms,
+                profiled_ms);
+  }
   return kExitOk;
 }
 
