@@ -32,6 +32,7 @@ __global__ void __launch_bounds__(kGroups* Frag::kLanes)
                                 T* __restrict__ out, AttentionArgs a) {
   constexpr int kStride = kD + kAttentionPad;
   constexpr int kQueryTile = 16 * kGroups, kThreads = kGroups * Frag::kLanes;
+  static_assert(kGroups <= Frag::kMaxGroups, "more fragment groups than the layout's emulation has scratch for");
   extern __shared__ uint4 smem_raw[];
   uint16_t* const q_s = reinterpret_cast<uint16_t*>(smem_raw);
   uint16_t* const k_s = q_s + kQueryTile * kStride;

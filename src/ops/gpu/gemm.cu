@@ -63,6 +63,7 @@ __global__ void __launch_bounds__(kWM* kWN* Frag::kLanes)
   constexpr bool kAsync = kStages >= 3;
   static_assert(kBM % kRowsPerPass == 0 && kBN % kRowsPerPass == 0 && kWarpM % 16 == 0 && kWarpN % Frag::kN == 0);
   static_assert(!kAsync || kVector, "asynchronous copies move whole 16-byte vectors");
+  static_assert(kWM * kWN <= Frag::kMaxGroups, "more fragment groups than the layout's emulation has scratch for");
   extern __shared__ uint4 smem_raw[];
   uint16_t* const smem = reinterpret_cast<uint16_t*>(smem_raw);
   const auto a_tile = [&](int stage) { return smem + stage * (kBM + kBN) * kTileStride; };
@@ -209,7 +210,6 @@ __global__ void __launch_bounds__(kWM* kWN* Frag::kLanes)
           float* out = partial + (int64_t(batch) * p.splits + split) * int64_t(p.m) * p.n + int64_t(row) * p.n + col;
           out[0] = acc[i][j].r[r];
           if (both) out[1] = acc[i][j].r[r + 1];
-          continue;
         } else {
           // alpha, bias, residual, then one rounding to T.
           float v0 = acc[i][j].r[r] * p.alpha + (bias ? to_float(bias[col]) : 0.f);

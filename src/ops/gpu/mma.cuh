@@ -168,6 +168,7 @@ template <bool kPortable>
 struct Fragments16x8 {
   static constexpr int kLanes = 32, kN = 8;
   static constexpr bool kColumnPairs = true;
+  static constexpr int kMaxGroups = 1024 / kLanes;  // fragment groups of a block: the thread limit only
   using A = FragmentA;
   using B = FragmentB;
   template <class T>

@@ -56,8 +56,9 @@ __device__ inline float high_half<__half>(uint32_t v) { return __half2float(__us
 template <>
 __device__ inline float high_half<Bf16>(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
 
-// Lanes that cooperate through shuffles (matrix fragments, row reductions): 32 on every target. A
-// 64-wide AMD wavefront holds two such groups; shuffles never cross a group.
+// Lanes that cooperate through shuffles (NVIDIA's 32-lane matrix-fragment layout and its portable
+// version, row reductions): 32 on every target. A 64-wide AMD wavefront holds two such groups; shuffles
+// never cross a group. (AMD's MFMA layout works on 64-lane groups: Fragments16x16 in mma.cuh.)
 inline constexpr int kFragmentLanes = 32;
 
 #if !defined(HD_GPU_HIP)
