@@ -13,8 +13,16 @@ and random weights (speed does not depend on their values), and the ratios.
    after a warm-up; each stage ends with a device synchronisation on both sides.
 3. The VAE decode of a 1024x1024 image, whole and in tiles (diffusers' enable_tiling; our --vae-tiling):
    median time and the decode's own peak device memory (above what was allocated before it).
+4. SDXL (unless --no-sdxl): one UNet step, batch 2, 128x128 latent, f16, with the text-time conditioning
+   (pooled embedding, size ids), diffusers eager (CUDA events, median of 20) against `hipdiffusion bench
+   --arch sdxl --json` (graph replay, each step waited for; UNet and VAE only, SDXL's text encoders are
+   not built), and the 1024x1024 decode with SDXL's VAE config.
+
+With --json-out PATH, every number above is also written there (tools/plot_stages.py draws the chart of
+BENCHMARKS.md from it).
 
     python3 bench/compare_diffusers.py [--compile] [--arch sd15|sd21] [--steps N] [--build build/cuda]
+                                       [--no-sdxl] [--json-out PATH]
 """
 import argparse
 import json
@@ -58,6 +66,15 @@ def text_encoder(arch):
         cfg = CLIPTextConfig(hidden_size=1024, intermediate_size=4096, num_hidden_layers=23, num_attention_heads=16,
                              hidden_act="gelu", max_position_embeddings=77, vocab_size=49408)
     return CLIPTextModel(cfg).to("cuda", torch.float16).eval()
+
+
+def hipdiffusion_bench(build, *flags):
+    """`hipdiffusion bench ... --json` on cuda:0: its report."""
+    run = subprocess.run([f"{build}/hipdiffusion", "bench", "--device", "cuda:0", *flags, "--json"], capture_output=True,
+                         text=True)
+    if run.returncode != 0:
+        raise SystemExit(f"hipdiffusion bench {' '.join(flags)} failed:\n{run.stderr}")
+    return json.loads(run.stdout)
 
 
 def timed(fn):
@@ -109,7 +126,11 @@ def main():
     parser.add_argument("--arch", default="sd15", choices=["sd15", "sd21"], help="the whole-generation comparison")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--build", default="build/cuda")
+    parser.add_argument("--no-sdxl", action="store_true", help="skip the SDXL UNet step")
+    parser.add_argument("--json-out", help="also write every number to this JSON file")
     args = parser.parse_args()
+    report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "date": time.strftime("%Y-%m-%d"), "arch": args.arch, "steps": args.steps}
     from diffusers import AutoencoderKL, EulerDiscreteScheduler, UNet2DConditionModel
     from diffusers.utils import logging
     logging.set_verbosity_error()
@@ -137,6 +158,7 @@ def main():
         print(f"{name:42s} {ms:8.2f}   {graph / ms:9.2f}   {plain / ms:9.2f}")
     print(f"{'hipDiffusion, captured graph':42s} {graph:8.2f}")
     print(f"{'hipDiffusion, one launch per op':42s} {plain:8.2f}")
+    report["sd15_unet_step_ms"] = dict(step, **{"hipDiffusion graph": graph, "hipDiffusion plain": plain})
 
     # 2. A whole generation and its stages.
     if args.arch != "sd15":
@@ -159,11 +181,7 @@ def main():
             diffusers_generation(model, vae, encoder, scheduler, args.arch, args.steps)  # warm-up
             runs = [diffusers_generation(model, vae, encoder, scheduler, args.arch, args.steps) for _ in range(3)]
             peers[name] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    ours = subprocess.run([f"{args.build}/hipdiffusion", "bench", "--arch", args.arch, "--device", "cuda:0",
-                           "--steps", str(args.steps), "--repeats", "5", "--json"], capture_output=True, text=True)
-    if ours.returncode != 0:
-        raise SystemExit(f"hipdiffusion bench failed:\n{ours.stderr}")
-    mine = json.loads(ours.stdout)
+    mine = hipdiffusion_bench(args.build, "--arch", args.arch, "--steps", str(args.steps), "--repeats", "5")
     print(f"\nhipdiffusion bench: {json.dumps(mine)}")
     print(f"text encoder in diffusers' run: {'transformers CLIPTextModel' if encoder else 'none (transformers absent)'}")
     print(f"\n{args.arch} 512x512, {args.steps} Euler steps, CFG 7.5, f16, ms (median)")
@@ -179,6 +197,9 @@ def main():
             line += f" {peer:26.2f} {mine[our_key] / peer:6.2f}" if peer == peer else f" {'n/a':>26s} {'':6s}"
         print(line)
     print(f"peak device memory, hipDiffusion: {mine['peak_device_memory_bytes'] / 2**30:.2f} GiB")
+    report["generation_ms"] = {"hipDiffusion": {label: mine[key] for label, _, key in stages}}
+    for name, timings in peers.items():
+        report["generation_ms"][name] = {label: timings[key] for label, key, _ in stages}
 
     # 3. The VAE decode of a 1024x1024 image, whole and in tiles: time (decode, clamp, copy to the host)
     # and the decode's own peak memory (above what was allocated before it: the activations).
@@ -197,12 +218,8 @@ def main():
             times = [timed(decode)[1] for _ in range(5)]
             vae_rows[name] = (statistics.median(times), (torch.cuda.max_memory_allocated() - before) / 2**30)
     for name, flag in [("hipDiffusion, whole", []), ("hipDiffusion, --vae-tiling", ["--vae-tiling"])]:
-        run = subprocess.run([f"{args.build}/hipdiffusion", "bench", "--arch", "sd15", "--device", "cuda:0", "--width",
-                              "1024", "--height", "1024", "--steps", "2", "--repeats", "5", "--json"] + flag,
-                             capture_output=True, text=True)
-        if run.returncode != 0:
-            raise SystemExit(f"hipdiffusion bench failed:\n{run.stderr}")
-        j = json.loads(run.stdout)
+        j = hipdiffusion_bench(args.build, "--arch", "sd15", "--width", "1024", "--height", "1024", "--steps", "2",
+                               "--repeats", "5", *flag)
         vae_rows[name] = (j["vae_decode_ms"], j["vae_decode_extra_device_memory_bytes"] / 2**30)
     vae_weights = sum(p.numel() * p.element_size() for p in vae.decoder.parameters()) / 2**30
     print(f"\nVAE decode, 1024x1024, f16 (to the host, clamped); the decoder's weights: {vae_weights:.2f} GiB")
@@ -210,6 +227,60 @@ def main():
     base = vae_rows["diffusers, whole"][0]
     for name, (ms, gib) in vae_rows.items():
         print(f"{name:32s} {ms:8.2f} {ms / base:26.2f} {gib:13.2f}")
+    report["vae_1024"] = {name: {"ms": ms, "own_peak_gib": gib} for name, (ms, gib) in vae_rows.items()}
+
+    if not args.no_sdxl:
+        del vae
+        torch.cuda.empty_cache()
+        report["sdxl"] = sdxl_comparison(args.build)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+def sdxl_comparison(build):
+    """4. SDXL's UNet step and VAE decode, diffusers eager beside `hipdiffusion bench --arch sdxl`."""
+    from diffusers import AutoencoderKL, UNet2DConditionModel
+
+    # SDXL base's UNet config (stabilityai/stable-diffusion-xl-base-1.0/unet/config.json), random weights.
+    unet = UNet2DConditionModel(
+        sample_size=128, block_out_channels=(320, 640, 1280), layers_per_block=2, cross_attention_dim=2048,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"), attention_head_dim=(5, 10, 20),
+        use_linear_projection=True, transformer_layers_per_block=(1, 2, 10), addition_embed_type="text_time",
+        addition_time_embed_dim=256, projection_class_embeddings_input_dim=2816).to("cuda", torch.float16).eval()
+    sample = torch.randn(2, 4, 128, 128, device="cuda", dtype=torch.float16)
+    context = torch.randn(2, 77, 2048, device="cuda", dtype=torch.float16)
+    added = {"text_embeds": torch.randn(2, 1280, device="cuda", dtype=torch.float16),
+             "time_ids": torch.tensor([[1024.0, 1024, 0, 0, 1024, 1024]] * 2, device="cuda", dtype=torch.float16)}
+    t = torch.tensor(500, device="cuda")
+    with torch.inference_mode():
+        eager = median_ms(lambda: unet(sample, t, context, added_cond_kwargs=added).sample)
+    params = sum(p.numel() for p in unet.parameters())
+    del unet
+    torch.cuda.empty_cache()
+    vae = AutoencoderKL(block_out_channels=[128, 256, 512, 512], down_block_types=["DownEncoderBlock2D"] * 4,
+                        up_block_types=["UpDecoderBlock2D"] * 4, layers_per_block=2, latent_channels=4,
+                        sample_size=1024, scaling_factor=0.13025).to("cuda", torch.float16).eval()
+    z = torch.randn(1, 4, 128, 128, device="cuda", dtype=torch.float16)
+    with torch.inference_mode():
+        decode = lambda: (vae.decode(z).sample / 2 + 0.5).clamp(0, 1).float().cpu()
+        decode()
+        vae_ms = statistics.median(timed(decode)[1] for _ in range(5))
+    del vae
+    torch.cuda.empty_cache()
+    mine = hipdiffusion_bench(build, "--arch", "sdxl", "--steps", "10", "--repeats", "3")
+    print(f"\nhipdiffusion bench --arch sdxl: {json.dumps(mine)}")
+    print(f"\nSDXL UNet ({params / 1e9:.3f} B parameters) step, batch 2, 128x128 latent, f16; VAE decode 1024x1024")
+    print(f"{'':32s} {'diffusers eager':>16s} {'hipDiffusion':>13s} {'ratio':>6s}")
+    print(f"{'UNet step, ms':32s} {eager:16.2f} {mine['unet_step_ms']:13.2f} {mine['unet_step_ms'] / eager:6.2f}")
+    ours = mine["vae_decode_ms"]
+    print(f"{'VAE decode to host, ms':32s} {vae_ms:16.2f} {ours:13.2f} {ours / vae_ms:6.2f}")
+    print(f"hipDiffusion: {mine['steps']} steps back to back {mine['unet_steps_back_to_back_ms']:.1f} ms; "
+          f"peak device memory {mine['peak_device_memory_bytes'] / 2**30:.2f} GiB")
+    return {"unet_step_ms": {"diffusers eager": eager, "hipDiffusion graph": mine["unet_step_ms"]},
+            "vae_decode_ms": {"diffusers eager": vae_ms, "hipDiffusion": mine["vae_decode_ms"]},
+            "unet_parameters": params, "hipdiffusion": mine}
 
 
 if __name__ == "__main__":

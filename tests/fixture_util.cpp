@@ -34,6 +34,10 @@ OwnedTensor Fixture::nhwc(const std::string& tensor_name) const {
   return t;
 }
 
+OwnedTensor Fixture::tensor(const std::string& tensor_name) const {
+  return file_.load(file_.at(tensor_name), DType::kF32);
+}
+
 std::vector<double> as_reference(const Tensor& t) {
   const float* p = t.ptr<float>();
   return std::vector<double>(p, p + t.numel());

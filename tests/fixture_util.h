@@ -21,6 +21,8 @@ class Fixture {
   bool has(const std::string& tensor_name) const { return file_.find(tensor_name) != nullptr; }
   // An NCHW f32 fixture tensor in the engine's NHWC layout.
   OwnedTensor nhwc(const std::string& tensor_name) const;
+  // A fixture tensor in f32, shaped as stored (for tensors whose layout is the engine's too).
+  OwnedTensor tensor(const std::string& tensor_name) const;
 
  private:
   SafetensorsFile file_;

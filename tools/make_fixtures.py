@@ -16,6 +16,9 @@ Sections:
             form), each verified by loading it with diffusers' from_single_file.
   tiled_vae diffusers' AutoencoderKL decode of the built-in shapes model's VAE, whole and tiled
             (enable_tiling), on seeded latents larger than one tile.
+  sdxl      a tiny SDXL-like UNet (three levels, the first without attention, transformer depths 1/2/3,
+            linear projections, text-time conditioning on a pooled embedding and six size ids), f16
+            weights perturbed as above, saved as tiny_sdxl/unet, and its outputs at two timesteps.
   img2img   StableDiffusionImg2ImgPipeline runs of those tiny models from a seeded random image, over
             samplers, schedules and strengths (run after "models"; it reads them from tests/fixtures).
   models    two tiny Stable Diffusion pipelines, SD1.x-like (quick_gelu, conv projections, epsilon)
@@ -508,9 +511,41 @@ def tiled_vae_fixtures(out: Path) -> None:
     save(tensors, meta, out / "models" / "shapes_tiny_tiled_vae.safetensors")
 
 
+def sdxl_fixtures(out: Path) -> None:
+    """A tiny UNet of SDXL's structure and its outputs, computed in f32 on its f16 weights."""
+    from diffusers import UNet2DConditionModel
+
+    torch.manual_seed(41)
+    unet = UNet2DConditionModel(
+        sample_size=16, in_channels=4, out_channels=4, layers_per_block=2, block_out_channels=(16, 32, 32),
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"), attention_head_dim=(2, 2, 4),
+        use_linear_projection=True, transformer_layers_per_block=(1, 2, 3), addition_embed_type="text_time",
+        addition_time_embed_dim=8, projection_class_embeddings_input_dim=24 + 6 * 8, cross_attention_dim=24,
+        norm_num_groups=8).eval()
+    perturb_(unet, 42, scale=0.05)
+    unet = f16_rounded_(unet)
+    folder = out / "models" / "tiny_sdxl"
+    unet.to(torch.float16).save_pretrained(str(folder / "unet"), safe_serialization=True)
+    unet.to(torch.float32)
+    g = torch.Generator("cpu").manual_seed(43)
+    # The ids as SDXL's pipeline gives them: original size, crop top-left, target size (in pixels).
+    tensors = {"sample": torch.randn((2, 4, 8, 12), generator=g), "context": torch.randn((2, 10, 24), generator=g),
+               "text_embeds": torch.randn((2, 24), generator=g),
+               "time_ids": torch.tensor([[64.0, 96.0, 0.0, 0.0, 64.0, 96.0], [1024.0, 768.0, 16.0, 8.0, 64.0, 96.0]])}
+    added = {"text_embeds": tensors["text_embeds"], "time_ids": tensors["time_ids"]}
+    with torch.no_grad():
+        for name, t in [("unet_t537", 537.0), ("unet_t12.25", 12.25)]:
+            tensors[name] = unet(tensors["sample"], torch.tensor(t), encoder_hidden_states=tensors["context"],
+                                 added_cond_kwargs=added).sample
+    save(tensors, [{"name": "sdxl_unet", "parameters": sum(p.numel() for p in unet.parameters())}],
+         out / "models" / "tiny_sdxl_components.safetensors")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["sampling", "tokenizer", "models", "img2img", "single_file", "tiled_vae"], default="sampling")
+    parser.add_argument("--only", choices=["sampling", "tokenizer", "models", "img2img", "single_file", "tiled_vae",
+                                                       "sdxl"], default="sampling")
     parser.add_argument("--bpe", type=Path, default=Path(".whl/bpe_simple_vocab_16e6.txt.gz"),
                         help="CLIP's BPE merges, as shipped in the open_clip_torch wheel")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tests/fixtures")))
@@ -532,6 +567,8 @@ def main() -> None:
         single_file_fixtures(args.out)
     if args.only == "tiled_vae":
         tiled_vae_fixtures(args.out)
+    if args.only == "sdxl":
+        sdxl_fixtures(args.out)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ std::string at(const std::string& prefix, int64_t i) { return prefix + "." + std
 
 UnetConfig UnetConfig::detect(const ModelComponent& component) {
   const WeightReader w(component, "");
-  HD_CHECK_KIND(!w.has("add_embedding.linear_1.weight"), ErrorKind::kUnsupported, component.name,
-                ": an SDXL UNet (text-time conditioning); SDXL is not supported yet");
   UnetConfig c;
   const auto conv_in = w.shape("conv_in.weight");
   HD_CHECK(conv_in.size() == 4, component.name, ": conv_in.weight is not a 4-D kernel");
@@ -27,6 +25,9 @@ UnetConfig UnetConfig::detect(const ModelComponent& component) {
   for (int64_t i = 0; w.has(at("down_blocks", i) + ".resnets.0.conv1.weight"); ++i) {
     c.block_out_channels.push_back(w.shape(at("down_blocks", i) + ".resnets.0.conv2.weight").at(0));
     c.cross_attention.push_back(w.has(at("down_blocks", i) + ".attentions.0.norm.weight"));
+    int depth = 0;
+    while (w.has(at(at("down_blocks", i) + ".attentions.0.transformer_blocks", depth) + ".norm1.weight")) ++depth;
+    c.transformer_depth.push_back(depth);
   }
   HD_CHECK(!c.block_out_channels.empty(), component.name, ": no down_blocks found");
   c.layers_per_block = 0;
@@ -44,6 +45,22 @@ UnetConfig UnetConfig::detect(const ModelComponent& component) {
   for (int64_t ch : c.block_out_channels) c.heads.push_back(c.context_dim == 768 ? 8 : int(ch / 64));
   {
     const nlohmann::json j = component_config(component);
+    if (w.has("add_embedding.linear_1.weight")) {
+      // SDXL's text-time conditioning; other added embeddings (class labels, image embeddings) are not built.
+      const std::string type = j.contains("addition_embed_type") && j["addition_embed_type"].is_string()
+                                   ? j["addition_embed_type"].get<std::string>()
+                                   : "text_time";
+      HD_CHECK_KIND(type == "text_time", ErrorKind::kUnsupported, component.name, ": addition_embed_type '", type,
+                    "' is not supported (SDXL's text_time is)");
+      c.addition_embed_input_dim = w.shape("add_embedding.linear_1.weight").at(1);
+      // Not in the weights: config.json says it; SDXL's is 256 (base and refiner alike).
+      const bool given = j.contains("addition_time_embed_dim") && j["addition_time_embed_dim"].is_number_integer();
+      c.addition_time_embed_dim = given ? j["addition_time_embed_dim"].get<int64_t>() : 256;
+      HD_CHECK(c.addition_time_embed_dim > 0 && c.addition_time_embed_dim % 2 == 0 &&
+                   c.addition_time_embed_dim < c.addition_embed_input_dim,
+               component.name, ": addition_time_embed_dim ", c.addition_time_embed_dim,
+               " does not fit add_embedding's input width ", c.addition_embed_input_dim);
+    }
     if (j.contains("norm_num_groups")) c.norm_groups = j["norm_num_groups"].get<int>();
     if (j.contains("norm_eps")) c.norm_eps = j["norm_eps"].get<float>();
     if (j.contains("sample_size") && j["sample_size"].is_number_integer()) c.sample_size = j["sample_size"].get<int64_t>();
@@ -71,6 +88,10 @@ Unet Unet::load(const ModelComponent& component, const ops::Placement& placement
   const int64_t c0 = c.block_out_channels[0];
   u.time_linear1_ = Linear::load(w, "time_embedding.linear_1", c.time_embed_dim, c0);
   u.time_linear2_ = Linear::load(w, "time_embedding.linear_2", c.time_embed_dim, c.time_embed_dim);
+  if (c.text_time()) {
+    u.add_linear1_ = Linear::load(w, "add_embedding.linear_1", c.time_embed_dim, c.addition_embed_input_dim);
+    u.add_linear2_ = Linear::load(w, "add_embedding.linear_2", c.time_embed_dim, c.time_embed_dim);
+  }
   u.conv_in_ = Conv2d::load(w, "conv_in", c0, c.in_channels, 3);
   // Resnet input widths are read from the weights: in the up path they include the skip connections.
   const auto resnet = [&](const std::string& name) {
@@ -113,16 +134,56 @@ Unet Unet::load(const ModelComponent& component, const ops::Placement& placement
   return u;
 }
 
-OwnedTensor Unet::forward(const Tensor& sample, float timestep, const Tensor& context) const {
+OwnedTensor Unet::forward(const Tensor& sample, float timestep, const Tensor& context,
+                          const TextTimeConditioning* added) const {
   HD_CHECK(sample.rank() >= 1, "unet: sample ", sample.shape.to_string(), " has no batch dimension");
   OwnedTensor t(Shape{sample.dim(0)}, DType::kF32);
   for (int64_t i = 0; i < sample.dim(0); ++i) t.ptr<float>()[i] = timestep;
   OwnedTensor on_device(t.view().shape, DType::kF32, placement_.device);
   ops::copy(t, on_device);
-  return forward(sample, on_device, context);
+  return forward(sample, on_device, context, added);
 }
 
-OwnedTensor Unet::forward(const Tensor& sample, const Tensor& timesteps, const Tensor& context) const {
+OwnedTensor Unet::time_embedding(const Tensor& timesteps, const TextTimeConditioning* added, int64_t n) const {
+  const UnetConfig& c = config_;
+  HD_CHECK(timesteps.dtype == DType::kF32 && timesteps.device == placement_.device && timesteps.shape == Shape{n},
+           "unet: timesteps ", timesteps.describe(), " must be f32 [", n, "] on ", placement_.device.to_string());
+  // Sinusoidal (cos first), two linears with SiLU between.
+  OwnedTensor sinusoid(Shape{n, c.block_out_channels[0]}, placement_.dtype, placement_.device);
+  ops::timestep_embedding(timesteps, {true, 0.0f, 10000.0f, 1.0f}, sinusoid);
+  OwnedTensor temb = time_linear1_(sinusoid);
+  ops::silu(temb, temb);
+  temb = time_linear2_(temb);
+  if (!c.text_time()) {
+    HD_CHECK(added == nullptr, "unet: text-time conditioning given to a UNet without add_embedding");
+    return temb;
+  }
+  HD_CHECK(added != nullptr, "unet: this UNet (SDXL) needs its text-time conditioning: the pooled text embedding ",
+           "and the size/crop ids");
+  const Tensor& text = added->text_embeds;
+  const Tensor& ids = added->time_ids;
+  HD_CHECK(ids.rank() == 2 && ids.dim(0) == n && ids.dtype == DType::kF32 && ids.device == placement_.device,
+           "unet: time ids ", ids.describe(), " must be f32 [", n, ", k] on ", placement_.device.to_string());
+  const int64_t time_width = ids.dim(1) * c.addition_time_embed_dim;
+  HD_CHECK(text.rank() == 2 && text.dim(0) == n && text.dim(1) + time_width == c.addition_embed_input_dim &&
+               text.dtype == placement_.dtype && text.device == placement_.device,
+           "unet: pooled text embedding ", text.describe(), " with ", ids.dim(1), " time ids of width ",
+           c.addition_time_embed_dim, " must be [", n, ", ", c.addition_embed_input_dim - time_width, "] ",
+           placement_.to_string(), " (add_embedding takes ", c.addition_embed_input_dim, ")");
+  // diffusers: each id embedded as a timestep (same flip and shift), flattened per sample, after the
+  // pooled text embedding; then add_embedding (linear, SiLU, linear), added to the time embedding.
+  OwnedTensor id_embedding(Shape{n * ids.dim(1), c.addition_time_embed_dim}, placement_.dtype, placement_.device);
+  ops::timestep_embedding(ids.reshape(Shape{n * ids.dim(1)}), {true, 0.0f, 10000.0f, 1.0f}, id_embedding);
+  OwnedTensor joined(Shape{n, c.addition_embed_input_dim}, placement_.dtype, placement_.device);
+  ops::concat_channels(text, id_embedding.view().reshape(Shape{n, time_width}), joined);
+  OwnedTensor hidden = (*add_linear1_)(joined);
+  ops::silu(hidden, hidden);
+  (*add_linear2_)(hidden, &temb.view(), temb);  // emb + aug_emb, in the product's epilogue
+  return temb;
+}
+
+OwnedTensor Unet::forward(const Tensor& sample, const Tensor& timesteps, const Tensor& context,
+                          const TextTimeConditioning* added) const {
   const UnetConfig& c = config_;
   HD_CHECK(sample.rank() == 4 && sample.dim(3) == c.in_channels, "unet: sample ", sample.shape.to_string(),
            " must be [N, h, w, ", c.in_channels, "]");
@@ -136,14 +197,7 @@ OwnedTensor Unet::forward(const Tensor& sample, const Tensor& timesteps, const T
              " is not where the model computes (", placement_.to_string(), ")");
   const int64_t n = sample.dim(0);
 
-  // Time embedding: sinusoidal (cos first), two linears with SiLU between; the resnets take SiLU of it.
-  HD_CHECK(timesteps.dtype == DType::kF32 && timesteps.device == placement_.device && timesteps.shape == Shape{n},
-           "unet: timesteps ", timesteps.describe(), " must be f32 [", n, "] on ", placement_.device.to_string());
-  OwnedTensor sinusoid = OwnedTensor::like(sample, Shape{n, c.block_out_channels[0]});
-  ops::timestep_embedding(timesteps, {true, 0.0f, 10000.0f, 1.0f}, sinusoid);
-  OwnedTensor temb = time_linear1_(sinusoid);
-  ops::silu(temb, temb);
-  temb = time_linear2_(temb);
+  OwnedTensor temb = time_embedding(timesteps, added, n);
   ops::silu(temb, temb);  // [N, time_embed_dim], as every resnet's time_emb_proj receives it
 
   // The down path's outputs are kept for the up path, which consumes them in reverse; each is also the

@@ -1,7 +1,7 @@
-// Stable Diffusion 1.x/2.x's denoising UNet (diffusers' UNet2DConditionModel with CrossAttnDownBlock2D /
+// Stable Diffusion's denoising UNet (diffusers' UNet2DConditionModel with CrossAttnDownBlock2D /
 // DownBlock2D / UNetMidBlock2DCrossAttn / UpBlock2D / CrossAttnUpBlock2D), configured from its weights
-// and config.json. NHWC throughout. SDXL's UNet (text-time conditioning) is refused with a clear error:
-// it comes with the SDXL issue.
+// and config.json: SD1.x/2.x, and SDXL's (text-time conditioning, several transformer blocks per
+// attention). NHWC throughout.
 #pragma once
 
 #include <optional>
@@ -26,8 +26,24 @@ struct UnetConfig {
   int norm_groups = 32;
   float norm_eps = 1e-5f;
   int64_t sample_size = 64;  // the latent size the model was trained at (config.json; diffusers' default 64)
+  std::vector<int> transformer_depth;  // transformer blocks in each level's attentions (0: a level without)
+  // SDXL's text-time conditioning (addition_embed_type "text_time"): add_embedding maps the pooled text
+  // embedding followed by the sinusoidal embeddings of the micro-conditioning ids (original size, crop
+  // origin, target size), each id `addition_time_embed_dim` wide, to the time embedding's width, and adds
+  // it to the time embedding. 0 for SD1.x/2.x.
+  int64_t addition_time_embed_dim = 0;
+  int64_t addition_embed_input_dim = 0;  // add_embedding.linear_1's input width
+  bool text_time() const { return addition_time_embed_dim > 0; }
 
   static UnetConfig detect(const ModelComponent& component);
+};
+
+// SDXL's extra conditioning, on the model's device: the pooled text embedding [N, P] in the model's dtype
+// and the micro-conditioning ids [N, k] in f32 (k = 6 for SDXL base: original height and width, crop top
+// and left, target height and width), with P + k * addition_time_embed_dim = addition_embed_input_dim.
+struct TextTimeConditioning {
+  Tensor text_embeds;
+  Tensor time_ids;
 };
 
 class Unet {
@@ -38,11 +54,14 @@ class Unet {
 
   const UnetConfig& config() const { return config_; }
   // sample [N, h, w, in], the same timestep for every sample, context [N, L, context_dim]
-  // -> the model's prediction [N, h, w, out] (epsilon or v, as the model was trained).
-  OwnedTensor forward(const Tensor& sample, float timestep, const Tensor& context) const;
+  // -> the model's prediction [N, h, w, out] (epsilon or v, as the model was trained). `added` is
+  // required by a text-time UNet (SDXL) and refused by the others.
+  OwnedTensor forward(const Tensor& sample, float timestep, const Tensor& context,
+                      const TextTimeConditioning* added = nullptr) const;
   // The same with the timestep of each sample as an f32 tensor [N] on the model's device: no host data
   // is read, so the forward can be captured into a graph and replayed with new values in that tensor.
-  OwnedTensor forward(const Tensor& sample, const Tensor& timesteps, const Tensor& context) const;
+  OwnedTensor forward(const Tensor& sample, const Tensor& timesteps, const Tensor& context,
+                      const TextTimeConditioning* added = nullptr) const;
 
  private:
   struct Layer {
@@ -57,6 +76,9 @@ class Unet {
   ops::Placement placement_;
   UnetConfig config_;
   Linear time_linear1_, time_linear2_;
+  std::optional<Linear> add_linear1_, add_linear2_;  // SDXL's add_embedding
+  // The time embedding before its SiLU: diffusers' `emb` (+ `aug_emb` for a text-time UNet).
+  OwnedTensor time_embedding(const Tensor& timesteps, const TextTimeConditioning* added, int64_t n) const;
   Conv2d conv_in_;
   std::vector<Level> down_;
   ResnetBlock mid_first_, mid_second_;

@@ -6,12 +6,16 @@
 
 namespace hd {
 
-OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, float timestep, const Tensor& context) {
+OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, float timestep, const Tensor& context,
+                                const TextTimeConditioning* added) {
   const Device& device = unet.placement().device;
   // Profiling times op by op, which a replayed graph cannot show: plain forwards then.
   if (device.is_cpu() || sample.rank() != 4 || context.rank() != 3 || ops::profiling())
-    return unet.forward(sample, timestep, context);
-  const Key key{sample.dim(0), sample.dim(1), sample.dim(2), context.dim(1)};
+    return unet.forward(sample, timestep, context, added);
+  // The text-time inputs' widths are the model's: their presence and the number of ids complete the key.
+  const bool ids_ok = added == nullptr || added->time_ids.rank() == 2;
+  if (!ids_ok) return unet.forward(sample, timestep, context, added);  // which reports the bad shape
+  const Key key{sample.dim(0), sample.dim(1), sample.dim(2), context.dim(1), added ? added->time_ids.dim(1) : 0};
   OwnedTensor t(Shape{sample.dim(0)}, DType::kF32);
   for (int64_t i = 0; i < sample.dim(0); ++i) t.ptr<float>()[i] = timestep;
 
@@ -19,7 +23,7 @@ OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, float ti
   if (it == graphs_.end()) {
     // The first forward of a shape tunes its kernels (which cannot happen inside a capture); capturing
     // waits for the second, so that a one-off call (a single step, a test) costs no capture.
-    if (forwards_[key]++ == 0) return unet.forward(sample, timestep, context);
+    if (forwards_[key]++ == 0) return unet.forward(sample, timestep, context, added);
     // Each graph keeps its activations (about 1 GiB for SD1.5 at 512x512): a process that sees many
     // shapes (a server) keeps only the latest few.
     constexpr size_t kMaxGraphs = 4;
@@ -28,9 +32,15 @@ OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, float ti
     c->sample = OwnedTensor::like(sample, sample.shape);
     c->context = OwnedTensor::like(context, context.shape);
     c->timesteps = OwnedTensor(t.view().shape, DType::kF32, device);
+    if (added != nullptr) {
+      c->text_embeds = OwnedTensor::like(added->text_embeds, added->text_embeds.shape);
+      c->time_ids = OwnedTensor::like(added->time_ids, added->time_ids.shape);
+    }
     Captured& captured = *c;
     captured.work = ops::CapturedWork::capture(device, [&] {
-      captured.output = unet.forward(captured.sample, captured.timesteps, captured.context);
+      const TextTimeConditioning inputs{captured.text_embeds, captured.time_ids};
+      captured.output = unet.forward(captured.sample, captured.timesteps, captured.context,
+                                     added != nullptr ? &inputs : nullptr);
     });
     it = graphs_.emplace(key, std::move(c)).first;
   }
@@ -42,6 +52,10 @@ OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, float ti
   ops::copy(sample, c.sample);
   ops::copy(context, c.context);
   ops::copy(t, c.timesteps);
+  if (added != nullptr) {
+    ops::copy(added->text_embeds, c.text_embeds);
+    ops::copy(added->time_ids, c.time_ids);
+  }
   c.work.replay();
   OwnedTensor out = OwnedTensor::like(c.output, c.output.view().shape);
   ops::copy(c.output, out);

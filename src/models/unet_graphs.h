@@ -19,16 +19,18 @@ class UnetGraphs {
  public:
   // As Unet::forward; `unet` must be the same model on every call (the graphs hold its weights'
   // addresses).
-  OwnedTensor forward(const Unet& unet, const Tensor& sample, float timestep, const Tensor& context);
+  OwnedTensor forward(const Unet& unet, const Tensor& sample, float timestep, const Tensor& context,
+                      const TextTimeConditioning* added = nullptr);
 
   size_t captured_count() const { return graphs_.size(); }
 
  private:
   struct Captured {  // members in this order: the graph goes first, then what it wrote, then its inputs
     OwnedTensor sample, timesteps, context, output;
+    OwnedTensor text_embeds, time_ids;  // SDXL's text-time conditioning, when the UNet takes it
     ops::CapturedWork work;
   };
-  using Key = std::array<int64_t, 4>;
+  using Key = std::array<int64_t, 5>;  // sample's batch, height, width; context's length; time ids (0: none)
   std::map<Key, int> forwards_;  // uncaptured forwards so far, per shape
   std::map<Key, std::unique_ptr<Captured>> graphs_;
 };

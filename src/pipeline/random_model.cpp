@@ -1,5 +1,6 @@
 #include "pipeline/random_model.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -21,15 +22,37 @@ namespace fs = std::filesystem;
 
 // The architectures' numbers before the width divisor.
 struct ArchNumbers {
-  int64_t context, text_width, text_layers, text_intermediate, text_heads;
-  bool linear_projection, quick_gelu, v_prediction;
+  std::vector<int64_t> channels;  // UNet levels
+  std::vector<int> depth;         // transformer blocks per level's attentions (0: a level without attention)
+  int64_t context;
   std::vector<int> unet_heads;  // per level (diffusers' attention_head_dim, which counts heads)
+  bool linear_projection, v_prediction;
+  int64_t sample_size;  // latent size of the default picture
+  // SDXL's text-time conditioning: the pooled text width and the size/crop ids (0: none).
+  int64_t pooled_width = 0, time_ids = 0, time_id_width = 0;
+  float vae_scaling = 0.18215f;
+  // The text encoder (none for SDXL: its two encoders are not built yet).
+  int64_t text_width = 0, text_layers = 0, text_intermediate = 0, text_heads = 0;
+  bool quick_gelu = false;
 };
 
 ArchNumbers numbers_of(RandomModelArch arch) {
-  if (arch == RandomModelArch::kSD15) return {768, 768, 12, 3072, 12, false, true, false, {8, 8, 8, 8}};
+  ArchNumbers a;
+  if (arch == RandomModelArch::kSDXL) {
+    a = {{320, 640, 1280}, {0, 2, 10}, 2048, {5, 10, 20}, true, false, 128};
+    a.pooled_width = 1280, a.time_ids = 6, a.time_id_width = 256;
+    a.vae_scaling = 0.13025f;
+    return a;
+  }
+  if (arch == RandomModelArch::kSD15) {
+    a = {{320, 640, 1280, 1280}, {1, 1, 1, 0}, 768, {8, 8, 8, 8}, false, false, 64};
+    a.text_width = 768, a.text_layers = 12, a.text_intermediate = 3072, a.text_heads = 12, a.quick_gelu = true;
+    return a;
+  }
   // SD2.1: OpenCLIP ViT-H/14 without its last layer, as transformers stores SD2's text encoder.
-  return {1024, 1024, 23, 4096, 16, true, false, true, {5, 10, 20, 20}};
+  a = {{320, 640, 1280, 1280}, {1, 1, 1, 0}, 1024, {5, 10, 20, 20}, true, true, 64};
+  a.text_width = 1024, a.text_layers = 23, a.text_intermediate = 4096, a.text_heads = 16;
+  return a;
 }
 
 class ShapeList {
@@ -110,25 +133,31 @@ int64_t write_weights(const TensorShapes& shapes, const fs::path& path, uint64_t
 RandomModelArch parse_random_model_arch(std::string_view name) {
   if (name == "sd15") return RandomModelArch::kSD15;
   if (name == "sd21") return RandomModelArch::kSD21;
-  HD_CHECK_KIND(name != "sdxl", ErrorKind::kUnsupported,
-                "--arch sdxl: the SDXL UNet is not implemented yet; sd15 and sd21 are");
-  throw Error(ErrorKind::kInvalidInput, str_cat("--arch must be sd15 or sd21, got '", name, "'"));
+  if (name == "sdxl") return RandomModelArch::kSDXL;
+  throw Error(ErrorKind::kInvalidInput, str_cat("--arch must be sd15, sd21 or sdxl, got '", name, "'"));
 }
 
 std::string_view random_model_arch_name(RandomModelArch arch) {
-  return arch == RandomModelArch::kSD15 ? "sd15" : "sd21";
+  switch (arch) {
+    case RandomModelArch::kSD15: return "sd15";
+    case RandomModelArch::kSD21: return "sd21";
+    case RandomModelArch::kSDXL: break;
+  }
+  return "sdxl";
 }
+
+bool random_model_has_text_encoder(RandomModelArch arch) { return numbers_of(arch).text_layers > 0; }
 
 TensorShapes random_unet_shapes(const RandomModelSpec& spec) {
   const ArchNumbers a = numbers_of(spec.arch);
   const int64_t d = spec.width_divisor, temb = 1280 / d, ctx = a.context / d;
-  const std::vector<int64_t> ch = {320 / d, 640 / d, 1280 / d, 1280 / d};
-  const std::vector<bool> attention = {true, true, true, false};
+  std::vector<int64_t> ch;
+  for (int64_t c : a.channels) ch.push_back(c / d);
   const size_t levels = ch.size(), layers = 2;
   ShapeList s;
-  const auto transformer = [&](const std::string& p, int64_t c) {
+  const auto transformer = [&](const std::string& p, int64_t c, int depth) {
     s.norm(p + ".norm", c);
-    const auto projection = [&](const std::string& name) {  // SD2.x: linear; SD1.x: a 1x1 convolution
+    const auto projection = [&](const std::string& name) {  // SD2.x, SDXL: linear; SD1.x: a 1x1 convolution
       if (a.linear_projection) {
         s.linear(name, c, c);
       } else {
@@ -136,34 +165,41 @@ TensorShapes random_unet_shapes(const RandomModelSpec& spec) {
       }
     };
     projection(p + ".proj_in");
-    const std::string b = p + ".transformer_blocks.0.";
-    for (const char* n : {"norm1", "norm2", "norm3"}) s.norm(b + n, c);
-    for (const char* attn : {"attn1", "attn2"}) {
-      const int64_t kv = std::string_view(attn) == "attn1" ? c : ctx;
-      s.linear(b + attn + ".to_q", c, c, false);
-      s.linear(b + attn + ".to_k", c, kv, false);
-      s.linear(b + attn + ".to_v", c, kv, false);
-      s.linear(b + attn + ".to_out.0", c, c);
+    for (int block = 0; block < depth; ++block) {
+      const std::string b = at(p + ".transformer_blocks", size_t(block)) + ".";
+      for (const char* n : {"norm1", "norm2", "norm3"}) s.norm(b + n, c);
+      for (const char* attn : {"attn1", "attn2"}) {
+        const int64_t kv = std::string_view(attn) == "attn1" ? c : ctx;
+        s.linear(b + attn + ".to_q", c, c, false);
+        s.linear(b + attn + ".to_k", c, kv, false);
+        s.linear(b + attn + ".to_v", c, kv, false);
+        s.linear(b + attn + ".to_out.0", c, c);
+      }
+      s.linear(b + "ff.net.0.proj", 8 * c, c);
+      s.linear(b + "ff.net.2", c, 4 * c);
     }
-    s.linear(b + "ff.net.0.proj", 8 * c, c);
-    s.linear(b + "ff.net.2", c, 4 * c);
     projection(p + ".proj_out");
   };
   s.conv("conv_in", ch[0], 4, 3);
   s.linear("time_embedding.linear_1", temb, ch[0]);
   s.linear("time_embedding.linear_2", temb, temb);
+  if (a.time_ids > 0) {
+    s.linear("add_embedding.linear_1", temb, (a.pooled_width + a.time_ids * a.time_id_width) / d);
+    s.linear("add_embedding.linear_2", temb, temb);
+  }
   int64_t prev = ch[0];
   for (size_t i = 0; i < levels; ++i) {
     const std::string p = at("down_blocks", i);
     for (size_t j = 0; j < layers; ++j) {
       s.resnet(at(p + ".resnets", j), j == 0 ? prev : ch[i], ch[i], temb);
-      if (attention[i]) transformer(at(p + ".attentions", j), ch[i]);
+      if (a.depth[i] > 0) transformer(at(p + ".attentions", j), ch[i], a.depth[i]);
     }
     if (i + 1 < levels) s.conv(p + ".downsamplers.0.conv", ch[i], ch[i], 3);
     prev = ch[i];
   }
+  // The mid block's attention is as deep as the deepest level's (SD: 1, SDXL: 10).
   s.resnet("mid_block.resnets.0", ch.back(), ch.back(), temb);
-  transformer("mid_block.attentions.0", ch.back());
+  transformer("mid_block.attentions.0", ch.back(), std::max(1, *std::max_element(a.depth.begin(), a.depth.end())));
   s.resnet("mid_block.resnets.1", ch.back(), ch.back(), temb);
   // Up level i mirrors down level levels-1-i; each of its layers + 1 resnets takes a skip connection.
   int64_t prev_out = ch.back();
@@ -174,7 +210,7 @@ TensorShapes random_unet_shapes(const RandomModelSpec& spec) {
     for (size_t j = 0; j <= layers; ++j) {
       const int64_t skip = j == layers ? below : out, in = j == 0 ? prev_out : out;
       s.resnet(at(p + ".resnets", j), in + skip, out, temb);
-      if (attention[mirror]) transformer(at(p + ".attentions", j), out);
+      if (a.depth[mirror] > 0) transformer(at(p + ".attentions", j), out, a.depth[mirror]);
     }
     if (i + 1 < levels) s.conv(p + ".upsamplers.0.conv", out, out, 3);
     prev_out = out;
@@ -210,6 +246,7 @@ TensorShapes random_vae_decoder_shapes(const RandomModelSpec& spec) {
 
 TensorShapes random_text_encoder_shapes(const RandomModelSpec& spec) {
   const ArchNumbers a = numbers_of(spec.arch);
+  if (a.text_layers == 0) return {};
   const int64_t width = a.text_width / spec.width_divisor, inner = a.text_intermediate / spec.width_divisor;
   ShapeList s;
   s.add("text_model.embeddings.token_embedding.weight", {49408, width});
@@ -252,50 +289,72 @@ int64_t write_random_model(const RandomModelSpec& spec, const std::string& folde
   }
   std::error_code ec;
   fs::remove(marker, ec);
-  for (const char* sub : {"unet", "vae", "text_encoder", "scheduler", "tokenizer"}) {
+  const bool text = a.text_layers > 0;
+  std::vector<std::string> subfolders = {"unet", "vae", "scheduler"};
+  if (text) subfolders.insert(subfolders.end(), {"text_encoder", "tokenizer"});
+  for (const std::string& sub : subfolders) {
     fs::create_directories(folder / sub, ec);
     HD_CHECK_KIND(!ec, ErrorKind::kRuntime, (folder / sub).string(), ": cannot create: ", ec.message());
   }
   const int64_t d = spec.width_divisor;
+  std::vector<int64_t> channels;
+  for (int64_t c : a.channels) channels.push_back(c / d);
   nlohmann::json unet = {{"_class_name", "UNet2DConditionModel"},
                          {"attention_head_dim", a.unet_heads},
-                         {"block_out_channels", {320 / d, 640 / d, 1280 / d, 1280 / d}},
+                         {"block_out_channels", channels},
                          {"cross_attention_dim", a.context / d},
                          {"norm_num_groups", spec.norm_groups},
-                         {"sample_size", 64},  // 512x512 images by default, as the benchmarks compare them
+                         // 512x512 images by default for SD1.5/2.1, as the benchmarks compare them; SDXL's 1024
+                         {"sample_size", a.sample_size},
                          {"use_linear_projection", a.linear_projection}};
+  if (a.time_ids > 0) {
+    std::vector<int> depth;
+    for (int k : a.depth) depth.push_back(std::max(k, 1));  // diffusers lists one for levels without attention
+    unet["addition_embed_type"] = "text_time";
+    unet["addition_time_embed_dim"] = a.time_id_width / d;
+    unet["projection_class_embeddings_input_dim"] = (a.pooled_width + a.time_ids * a.time_id_width) / d;
+    unet["transformer_layers_per_block"] = depth;
+    unet["down_block_types"] = {"DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"};
+    unet["up_block_types"] = {"CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"};
+  }
   write_json(folder / "unet" / "config.json", unet);
   write_json(folder / "vae" / "config.json", {{"_class_name", "AutoencoderKL"},
                                              {"block_out_channels", {128 / d, 256 / d, 512 / d, 512 / d}},
                                              {"norm_num_groups", spec.norm_groups},
-                                             {"scaling_factor", 0.18215}});
-  write_json(folder / "text_encoder" / "config.json", {{"architectures", {"CLIPTextModel"}},
-                                                      {"hidden_act", a.quick_gelu ? "quick_gelu" : "gelu"},
-                                                      {"hidden_size", a.text_width / d},
-                                                      {"num_attention_heads", a.text_heads},
-                                                      {"num_hidden_layers", a.text_layers}});
-  // SD's training schedule; the samplers' spacing as diffusers' default scheduler for these models.
+                                             {"sample_size", 8 * a.sample_size},
+                                             {"scaling_factor", a.vae_scaling}});
+  if (text) {
+    write_json(folder / "text_encoder" / "config.json", {{"architectures", {"CLIPTextModel"}},
+                                                        {"hidden_act", a.quick_gelu ? "quick_gelu" : "gelu"},
+                                                        {"hidden_size", a.text_width / d},
+                                                        {"num_attention_heads", a.text_heads},
+                                                        {"num_hidden_layers", a.text_layers}});
+  }
+  // SD's training schedule (SDXL's too); the samplers' spacing as diffusers' default scheduler for these models.
   write_json(folder / "scheduler" / "scheduler_config.json",
              {{"_class_name", "EulerDiscreteScheduler"}, {"beta_start", 0.00085}, {"beta_end", 0.012},
               {"beta_schedule", "scaled_linear"}, {"num_train_timesteps", 1000}, {"steps_offset", 1},
               {"timestep_spacing", "leading"}, {"prediction_type", a.v_prediction ? "v_prediction" : "epsilon"}});
-  write_json(folder / "model_index.json", {{"_class_name", "StableDiffusionPipeline"},
-                                           {"unet", {"diffusers", "UNet2DConditionModel"}},
-                                           {"vae", {"diffusers", "AutoencoderKL"}},
-                                           {"text_encoder", {"transformers", "CLIPTextModel"}},
-                                           {"tokenizer", {"transformers", "CLIPTokenizer"}},
-                                           {"scheduler", {"diffusers", "EulerDiscreteScheduler"}}});
-  // A real CLIP vocabulary is not needed to time a model: the built-in model's small one (its ids fit the
-  // 49408-row embedding).
-  const fs::path tokenizer = fs::path(default_model_folder()) / "tokenizer";
-  for (const auto& entry : fs::directory_iterator(tokenizer)) {
-    fs::copy_file(entry.path(), folder / "tokenizer" / entry.path().filename(), fs::copy_options::overwrite_existing,
-                  ec);
-    HD_CHECK_KIND(!ec, ErrorKind::kRuntime, entry.path().string(), ": cannot copy: ", ec.message());
+  nlohmann::json index = {{"_class_name", text ? "StableDiffusionPipeline" : "StableDiffusionXLPipeline"},
+                          {"unet", {"diffusers", "UNet2DConditionModel"}},
+                          {"vae", {"diffusers", "AutoencoderKL"}},
+                          {"scheduler", {"diffusers", "EulerDiscreteScheduler"}}};
+  if (text) {
+    index["text_encoder"] = {"transformers", "CLIPTextModel"};
+    index["tokenizer"] = {"transformers", "CLIPTokenizer"};
+    // A real CLIP vocabulary is not needed to time a model: the built-in model's small one (its ids fit
+    // the 49408-row embedding).
+    const fs::path tokenizer = fs::path(default_model_folder()) / "tokenizer";
+    for (const auto& entry : fs::directory_iterator(tokenizer)) {
+      fs::copy_file(entry.path(), folder / "tokenizer" / entry.path().filename(),
+                    fs::copy_options::overwrite_existing, ec);
+      HD_CHECK_KIND(!ec, ErrorKind::kRuntime, entry.path().string(), ": cannot copy: ", ec.message());
+    }
   }
+  write_json(folder / "model_index.json", index);
   int64_t params = write_weights(random_unet_shapes(spec), folder / "unet" / "diffusion_pytorch_model.safetensors", 1);
   params += write_weights(random_vae_decoder_shapes(spec), folder / "vae" / "diffusion_pytorch_model.safetensors", 2);
-  params += write_weights(random_text_encoder_shapes(spec), folder / "text_encoder" / "model.safetensors", 3);
+  if (text) params += write_weights(random_text_encoder_shapes(spec), folder / "text_encoder" / "model.safetensors", 3);
   const std::string count = std::to_string(params) + "\n";
   write_file(folder / "parameters.txt", count.data(), count.size());
   write_file(marker, marker_text.data(), marker_text.size());

@@ -3,10 +3,12 @@
 // for usage, 1 for bad values).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
+#include "test_util.h"
 
 namespace hd {
 namespace {
@@ -65,15 +67,41 @@ TEST(BenchCli, PrintsATableByDefault) {
   EXPECT_NE(r.out.find("whole image"), std::string::npos) << r.out;
 }
 
+// A model whose UNet takes SDXL's text-time conditioning is timed by components (its text encoders are
+// not built): the tiny SDXL-structured UNet fixture with the tiny SD1.x fixture's VAE.
+TEST(BenchCli, TimesTheUnetAndVaeOfAnSdxlModel) {
+  namespace fs = std::filesystem;
+  const test::TempDir dir;
+  const fs::path fixtures = fs::path(HD_SOURCE_DIR) / "tests/fixtures/models";
+  fs::copy(fixtures / "tiny_sdxl" / "unet", dir.path() / "unet", fs::copy_options::recursive);
+  fs::copy(fixtures / "tiny_sd1" / "vae", dir.path() / "vae", fs::copy_options::recursive);
+  const auto r = test::run_cli("bench --model " + test::quoted(dir.path()) +
+                               " --width 16 --height 24 --steps 2 --repeats 2 --profile --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find("\n{") + 1));
+  EXPECT_TRUE(j["components_only"].get<bool>());
+  EXPECT_EQ(j["unet_batch"], 2);
+  EXPECT_EQ(j["height"], 24);
+  EXPECT_TRUE(j["text_encoding_ms"].is_null());
+  EXPECT_TRUE(j["image_ms"].is_null());
+  EXPECT_TRUE(j["vae_output_finite"].get<bool>());
+  for (const char* stage : {"unet_step_ms", "unet_steps_back_to_back_ms", "vae_decode_ms"})
+    EXPECT_GT(j[stage].get<double>(), 0.0) << stage;
+  std::map<std::string, int64_t> calls;
+  for (const auto& op : j["profile"]["ops"]) calls[op["op"].get<std::string>()] = op["calls"].get<int64_t>();
+  for (const char* op : {"conv2d", "linear", "attention", "timestep_embedding", "concat_channels"})
+    EXPECT_GT(calls[op], 0) << op << " missing from " << j.dump();
+  const auto bad_size = test::run_cli("bench --model " + test::quoted(dir.path()) + " --width 12 --height 16");
+  EXPECT_EQ(bad_size.exit_code, 1) << bad_size.out;
+  EXPECT_NE(bad_size.out.find("multiples of 8"), std::string::npos) << bad_size.out;
+}
+
 TEST(BenchCli, BadFlagsAreClearErrors) {
   const auto both = test::run_cli("bench --model " + kModel + " --arch sd15");
   EXPECT_EQ(both.exit_code, 2) << both.out;
   EXPECT_NE(both.out.find("--model PATH or --arch"), std::string::npos) << both.out;
   EXPECT_EQ(test::run_cli("bench").exit_code, 2);
   EXPECT_EQ(test::run_cli("bench --arch sd15 --jsn").exit_code, 2);
-  const auto sdxl = test::run_cli("bench --arch sdxl");
-  EXPECT_EQ(sdxl.exit_code, 1) << sdxl.out;
-  EXPECT_NE(sdxl.out.find("SDXL UNet is not implemented yet"), std::string::npos) << sdxl.out;
   const auto repeats = test::run_cli("bench --model " + kModel + " --repeats 0");
   EXPECT_EQ(repeats.exit_code, 1) << repeats.out;
   EXPECT_NE(repeats.out.find("--repeats must be between 1 and 1000"), std::string::npos) << repeats.out;

@@ -1,5 +1,5 @@
 // The text encoder, UNet and VAE on the GPU (f16 and bf16) against the diffusers / transformers outputs
-// that the CPU engine matches to 1e-4 (tests/fixtures/models/tiny_sd{1,2}_components.safetensors).
+// that the CPU engine matches to 1e-4 (tests/fixtures/models/tiny_sd{1,2,xl}_components.safetensors).
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -102,6 +102,48 @@ TEST(GpuModels, UnetGraphReplaysThePlainForward) {
     }
   }
   EXPECT_EQ(graphs.captured_count(), 2u);  // one graph per shape, captured on its second forward
+}
+
+// SDXL's structure (text-time conditioning, several transformer blocks per attention): the plain forward
+// against diffusers, and the captured graph against the plain forward, with new conditioning each step.
+TEST(GpuModels, SdxlUnetMatchesDiffusersAndReplays) {
+  const ModelSource model = ModelSource::open(model_dir("sdxl"));
+  const test::Fixture fixture("models/tiny_sdxl_components.safetensors");
+  const OwnedTensor context = fixture.tensor("context");
+  const OwnedTensor text_embeds = fixture.tensor("text_embeds");
+  const OwnedTensor time_ids = fixture.tensor("time_ids");
+  const ops::Placement ids_on_gpu{test::gpu0(), DType::kF32};
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    const Unet unet = Unet::load(*model.component("unet"), on_gpu(t));
+    const OwnedTensor text = ops::place(text_embeds, on_gpu(t)), ids = ops::place(time_ids, ids_on_gpu);
+    const TextTimeConditioning added{text, ids};
+    for (const auto& [name, timestep] : {std::pair{"unet_t537", 537.0f}, {"unet_t12.25", 12.25f}}) {
+      const OwnedTensor out = ops::to_host_f32(unet.forward(ops::place(fixture.nhwc("sample"), on_gpu(t)), timestep,
+                                                            ops::place(context, on_gpu(t)), &added));
+      const double err = test::relative_l2(out, test::as_reference(fixture.nhwc(name)));
+      std::printf("SDXL-like UNet on the GPU in %s at t=%g: relative L2 %.3g against diffusers\n",
+                  std::string(dtype_name(t)).c_str(), timestep, err);
+      EXPECT_LE(err, tolerance(t)) << dtype_name(t) << " t=" << timestep;
+    }
+  }
+  const Unet unet = Unet::load(*model.component("unet"), on_gpu(DType::kF16));
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  UnetGraphs graphs;
+  for (int step = 0; step < 4; ++step) {
+    const auto sample = ops::place(test::random_tensor(rng, Shape{2, 8, 8, 4}), on_gpu(DType::kF16));
+    const auto ctx = ops::place(test::random_tensor(rng, Shape{2, 10, 24}), on_gpu(DType::kF16));
+    const auto text = ops::place(test::random_tensor(rng, Shape{2, 24}), on_gpu(DType::kF16));
+    OwnedTensor host_ids = OwnedTensor::copy_of(time_ids);
+    host_ids.ptr<float>()[0] += float(64 * step);  // a new original height each step
+    const auto ids = ops::place(host_ids, ids_on_gpu);
+    const TextTimeConditioning added{text, ids};
+    const float timestep = 999.0f - 250.0f * float(step);
+    const OwnedTensor expected = ops::to_host_f32(unet.forward(sample, timestep, ctx, &added));
+    const OwnedTensor got = ops::to_host_f32(graphs.forward(unet, sample, timestep, ctx, &added));
+    EXPECT_EQ(test::relative_l2(got, test::as_reference(expected)), 0.0) << "step " << step;
+  }
+  EXPECT_EQ(graphs.captured_count(), 1u);
 }
 
 TEST(GpuModels, InputsNotWhereTheModelComputesAreAnError) {

@@ -19,6 +19,7 @@
 #include "pipeline/stable_diffusion.h"
 #include "sampling/sampler.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/component_bench.h"
 #include "tools/cli/flags.h"
 
 namespace hd::cli {
@@ -39,7 +40,8 @@ double median(std::vector<double> v) {
 
 int run_bench(std::span<const std::string_view> args) {
   const Flags flags("bench", args, kValued, kSwitches);
-  if (flags.has("--model") == flags.has("--arch")) throw UsageError{"bench: give --model PATH or --arch sd15|sd21"};
+  if (flags.has("--model") == flags.has("--arch"))
+    throw UsageError{"bench: give --model PATH or --arch sd15|sd21|sdxl"};
   const ops::Placement placement = placement_of(flags);
   if (auto v = flags.get("--tune-cache")) ops::set_tune_cache_path(*v);
   GenerationParams p;
@@ -56,16 +58,22 @@ int run_bench(std::span<const std::string_view> args) {
 
   std::string model, description;
   int64_t parameters = 0;
+  bool components_only = false;
   if (auto arch = flags.get("--arch")) {
     const RandomModelSpec spec{parse_random_model_arch(*arch)};
     model = random_model_folder(spec);
     std::fprintf(stderr, "writing (or reusing) random %s weights in %s\n", arch->c_str(), model.c_str());
     parameters = write_random_model(spec, model);
     description = str_cat("random ", *arch, " weights");
+    components_only = !random_model_has_text_encoder(spec.arch);
   } else {
     model = *flags.get("--model");
     description = model;
+    components_only = needs_component_bench(model);
   }
+  // SDXL: its UNet and VAE are built, its text encoders (and so its generation) not yet.
+  if (components_only)
+    return run_component_bench({model, description, parameters, placement, p.steps, repeats, p.cfg_scale}, flags);
   const StableDiffusion sd = StableDiffusion::load(model, flags.get("--vocab"), flags.get("--config"), placement);
   p.width = flags.get("--width") ? parse_number<int>("--width", *flags.get("--width")) : sd.default_image_size();
   p.height = flags.get("--height") ? parse_number<int>("--height", *flags.get("--height")) : sd.default_image_size();

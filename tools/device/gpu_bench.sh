@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # Run on the device machine after tools/device/gpu_checks.sh (which builds build/cuda): the kernel
-# benchmarks beside PyTorch's, the UNet step and whole generations beside diffusers', `hipdiffusion bench`,
-# and a generation through the CLI, all in
-# one session on one GPU. Logs in $OUT. diffusers comes from wheels carried in .whl (README, "Building
-# for GPUs").
+# benchmarks beside PyTorch's (KERNELS=0 skips them), the UNet steps (SD1.5, SDXL) and whole generations
+# beside diffusers' (numbers also in $OUT/compare.json, which tools/plot_stages.py draws), `hipdiffusion
+# bench` with SDXL's profile, and a generation through the CLI, all in one session on one GPU. Logs in
+# $OUT. diffusers comes from wheels carried in .whl (README, "Building for GPUs").
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 source "$(dirname "$0")/runtime_env.sh"
 export HD_TUNE_CACHE="$OUT/tuning.tsv"
-./build/cuda/hd_bench_gpu_kernels 2>&1 | tee "$OUT/bench-kernels.txt"
-python3 bench/torch_peers.py 2>&1 | tee "$OUT/bench-torch.txt"
+if [ "${KERNELS:-1}" != 0 ]; then
+  ./build/cuda/hd_bench_gpu_kernels 2>&1 | tee "$OUT/bench-kernels.txt"
+  python3 bench/torch_peers.py 2>&1 | tee "$OUT/bench-torch.txt"
+fi
 if ls .whl/*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  PYTHONPATH=/tmp/site python3 bench/compare_diffusers.py ${COMPARE_FLAGS:-} 2>&1 | tee "$OUT/bench-diffusers.txt"
+  PYTHONPATH=/tmp/site python3 bench/compare_diffusers.py ${COMPARE_FLAGS:-} --json-out "$OUT/compare.json" 2>&1 \
+    | tee "$OUT/bench-diffusers.txt"
 fi
 # The harness on its own for the architectures not compared above (SD2.1 here), table form.
 ./build/cuda/hipdiffusion bench --arch sd21 --device cuda:0 2>&1 | tee "$OUT/bench-sd21.txt"
+# SDXL's UNet and VAE op by op: where its step's time goes.
+./build/cuda/hipdiffusion bench --arch sdxl --device cuda:0 --steps 5 --repeats 2 --profile 2>&1 \
+  | tee "$OUT/bench-sdxl.txt"
 {
   /usr/bin/time -v ./build/cuda/hipdiffusion generate --device cuda:0 --prompt "a red circle on a blue background, top left" \
     --output "$OUT/default-model-gpu.png"
