@@ -3,7 +3,10 @@
 stage of a whole generation, the 1024x1024 VAE decode and the SDXL UNet step, hipDiffusion beside
 diffusers, one bar per implementation, milliseconds on a log scale (the stages span three decades).
 
-    python3 tools/plot_stages.py compare.json docs/stages.png
+    python3 tools/plot_stages.py compare.json [more.json ...] docs/stages.png
+
+Several reports are merged part by part (generation, VAE, SDXL), a later file's part replacing an
+earlier one's: e.g. a run with --compile for the generation and a run with SDXL.
 
 Needs matplotlib (PyPI); it runs anywhere, not only where the numbers were measured.
 """
@@ -46,14 +49,19 @@ def panels(report):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("report", help="compare_diffusers.py --json-out output")
+    parser.add_argument("reports", nargs="+", help="compare_diffusers.py --json-out outputs")
     parser.add_argument("png")
     args = parser.parse_args()
-    with open(args.report) as f:
-        report = json.load(f)
+    report = {}
+    for path in args.reports:
+        with open(path) as f:
+            part = json.load(f)
+        if report and (part["device"], part["date"]) != (report["device"], report["date"]):
+            raise SystemExit(f"{path}: measured on {part['device']} on {part['date']}, not as {args.reports[0]}")
+        report.update(part)
     parts = panels(report)
     if not parts:
-        raise SystemExit(f"{args.report}: no generation, VAE or SDXL numbers in it")
+        raise SystemExit(f"{' '.join(args.reports)}: no generation, VAE or SDXL numbers in them")
     heights = [len(stages) for _, stages in parts]
     # One x range for every panel, from 1 ms: bars of different panels compare by length.
     longest = max(ms for _, stages in parts for times in stages.values() for ms in times.values())
