@@ -36,6 +36,12 @@ class Vae {
   const VaeConfig& config() const { return config_; }
   // latents [N, h, w, latent_channels] -> image [N, 8h, 8w, 3] (for 4 levels; 2^(levels-1) in general)
   OwnedTensor decode(const Tensor& latents) const;
+  // The same decode of host f32 latents [N, h, w, c] into a host f32 image, with the up path's activations
+  // on the device one tile at a time: the latent-resolution head (conv_in, the mid block) runs whole; then
+  // tiles of `tile_latents` (a halo of the up path's receptive field around each) go through the up path
+  // in lockstep, each GroupNorm normalising with the whole image's statistics (summed over the tiles'
+  // cores, the activations kept on the host in between). Equal to decode() up to rounding: no seams.
+  OwnedTensor decode_tiled_exact(const Tensor& latents, int64_t tile_latents) const;
   // image [N, H, W, 3] -> moments [N, H/f, W/f, 2 * latent_channels]: mean, then log-variance
   OwnedTensor encode(const Tensor& image) const;
 

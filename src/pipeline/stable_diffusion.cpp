@@ -233,6 +233,7 @@ OwnedTensor StableDiffusion::decode(const Tensor& latents, DecodeReport* report,
       }
     }
     report->tiled = true;
+    if (tiling == VaeTiling::kExact) return vae.decode_tiled_exact(latents, tile);
     return decode_in_tiles(latents, vae_scale_factor(), VaeTiles{tile}, whole);
   };
   OwnedTensor image = decode_with(vae_);

@@ -99,7 +99,7 @@ TEST(GpuPipeline, TiledVaeDecodeBoundsPeakMemory) {
     DecodeReport report;
     const size_t before = ops::mark_device_memory(test::gpu0());
     *image = gpu.decode(latents, &report, tiling);
-    EXPECT_EQ(report.tiled, tiling == VaeTiling::kAlways);
+    EXPECT_EQ(report.tiled, tiling != VaeTiling::kAuto);
     return ops::peak_device_memory(test::gpu0(), true) - before;
   };
   OwnedTensor image;
@@ -114,6 +114,19 @@ TEST(GpuPipeline, TiledVaeDecodeBoundsPeakMemory) {
   DecodeReport report;
   const OwnedTensor expected = cpu.decode(large, &report, VaeTiling::kAlways);
   EXPECT_GE(test::psnr(image, test::as_reference(expected)), 40.0);
+
+  // Exact tiles (the whole image's GroupNorm statistics, halos as wide as the receptive field): the whole
+  // decode's picture, with a peak that does not grow with the image either.
+  OwnedTensor whole, exact;
+  decode_peak(large, VaeTiling::kAuto, &whole);
+  const size_t exact_small = decode_peak(small, VaeTiling::kExact, &exact);
+  const size_t exact_large = decode_peak(large, VaeTiling::kExact, &exact);
+  const double error = test::relative_l2(exact, test::as_reference(whole));
+  std::printf("exact tiles: own peak %.1f MiB at 256x256, %.1f MiB at 128x128; relative L2 %.2e against whole\n",
+              exact_large / 1048576.0, exact_small / 1048576.0, error);
+  EXPECT_LE(error, 1e-2);
+  EXPECT_LT(exact_large * 2, whole_large);
+  EXPECT_LE(exact_large, exact_small * 5 / 4);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ namespace {
 const std::vector<std::string> kValued = {"--model", "--arch",   "--device", "--dtype",     "--steps", "--repeats",
                                           "--width", "--height", "--sampler", "--cfg-scale", "--vocab", "--config",
                                           "--tune-cache"};
-const std::vector<std::string> kSwitches = {"--json", "--profile", "--vae-tiling"};
+const std::vector<std::string> kSwitches = {"--json", "--profile", "--vae-tiling", "--vae-tiling-exact"};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -49,6 +49,7 @@ int run_bench(std::span<const std::string_view> args) {
   p.steps = 30;
   p.time_each_step = true;
   if (flags.has("--vae-tiling")) p.vae_tiling = VaeTiling::kAlways;
+  if (flags.has("--vae-tiling-exact")) p.vae_tiling = VaeTiling::kExact;
   if (auto v = flags.get("--steps")) p.steps = parse_number<int>("--steps", *v);
   if (auto v = flags.get("--sampler")) p.sampler = parse_sampler(*v);
   if (auto v = flags.get("--cfg-scale")) p.cfg_scale = parse_number<float>("--cfg-scale", *v);
