@@ -162,18 +162,20 @@ OwnedTensor Vae::decode_tiled_exact(const Tensor& latents, int64_t tile_latents)
   // Each step: the whole image's statistics of every tile's input, then every tile through the step on
   // the device, its output back on the host.
   const auto for_each_tile = [&](const auto& step) {
-    for (Tile& t : tiles) t.x = to_host(step(to_device(t.x, p.device), t));
+    for (Tile& t : tiles) t.x = to_host(step(to_device(t.x, p.device)));
   };
   scale = 1;
   for (const Level& level : up_) {
     for (const ResnetBlock& r : level.resnets) {
-      std::vector<OwnedTensor> inputs;  // the resnet's input per tile, for its residual
-      for (const Tile& t : tiles) inputs.push_back(OwnedTensor::copy_of(t.x));
       const auto first = group_norm_affine(tiles, r.norm1, scale);
-      for_each_tile([&](const OwnedTensor& x, const Tile&) { return r.conv1(normalize(x, first, p)); });
+      std::vector<OwnedTensor> inputs;  // the resnet's input per tile, kept on the host for its residual
+      for (Tile& t : tiles) {
+        inputs.push_back(std::move(t.x));
+        t.x = to_host(r.conv1(normalize(to_device(inputs.back(), p.device), first, p)));
+      }
       const auto second = group_norm_affine(tiles, r.norm2, scale);
       size_t i = 0;
-      for_each_tile([&](const OwnedTensor& h_tile, const Tile&) {
+      for_each_tile([&](const OwnedTensor& h_tile) {
         const OwnedTensor x = to_device(inputs[i++], p.device);
         const OwnedTensor y = normalize(h_tile, second, p);
         if (r.shortcut) {
@@ -184,7 +186,7 @@ OwnedTensor Vae::decode_tiled_exact(const Tensor& latents, int64_t tile_latents)
       });
     }
     if (level.resample) {
-      for_each_tile([&](const OwnedTensor& x, const Tile&) {
+      for_each_tile([&](const OwnedTensor& x) {
         const Tensor& v = x.view();
         OwnedTensor up = OwnedTensor::like(v, Shape{v.dim(0), 2 * v.dim(1), 2 * v.dim(2), v.dim(3)});
         ops::upsample_nearest_2x(x, up);
@@ -194,7 +196,7 @@ OwnedTensor Vae::decode_tiled_exact(const Tensor& latents, int64_t tile_latents)
     }
   }
   const auto last = group_norm_affine(tiles, decoder_norm_out_, scale);
-  for_each_tile([&](const OwnedTensor& x, const Tile&) { return decoder_out_(normalize(x, last, p)); });
+  for_each_tile([&](const OwnedTensor& x) { return decoder_out_(normalize(x, last, p)); });
 
   // The cores, side by side.
   const int64_t channels = tiles.front().x.view().dim(3);
