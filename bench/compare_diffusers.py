@@ -12,7 +12,7 @@ and random weights (speed does not depend on their values), and the ratios.
    clamped and copied to the host), against `hipdiffusion bench --arch ARCH --json`. Medians of 3 runs
    after a warm-up; each stage ends with a device synchronisation on both sides.
 3. The VAE decode of a 1024x1024 image, whole and in tiles (diffusers' enable_tiling; our --vae-tiling,
-   the same algorithm, and --vae-tiling-exact):
+   exact tiles that give the whole decode's picture, and --vae-tiling-blended, enable_tiling's algorithm):
    median time and the decode's own peak device memory (above what was allocated before it).
 4. SDXL (unless --no-sdxl): one UNet step, batch 2, 128x128 latent, f16, with the text-time conditioning
    (pooled embedding, size ids), diffusers eager (CUDA events, median of 20) against `hipdiffusion bench
@@ -219,7 +219,7 @@ def main():
             times = [timed(decode)[1] for _ in range(5)]
             vae_rows[name] = (statistics.median(times), (torch.cuda.max_memory_allocated() - before) / 2**30)
     for name, flag in [("hipDiffusion, whole", []), ("hipDiffusion, --vae-tiling", ["--vae-tiling"]),
-                       ("hipDiffusion, --vae-tiling-exact", ["--vae-tiling-exact"])]:
+                       ("hipDiffusion, --vae-tiling-blended", ["--vae-tiling-blended"])]:
         j = hipdiffusion_bench(args.build, "--arch", "sd15", "--width", "1024", "--height", "1024", "--steps", "2",
                                "--repeats", "5", *flag)
         vae_rows[name] = (j["vae_decode_ms"], j["vae_decode_extra_device_memory_bytes"] / 2**30)

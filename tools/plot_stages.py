@@ -3,10 +3,11 @@
 stage of a whole generation, the 1024x1024 VAE decode and the SDXL UNet step, hipDiffusion beside
 diffusers, one bar per implementation, milliseconds on a log scale (the stages span three decades).
 
-    python3 tools/plot_stages.py compare.json [more.json ...] docs/stages.png
+    python3 tools/plot_stages.py compare.json [more.json[:part,...] ...] docs/stages.png
 
-Several reports are merged part by part (generation, VAE, SDXL), a later file's part replacing an
-earlier one's: e.g. a run with --compile for the generation and a run with SDXL.
+Several reports are merged part by part (generation_ms, vae_1024, sdxl), a later file's part replacing an
+earlier one's: e.g. a run with --compile for the generation and a run with SDXL. `file.json:vae_1024`
+takes only the parts named from that file.
 
 Needs matplotlib (PyPI); it runs anywhere, not only where the numbers were measured.
 """
@@ -34,7 +35,7 @@ def panels(report):
     vae = report.get("vae_1024")
     if vae:
         pairs = {"whole": ("hipDiffusion, whole", "diffusers, whole"),
-                 "tiled": ("hipDiffusion, --vae-tiling", "diffusers, enable_tiling")}
+                 "tiled (ours: exact tiles)": ("hipDiffusion, --vae-tiling", "diffusers, enable_tiling")}
         rows = {k: {"hipDiffusion": vae[a]["ms"], "diffusers eager": vae[b]["ms"]} for k, (a, b) in pairs.items()}
         out.append(("VAE decode 1024x1024 (to host)", rows))
     xl = report.get("sdxl")
@@ -53,9 +54,15 @@ def main():
     parser.add_argument("png")
     args = parser.parse_args()
     report = {}
-    for path in args.reports:
+    for spec in args.reports:
+        path, _, names = spec.partition(":")
         with open(path) as f:
             part = json.load(f)
+        if names:
+            missing = [n for n in names.split(",") if n not in part]
+            if missing:
+                raise SystemExit(f"{path}: no part {', '.join(missing)} in it")
+            part = {k: v for k, v in part.items() if k in names.split(",") or k in ("device", "date", "torch")}
         if report and (part["device"], part["date"]) != (report["device"], report["date"]):
             raise SystemExit(f"{path}: measured on {part['device']} on {part['date']}, not as {args.reports[0]}")
         report.update(part)

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string_view>
+#include <utility>
 
 #include "core/buffer.h"
 #include "core/tensor.h"
@@ -19,6 +20,8 @@ class Arena {
   static constexpr size_t kAlignment = 256;  // GPU vector loads and cache lines both want this
 
   Arena(Device device, size_t capacity_bytes);
+  // An arena over a block allocated elsewhere (pinned host memory: Buffer::pinned_host).
+  explicit Arena(Buffer block) : block_(std::move(block)) {}
 
   // A dense tensor from the arena. `what` names it in the error when the arena is exhausted.
   Tensor allocate(Shape shape, DType dtype, std::string_view what);

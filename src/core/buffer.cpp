@@ -57,15 +57,28 @@ Buffer::Buffer(Device device, size_t bytes) : device_(device), size_(bytes) {
   }
 }
 
+Buffer Buffer::pinned_host(const Device& gpu, size_t bytes) {
+  if (gpu.is_cpu() || bytes == 0) return Buffer(Device::cpu(), bytes);
+  Buffer b;
+  b.data_ = device_allocator(gpu.type).allocate_pinned_host(gpu, bytes);
+  b.size_ = bytes;
+  b.pinned_for_ = gpu;
+  return b;
+}
+
 Buffer::~Buffer() { reset(); }
 
 Buffer::Buffer(Buffer&& other) noexcept
-    : device_(other.device_), data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+    : device_(other.device_),
+      pinned_for_(other.pinned_for_),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     reset();
     device_ = other.device_;
+    pinned_for_ = other.pinned_for_;
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
   }
@@ -74,13 +87,16 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 void Buffer::reset() noexcept {
   if (data_ == nullptr) return;
-  if (device_.is_cpu()) {
+  if (pinned_for_.is_gpu()) {
+    g_allocators[static_cast<int>(pinned_for_.type)]->release_pinned_host(pinned_for_, data_);
+  } else if (device_.is_cpu()) {
     std::free(data_);
   } else {
     g_allocators[static_cast<int>(device_.type)]->release(device_, data_);
   }
   data_ = nullptr;
   size_ = 0;
+  pinned_for_ = Device::cpu();
 }
 
 }  // namespace hd

@@ -18,6 +18,10 @@ inline bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<ui
 struct DeviceAllocator {
   void* (*allocate)(Device device, size_t bytes);  // throws Error (kOutOfMemory) on failure
   void (*release)(Device device, void* ptr) noexcept;
+  // Page-locked host memory, which the vendor's copies to and from `device` move at full link speed
+  // (55 GB/s on the H100 machine, against 7-12 GB/s from ordinary memory); throws like allocate.
+  void* (*allocate_pinned_host)(Device device, size_t bytes);
+  void (*release_pinned_host)(Device device, void* ptr) noexcept;
 };
 
 void register_device_allocator(DeviceType type, const DeviceAllocator* allocator);
@@ -28,6 +32,9 @@ class Buffer {
  public:
   Buffer() = default;
   Buffer(Device device, size_t bytes);  // throws Error (kOutOfMemory) naming the size
+  // Host memory that copies to and from `gpu` move fastest (page-locked by gpu's vendor); ordinary host
+  // memory when `gpu` is the CPU. Either way the buffer's device is the CPU.
+  static Buffer pinned_host(const Device& gpu, size_t bytes);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -42,6 +49,7 @@ class Buffer {
   void reset() noexcept;
 
   Device device_;
+  Device pinned_for_;  // the GPU whose vendor page-locked this host memory; the CPU when none did
   void* data_ = nullptr;
   size_t size_ = 0;
 };

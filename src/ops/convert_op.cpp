@@ -87,6 +87,16 @@ size_t peak_device_memory(const Device& device, bool since_mark) {
 #endif
 }
 
+void set_device_memory_limit(const Device& device, size_t bytes) {
+  HD_CHECK(device.is_gpu(), "a device memory limit applies to a GPU, not ", device.to_string());
+#if defined(HD_WITH_GPU)
+  gpu::set_memory_limit(device, bytes);
+#else
+  (void)bytes;
+  no_kernel("set_device_memory_limit", device);
+#endif
+}
+
 size_t mark_device_memory(const Device& device) {
   if (device.is_cpu()) return 0;
 #if defined(HD_WITH_GPU)

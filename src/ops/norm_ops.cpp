@@ -1,9 +1,11 @@
 // Front half of group_norm and layer_norm: argument checks, then the device's kernel.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/cpu_ops.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
+#include "ops/placement.h"
 #include "ops/profiler.h"
 #if defined(HD_WITH_GPU)
 #include "ops/gpu/gpu_ops.h"
@@ -38,6 +40,85 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
   gpu::group_norm(x, gamma, beta, groups, eps, fuse_silu, out);
 #else
   no_kernel("group_norm", x.device);
+#endif
+}
+
+void group_statistics(const Tensor& x, int groups, const Tensor& stats) {
+  const OpScope scope("group_statistics", x.device);
+  HD_CHECK(x.data != nullptr || x.numel() == 0, "group_statistics: input has no data");
+  check_rank("group_statistics", "input", x, 4);
+  HD_CHECK_KIND(x.strides[3] == 1, ErrorKind::kUnsupported, "group_statistics: input ", x.describe(),
+                " has strided channels");
+  HD_CHECK_KIND(x.dtype == DType::kF32 || !x.device.is_cpu(), ErrorKind::kUnsupported,
+                "group_statistics: input is ", dtype_name(x.dtype), "; the CPU ops compute in f32");
+  HD_CHECK(x.dim(1) * x.dim(2) > 0, "group_statistics: input ", x.describe(), " has no pixels");
+  HD_CHECK(groups >= 1 && x.dim(3) % groups == 0, "group_statistics: ", x.dim(3), " channels of ", x.shape.to_string(),
+           " do not split into ", groups, " groups");
+  check_operand("group_statistics", "statistics", stats, x.device);
+  HD_CHECK(stats.dtype == DType::kF32, "group_statistics: statistics are ", dtype_name(stats.dtype), ", expected f32");
+  check_shape("group_statistics", "statistics", stats, Shape{x.dim(0), groups, 2});
+  if (x.device.is_cpu()) return cpu::group_statistics(x, groups, stats);
+#if defined(HD_WITH_GPU)
+  gpu::group_statistics(x, groups, stats);
+#else
+  no_kernel("group_statistics", x.device);
+#endif
+}
+
+OwnedTensor group_norm_affine(const Tensor& parts, const std::vector<int64_t>& positions, const Tensor& gamma,
+                              const Tensor& beta, float eps) {
+  HD_CHECK(parts.device.is_cpu() && parts.dtype == DType::kF32 && parts.is_contiguous() && parts.rank() == 4 &&
+               parts.dim(3) == 2 && parts.dim(0) >= 1,
+           "group_norm_affine: parts ", parts.describe(), " must be host f32 [P, N, groups, 2]");
+  const int64_t count = parts.dim(0), n = parts.dim(1), groups = parts.dim(2), c = gamma.numel();
+  HD_CHECK(int64_t(positions.size()) == count, "group_norm_affine: ", positions.size(), " pixel counts for ", count,
+           " parts");
+  HD_CHECK(std::all_of(positions.begin(), positions.end(), [](int64_t p) { return p > 0; }),
+           "group_norm_affine: a part has no pixels");
+  HD_CHECK(gamma.rank() == 1 && beta.shape == gamma.shape && c % groups == 0, "group_norm_affine: gamma ",
+           gamma.describe(), " and beta ", beta.describe(), " do not fit ", groups, " groups");
+  HD_CHECK(std::isfinite(eps) && eps > 0.0f, "group_norm_affine: eps ", eps, " must be positive");
+  const OwnedTensor g = to_host_f32(gamma), b = to_host_f32(beta);
+  const float* stats = parts.ptr<float>();
+  const int64_t per_group = c / groups;
+  OwnedTensor affine(Shape{n, c, 2}, DType::kF32);
+  for (int64_t s = 0; s < n; ++s) {
+    for (int64_t group = 0; group < groups; ++group) {
+      // Chan, Golub and LeVeque's pairwise update: the parts' means and squared deviations merge exactly.
+      double total = 0, mean = 0, squares = 0;
+      for (int64_t p = 0; p < count; ++p) {
+        const float* part = stats + ((p * n + s) * groups + group) * 2;
+        const double m = double(positions[size_t(p)] * per_group), delta = double(part[0]) - mean;
+        const double merged = total + m;
+        mean += delta * m / merged;
+        squares += double(part[1]) + delta * delta * total * m / merged;
+        total = merged;
+      }
+      const double rstd = 1.0 / std::sqrt(std::max(0.0, squares / total) + double(eps));
+      for (int64_t ch = group * per_group; ch < (group + 1) * per_group; ++ch) {
+        const double scale = double(g.ptr<float>()[ch]) * rstd;
+        affine.ptr<float>()[(s * c + ch) * 2] = float(scale);
+        affine.ptr<float>()[(s * c + ch) * 2 + 1] = float(double(b.ptr<float>()[ch]) - mean * scale);
+      }
+    }
+  }
+  return affine;
+}
+
+void group_norm_apply(const Tensor& x, const Tensor& affine, bool fuse_silu, const Tensor& out) {
+  const OpScope scope(fuse_silu ? "group_norm_apply + silu" : "group_norm_apply", x.device);
+  check_operand("group_norm_apply", "input", x, x.device);
+  check_operand("group_norm_apply", "output", out, x.device);
+  HD_CHECK(x.rank() >= 2, "group_norm_apply: input has shape ", x.shape.to_string(), ", expected rank >= 2");
+  check_shape("group_norm_apply", "output", out, x.shape);
+  HD_CHECK(affine.device == x.device && affine.dtype == DType::kF32 && affine.is_contiguous(),
+           "group_norm_apply: affine ", affine.describe(), " must be dense f32 on ", x.device.to_string());
+  check_shape("group_norm_apply", "affine", affine, Shape{x.dim(0), x.dim(-1), 2});
+  if (x.device.is_cpu()) return cpu::group_norm_apply(x, affine, fuse_silu, out);
+#if defined(HD_WITH_GPU)
+  gpu::group_norm_apply(x, affine, fuse_silu, out);
+#else
+  no_kernel("group_norm_apply", x.device);
 #endif
 }
 

@@ -7,6 +7,8 @@
 // Ops are callable from outside the engine: the PyTorch extension of a later issue calls these.
 #pragma once
 
+#include <vector>
+
 #include "core/tensor.h"
 #include "ops/sampler_update.h"
 
@@ -33,6 +35,10 @@ void synchronize(const Device& device);
 size_t peak_device_memory(const Device& device, bool since_mark = false);
 // Starts a since_mark window; returns the bytes in use now (0 for the CPU).
 size_t mark_device_memory(const Device& device);
+// Caps the bytes the process's tensors may hold on a GPU at once (0: no cap, the default): an allocation
+// past it fails as running out of device memory does, so that a smaller card's budget can be kept on a
+// larger one (and what happens when memory runs out, tested). Throws for the CPU.
+void set_device_memory_limit(const Device& device, size_t bytes);
 
 // ---- convolution and matrix products ----
 
@@ -79,6 +85,24 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
                 const Tensor& out);
 // LayerNorm over the last dimension of x [..., C], then · gamma[C] + beta[C].
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out);
+
+// GroupNorm of an image that is processed in parts (the VAE's exact tiles), normalised with the whole
+// image's statistics: group_statistics of each part's own pixels, group_norm_affine to combine them
+// (host), group_norm_apply to each part.
+//
+// The statistics of each (sample, group) of x [N, H, W, C]: stats [N, groups, 2] f32, the mean and the
+// sum of squared deviations from it. x may be a view with strided samples, rows and columns (a tile's core
+// inside its halo); its channels must be dense.
+void group_statistics(const Tensor& x, int groups, const Tensor& stats);
+// The GroupNorm of the whole from its parts: parts [P, N, groups, 2] (group_statistics of each part, on
+// the host), positions[p] the pixels of part p; gamma and beta [C] on any device. Returns the host f32
+// map [N, C, 2] (scale, shift) that group_norm_apply takes. Parts combine exactly (Chan's pairwise
+// formula, in double), so the whole's statistics do not depend on how it was cut.
+OwnedTensor group_norm_affine(const Tensor& parts, const std::vector<int64_t>& positions, const Tensor& gamma,
+                              const Tensor& beta, float eps);
+// out = x · affine[n, c, 0] + affine[n, c, 1], then SiLU if fuse_silu, for x [N, ..., C] and affine
+// [N, C, 2] f32 on x's device.
+void group_norm_apply(const Tensor& x, const Tensor& affine, bool fuse_silu, const Tensor& out);
 
 // ---- activations (out may alias x) ----
 

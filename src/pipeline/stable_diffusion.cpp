@@ -233,8 +233,17 @@ OwnedTensor StableDiffusion::decode(const Tensor& latents, DecodeReport* report,
       }
     }
     report->tiled = true;
-    if (tiling == VaeTiling::kExact) return vae.decode_tiled_exact(latents, tile);
-    return decode_in_tiles(latents, vae_scale_factor(), VaeTiles{tile}, whole);
+    if (tiling == VaeTiling::kBlended) return decode_in_tiles(latents, vae_scale_factor(), VaeTiles{tile}, whole);
+    // Smaller tiles when one tile's work does not fit either, down to kMinTile latents (below that the
+    // halos, 13 latents for SD's VAE, would make up most of every tile).
+    constexpr int64_t kMinTile = 16;
+    for (int64_t size = tile;; size /= 2) {
+      try {
+        return vae.decode_tiled_exact(latents, size);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kOutOfMemory || vae.placement().device.is_cpu() || size / 2 < kMinTile) throw;
+      }
+    }
   };
   OwnedTensor image = decode_with(vae_);
   const auto finite = [](const OwnedTensor& t) {

@@ -25,11 +25,11 @@
 namespace hd {
 
 // When and how the VAE decodes in tiles. kAuto: whole, unless that runs out of device memory, then as
-// kAlways. kAlways: in diffusers' blended tiles (src/pipeline/tiled_decode.h: as diffusers' enable_tiling,
-// fast, but each tile normalised on its own, so tiles show). kExact: in exact tiles
-// (Vae::decode_tiled_exact: the whole decode's picture with one tile's activations on the device; its
-// host side is slow for now, about 36 s at 1024x1024 on the H100 machine, so it is asked for, not automatic).
-enum class VaeTiling { kAuto, kAlways, kExact };
+// kExact. kExact: in exact tiles (Vae::decode_tiled_exact: the whole decode's picture, no seams, with one
+// tile's activations on the device and the others in host memory). kBlended: in diffusers' blended tiles
+// (src/pipeline/tiled_decode.h, as diffusers' enable_tiling: each tile normalised on its own, so tiles
+// differ from the whole decode; for matching diffusers' tiled output).
+enum class VaeTiling { kAuto, kExact, kBlended };
 
 struct GenerationParams {
   std::string prompt;

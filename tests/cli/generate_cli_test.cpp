@@ -97,6 +97,11 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
       {"--prompt x --dtype f8", "--dtype"},
       {"--prompt x --seed -1", "--seed"},
       {"--prompt \"$(printf 'caf\\303')\"", "UTF-8"},
+      {"--prompt x --max-device-memory 4", "applies to a GPU"},
+#if defined(HD_WITH_GPU)
+      {"--prompt x --device cuda:0 --max-device-memory 0", "above 0"},
+#endif
+      {"--prompt x --max-device-memory lots", "not a number"},
   };
   for (const auto& [args, expected] : cases) {
     const auto r = test::run_cli(base + args);
@@ -110,6 +115,7 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
   EXPECT_EQ(weak.out.rfind("hipdiffusion: error: --strength 0.1 with 4 steps leaves no denoising step", 0), 0u) << weak.out;
   EXPECT_EQ(test::run_cli("generate --model " + kModel).exit_code, 2);            // no prompt
   EXPECT_EQ(test::run_cli("generate --prompt x --bogus 1").exit_code, 2);         // unknown flag
+  EXPECT_EQ(test::run_cli("generate --prompt x --vae-tiling --vae-tiling-blended").exit_code, 2);
   EXPECT_EQ(test::run_cli("generate --prompt x --model /nonexistent").exit_code, 1);
 }
 

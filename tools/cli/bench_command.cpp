@@ -28,8 +28,8 @@ namespace {
 
 const std::vector<std::string> kValued = {"--model", "--arch",   "--device", "--dtype",     "--steps", "--repeats",
                                           "--width", "--height", "--sampler", "--cfg-scale", "--vocab", "--config",
-                                          "--tune-cache"};
-const std::vector<std::string> kSwitches = {"--json", "--profile", "--vae-tiling", "--vae-tiling-exact"};
+                                          "--tune-cache", "--max-device-memory"};
+const std::vector<std::string> kSwitches = {"--json", "--profile", "--vae-tiling", "--vae-tiling-blended"};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -43,13 +43,16 @@ int run_bench(std::span<const std::string_view> args) {
   if (flags.has("--model") == flags.has("--arch"))
     throw UsageError{"bench: give --model PATH or --arch sd15|sd21|sdxl"};
   const ops::Placement placement = placement_of(flags);
+  apply_device_memory_limit(flags, placement);
   if (auto v = flags.get("--tune-cache")) ops::set_tune_cache_path(*v);
   GenerationParams p;
   p.prompt = "a photograph of an astronaut riding a horse";
   p.steps = 30;
   p.time_each_step = true;
-  if (flags.has("--vae-tiling")) p.vae_tiling = VaeTiling::kAlways;
-  if (flags.has("--vae-tiling-exact")) p.vae_tiling = VaeTiling::kExact;
+  if (flags.has("--vae-tiling") && flags.has("--vae-tiling-blended"))
+    throw UsageError{"give --vae-tiling or --vae-tiling-blended, not both"};
+  if (flags.has("--vae-tiling")) p.vae_tiling = VaeTiling::kExact;
+  if (flags.has("--vae-tiling-blended")) p.vae_tiling = VaeTiling::kBlended;
   if (auto v = flags.get("--steps")) p.steps = parse_number<int>("--steps", *v);
   if (auto v = flags.get("--sampler")) p.sampler = parse_sampler(*v);
   if (auto v = flags.get("--cfg-scale")) p.cfg_scale = parse_number<float>("--cfg-scale", *v);

@@ -26,7 +26,7 @@ bool needs_component_bench(const std::string& path);
 
 // Times, after a warm-up: one UNet step (median; each step waited for), `steps` UNet steps back to back,
 // and the VAE decode of one image to the host; peak device memory and the decode's own; --width/--height
-// (the model's size by default), --vae-tiling, --profile and --json as the whole-generation bench.
+// (the model's size by default), --vae-tiling[-blended], --profile and --json as the whole-generation bench.
 int run_component_bench(const ComponentBench& bench, const Flags& flags);
 
 }  // namespace hd::cli

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/ops.h"
 #include "tools/cli/commands.h"
 
 namespace hd::cli {
@@ -37,6 +38,15 @@ ops::Placement placement_of(const Flags& flags) {
   }
   placement.validate();
   return placement;
+}
+
+void apply_device_memory_limit(const Flags& flags, const ops::Placement& placement) {
+  const auto v = flags.get("--max-device-memory");
+  if (!v) return;
+  const auto gib = parse_number<float>("--max-device-memory", *v);
+  HD_CHECK(placement.device.is_gpu(), "--max-device-memory applies to a GPU (--device cuda:N or hip:N)");
+  HD_CHECK(gib > 0.0f && gib <= 65536.0f, "--max-device-memory must be a size in GiB above 0, got ", *v);
+  ops::set_device_memory_limit(placement.device, size_t(double(gib) * double(size_t(1) << 30)));
 }
 
 }  // namespace hd::cli

@@ -29,6 +29,9 @@ class Flags {
 
 // --device cpu|cuda:N|hip:N and --dtype f32|f16|bf16: the CPU in f32 by default, a GPU in f16. Validated.
 ops::Placement placement_of(const Flags& flags);
+// --max-device-memory GIB: caps what hipDiffusion holds on the placement's GPU (ops::set_device_memory_limit),
+// so that a smaller card's budget can be kept (the VAE then decodes in tiles when it must). Validated.
+void apply_device_memory_limit(const Flags& flags, const ops::Placement& placement);
 
 template <typename T>
 T parse_number(const std::string& flag, const std::string& text) {

@@ -30,7 +30,7 @@ namespace {
 const std::vector<std::string> kFlags = {
     "--model", "--prompt", "--negative-prompt", "--steps", "--cfg-scale", "--sampler", "--schedule", "--seed",
     "--width", "--height", "--batch", "--init-image", "--strength", "--vocab", "--config", "--prediction", "--output",
-    "--save-latents", "--device", "--dtype", "--tune-cache", "--threads"};
+    "--save-latents", "--device", "--dtype", "--tune-cache", "--threads", "--max-device-memory"};
 
 std::string a1111_sampler_name(SamplerKind kind) {
   switch (kind) {
@@ -82,7 +82,7 @@ class ProgressBar {
 }  // namespace
 
 int run_generate(std::span<const std::string_view> args) {
-  const Flags flags("generate", args, kFlags, {"--vae-tiling", "--vae-tiling-exact"});
+  const Flags flags("generate", args, kFlags, {"--vae-tiling", "--vae-tiling-blended"});
   const auto get = [&](const char* flag) { return flags.get(flag); };
   if (!get("--prompt")) throw UsageError{"generate: --prompt TEXT is required"};
 
@@ -98,14 +98,17 @@ int run_generate(std::span<const std::string_view> args) {
   if (auto v = get("--height")) p.height = parse_number<int>("--height", *v);
   if (auto v = get("--batch")) p.batch = parse_number<int>("--batch", *v);
   if (auto v = get("--prediction")) p.prediction = parse_prediction(*v);
-  if (flags.has("--vae-tiling")) p.vae_tiling = VaeTiling::kAlways;
-  if (flags.has("--vae-tiling-exact")) p.vae_tiling = VaeTiling::kExact;
+  if (flags.has("--vae-tiling") && flags.has("--vae-tiling-blended"))
+    throw UsageError{"give --vae-tiling or --vae-tiling-blended, not both"};
+  if (flags.has("--vae-tiling")) p.vae_tiling = VaeTiling::kExact;
+  if (flags.has("--vae-tiling-blended")) p.vae_tiling = VaeTiling::kBlended;
   validate(p, 8);
   check_sampler_schedule(p.sampler, p.schedule);
   require_utf8(p.prompt, "the prompt");
   require_utf8(p.negative_prompt, "the negative prompt");
   // Where to compute: the CPU in f32, or a GPU in f16 (default) or bf16.
   const ops::Placement placement = placement_of(flags);
+  apply_device_memory_limit(flags, placement);
   if (auto v = get("--tune-cache")) ops::set_tune_cache_path(*v);
   // img2img: the image sets the size unless --width/--height are given, which must then agree (no
   // resizing is done).
@@ -143,7 +146,7 @@ int run_generate(std::span<const std::string_view> args) {
   ProgressBar bar;
   const GenerationResult result = sd.generate(p, std::ref(bar), init_image ? &init_image->view() : nullptr);
   if (result.vae_retried_in_bf16) std::fprintf(stderr, "note: the VAE overflowed in f16; decoded again in bf16\n");
-  if (result.vae_tiled && !flags.has("--vae-tiling") && !flags.has("--vae-tiling-exact"))
+  if (result.vae_tiled && !flags.has("--vae-tiling") && !flags.has("--vae-tiling-blended"))
     std::fprintf(stderr, "note: the image did not fit in device memory at once; the VAE decoded it in tiles\n");
 
   const std::string output = get("--output").value_or("out.png");

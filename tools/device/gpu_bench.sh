@@ -2,8 +2,8 @@
 # Run on the device machine after tools/device/gpu_checks.sh (which builds build/cuda): the kernel
 # benchmarks beside PyTorch's (KERNELS=0 skips them), the UNet steps (SD1.5, SDXL) and whole generations
 # beside diffusers' (numbers also in $OUT/compare.json, which tools/plot_stages.py draws), `hipdiffusion
-# bench` with SDXL's profile, and a generation through the CLI, all in one session on one GPU. Logs in
-# $OUT. diffusers comes from wheels carried in .whl (README, "Building for GPUs").
+# bench` with SDXL's profile and under a device memory limit, and a generation through the CLI, all in
+# one session on one GPU. Logs in $OUT. diffusers comes from wheels carried in .whl (README, "Building for GPUs").
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -20,6 +20,10 @@ if ls .whl/*.whl > /dev/null 2>&1; then
 fi
 # The harness on its own for the architectures not compared above (SD2.1 here), table form.
 ./build/cuda/hipdiffusion bench --arch sd21 --device cuda:0 2>&1 | tee "$OUT/bench-sd21.txt"
+# The VAE's automatic fallback in a real pipeline: at 1024x1024 with 3.6 GiB allowed, SD1.5's UNet fits
+# and its whole decode does not, so the exact tiles take over (the output notes it).
+./build/cuda/hipdiffusion bench --arch sd15 --device cuda:0 --width 1024 --height 1024 --steps 2 --repeats 3 \
+  --max-device-memory 3.6 2>&1 | tee "$OUT/bench-vae-fallback.txt"
 # SDXL's UNet and VAE op by op: where its step's time goes.
 ./build/cuda/hipdiffusion bench --arch sdxl --device cuda:0 --steps 5 --repeats 2 --profile 2>&1 \
   | tee "$OUT/bench-sdxl.txt"

@@ -23,6 +23,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParam
 void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,
                 const Tensor& out);
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out);
+void group_statistics(const Tensor& x, int groups, const Tensor& stats);
+void group_norm_apply(const Tensor& x, const Tensor& affine, bool fuse_silu, const Tensor& out);
 
 void activation(const Tensor& x, Activation kind, const Tensor& out);
 void geglu(const Tensor& x, GeluApproximation approximation, const Tensor& out);

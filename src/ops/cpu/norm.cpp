@@ -44,6 +44,46 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
   });
 }
 
+void group_statistics(const Tensor& x, int groups, const Tensor& stats) {
+  const int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3), per_group = c / groups;
+  const float* xp = x.ptr<float>();
+  float* out = stats.ptr<float>();
+  ThreadPool::global().parallel_for(n * groups, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t sample = task / groups, c0 = task % groups * per_group;
+      // Two passes, the mean and then the squared deviations from it: no cancellation.
+      const auto for_each = [&](const auto& visit) {
+        for (int64_t y = 0; y < h; ++y)
+          for (int64_t xi = 0; xi < w; ++xi) {
+            const float* px = xp + sample * x.strides[0] + y * x.strides[1] + xi * x.strides[2] + c0;
+            for (int64_t j = 0; j < per_group; ++j) visit(double(px[j]));
+          }
+      };
+      double sum = 0.0;
+      for_each([&](double v) { sum += v; });
+      const double mean = sum / double(h * w * per_group);
+      double squares = 0.0;
+      for_each([&](double v) { squares += (v - mean) * (v - mean); });
+      out[task * 2] = float(mean);
+      out[task * 2 + 1] = float(squares);
+    }
+  });
+}
+
+void group_norm_apply(const Tensor& x, const Tensor& affine, bool fuse_silu, const Tensor& out) {
+  const int64_t n = x.dim(0), c = x.dim(-1), per_sample = x.numel() / std::max<int64_t>(n, 1);
+  const float* xp = x.ptr<float>();
+  const float* map = affine.ptr<float>();
+  float* yp = out.ptr<float>();
+  ThreadPool::global().parallel_for(n * per_sample, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float* m = map + (i / per_sample * c + i % c) * 2;
+      const float v = xp[i] * m[0] + m[1];
+      yp[i] = fuse_silu ? silu(v) : v;
+    }
+  });
+}
+
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out) {
   const int64_t c = x.dim(-1), rows = c == 0 ? 0 : x.numel() / c;
   const float* xp = x.ptr<float>();

@@ -34,6 +34,7 @@ struct DevicePool {
   std::set<int> released;                // private pools whose graph is gone
   std::map<void*, Block> blocks;         // every block handed out
   int capturing = 0;                     // the private pool new allocations come from, or 0
+  size_t limit = 0;                      // set_memory_limit's cap on in_use, or 0
   MemoryStats stats;
 };
 
@@ -69,6 +70,12 @@ void* allocate(Device device, size_t bytes) {
   Pools& p = pools();
   const std::lock_guard lock(p.mutex);
   DevicePool& pool = pool_of(p, device);
+  if (pool.limit != 0 && pool.stats.in_use + size > pool.limit) {
+    throw Error(ErrorKind::kOutOfMemory,
+                str_cat("out of memory on ", device.to_string(), " allocating ", format_bytes(bytes), ": ",
+                        format_bytes(pool.stats.in_use), " in use by hipDiffusion, and its limit is ",
+                        format_bytes(pool.limit), "; try a smaller image or batch, or a higher limit"));
+  }
   FreeBlocks& source = pool.capturing == 0 ? pool.free_blocks : pool.private_free[pool.capturing];
   void* block = nullptr;
   if (const auto it = source.find(size); it != source.end()) {
@@ -114,7 +121,48 @@ void release(Device device, void* block) noexcept {
   (b.pool == 0 ? pool.free_blocks : pool.private_free[b.pool]).emplace(b.size, block);
 }
 
-constexpr DeviceAllocator kCachingAllocator{allocate, release};
+// Pinned host memory: few, large blocks (a tiled decode's tile state), kept when freed. A request takes
+// the smallest free block that holds it; when none does, the free blocks (all too small) go back first,
+// so that what the process keeps locked stays near its largest request rather than the sum of them.
+struct PinnedHost {
+  std::mutex mutex;
+  std::multimap<size_t, void*> free_blocks;
+  std::map<void*, size_t> sizes;  // every block, handed out or free
+};
+
+PinnedHost& pinned_host() {
+  static PinnedHost* p = new PinnedHost;  // never destroyed, as pools()
+  return *p;
+}
+
+void* allocate_pinned_host(Device device, size_t bytes) {
+  const size_t size = rounded(bytes);
+  PinnedHost& p = pinned_host();
+  const std::lock_guard lock(p.mutex);
+  if (const auto it = p.free_blocks.lower_bound(size); it != p.free_blocks.end()) {
+    void* block = it->second;
+    p.free_blocks.erase(it);
+    return block;
+  }
+  for (const auto& [block_size, block] : p.free_blocks) {
+    p.sizes.erase(block);
+    pinned_host_free(block);
+  }
+  p.free_blocks.clear();
+  void* block = pinned_host_malloc(size);
+  HD_CHECK_KIND(block != nullptr, ErrorKind::kOutOfMemory, "cannot lock ", format_bytes(bytes),
+                " of host memory for copies with ", device.to_string());
+  p.sizes[block] = size;
+  return block;
+}
+
+void release_pinned_host(Device, void* block) noexcept {
+  PinnedHost& p = pinned_host();
+  const std::lock_guard lock(p.mutex);
+  if (const auto it = p.sizes.find(block); it != p.sizes.end()) p.free_blocks.emplace(it->second, block);
+}
+
+constexpr DeviceAllocator kCachingAllocator{allocate, release, allocate_pinned_host, release_pinned_host};
 
 }  // namespace
 
@@ -131,6 +179,12 @@ void mark_peak(const Device& device) {
   const std::lock_guard lock(p.mutex);
   DevicePool& pool = pool_of(p, device);
   pool.stats.peak_since_mark = pool.stats.in_use;
+}
+
+void set_memory_limit(const Device& device, size_t bytes) {
+  Pools& p = pools();
+  const std::lock_guard lock(p.mutex);
+  pool_of(p, device).limit = bytes;
 }
 
 int begin_private_pool(const Device& device) {

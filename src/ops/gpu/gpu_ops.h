@@ -40,6 +40,9 @@ void timestep_embedding(const Tensor& timesteps, ops::TimestepEmbeddingParams p,
 void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,
                 const Tensor& out);
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out);
+// x f32, f16 or bf16; statistics and the affine map f32.
+void group_statistics(const Tensor& x, int groups, const Tensor& stats);
+void group_norm_apply(const Tensor& x, const Tensor& affine, bool fuse_silu, const Tensor& out);
 
 // Elementwise, f32/f16/bf16, every operand of one dtype; out may alias an input of its shape.
 void activation(const Tensor& x, ops::Activation kind, const Tensor& out);

@@ -37,6 +37,19 @@ void device_free(const Device& device, void* p) noexcept {
   (void)cudaFree(p);
 }
 
+void* pinned_host_malloc(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t status = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  HD_GPU_CHECK(status);
+  return p;
+}
+
+void pinned_host_free(void* p) noexcept { (void)cudaFreeHost(p); }
+
 void device_memory_info(const Device& device, size_t* free_bytes, size_t* total_bytes) {
   *free_bytes = *total_bytes = 0;
   if (cudaSetDevice(device.index) == cudaSuccess) (void)cudaMemGetInfo(free_bytes, total_bytes);

@@ -17,24 +17,14 @@
 #include "core/scratch.h"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_runtime.h"
+#include "ops/gpu/group_sums.cuh"
 #include "ops/gpu/numeric.cuh"
 
 namespace hd::gpu {
 
 namespace {
 
-constexpr int kThreads = 256;
-
-__device__ float block_sum(float v, float* shared) {  // shared: kThreads / 32 floats; all threads get the sum
-  v = group_sum(v);
-  const int lane = int(threadIdx.x) % kFragmentLanes, part = int(threadIdx.x) / kFragmentLanes;
-  __syncthreads();
-  if (lane == 0) shared[part] = v;
-  __syncthreads();
-  float total = 0.f;
-  for (int i = 0; i < kThreads / kFragmentLanes; ++i) total += shared[i];
-  return total;
-}
+constexpr int kThreads = kGroupSumThreads;
 
 // Reads memory another block wrote in this kernel: past the (non-coherent) L1 cache on both vendors.
 __device__ inline float2 load_from_other_blocks(const float2* p) {
@@ -101,16 +91,10 @@ __global__ void __launch_bounds__(kThreads) group_partial_sums_kernel(const T* _
   const int64_t begin = positions * split / splits, end = positions * (split + 1) / splits;
   const T* base = x + int64_t(n) * positions * channels + int64_t(g) * per_group;
   const float shift = to_float(base[0]);
-  float sum = 0.f, squares = 0.f;
-  const int64_t count = (end - begin) * per_group;
-  for (int64_t e = threadIdx.x; e < count; e += kThreads) {
-    const float d = to_float(base[(begin + e / per_group) * channels + e % per_group]) - shift;
-    sum += d;
-    squares += d * d;
-  }
-  sum = block_sum(sum, shared);
-  squares = block_sum(squares, shared);
-  if (threadIdx.x == 0) partial[(int64_t(n) * groups + g) * splits + split] = make_float2(sum, squares);
+  const float2 sums = block_group_sums(
+      [&](int64_t e) { return to_float(base[(begin + e / per_group) * channels + e % per_group]) - shift; },
+      (end - begin) * per_group, shared);
+  if (threadIdx.x == 0) partial[(int64_t(n) * groups + g) * splits + split] = sums;
 }
 
 // ...and their combination, a block per sample (after the kernel above).
@@ -135,48 +119,14 @@ __global__ void __launch_bounds__(kThreads) group_statistics_kernel(const T* __r
                                                                     float2* partial, float2* __restrict__ affine,
                                                                     unsigned* arrived) {
   extern __shared__ float channel_sums[];  // [2][channels]: sums, then sums of squares
-  __shared__ float per_thread[kThreads][16];
   __shared__ bool last;
   const int split = int(blockIdx.x), n = int(blockIdx.y);
-  const int per_group = channels / groups, columns = channels / 8;
   const int64_t begin = positions * split / splits, end = positions * (split + 1) / splits;
   const T* sample = x + int64_t(n) * positions * channels;
-  const int column = int(threadIdx.x) % columns, rows_per_pass = kThreads / columns;
-  const int row0 = int(threadIdx.x) / columns;
-  if (row0 < rows_per_pass) {  // threads past the last whole row of columns idle
-    float shift[8], sum[8] = {}, squares[8] = {};
-    for (int j = 0; j < 8; ++j) shift[j] = to_float(sample[((column * 8 + j) / per_group) * per_group]);
-#pragma unroll 4
-    for (int64_t p = begin + row0; p < end; p += rows_per_pass) {
-      T in[8];
-      *reinterpret_cast<uint4*>(in) = *reinterpret_cast<const uint4*>(sample + p * channels + column * 8);
-      for (int j = 0; j < 8; ++j) {
-        const float d = to_float(in[j]) - shift[j];
-        sum[j] += d;
-        squares[j] += d * d;
-      }
-    }
-    for (int j = 0; j < 8; ++j) {
-      per_thread[threadIdx.x][j] = sum[j];
-      per_thread[threadIdx.x][8 + j] = squares[j];
-    }
-  }
-  __syncthreads();
-  for (int c = int(threadIdx.x); c < channels; c += kThreads) {
-    float s = 0.f, q = 0.f;
-    for (int r = 0; r < rows_per_pass; ++r) {  // thread r * columns + c / 8 walked channel c in row r
-      s += per_thread[r * columns + c / 8][c % 8];
-      q += per_thread[r * columns + c / 8][8 + c % 8];
-    }
-    channel_sums[c] = s;
-    channel_sums[channels + c] = q;
-  }
-  __syncthreads();
-  for (int g = int(threadIdx.x); g < groups; g += kThreads) {
-    float s = 0.f, q = 0.f;
-    for (int c = g * per_group; c < (g + 1) * per_group; ++c) s += channel_sums[c], q += channel_sums[channels + c];
-    partial[(int64_t(n) * groups + g) * splits + split] = make_float2(s, q);
-  }
+  block_group_sums_vector<T>([&](int64_t p) { return sample + p * channels; }, begin, end, channels, groups,
+                             channel_sums, [&](int g, float2 sums) {
+                               partial[(int64_t(n) * groups + g) * splits + split] = sums;
+                             });
   // The classic last-block pattern: publish this block's sums, then count it; the block that brings the
   // count to `splits` sees every other block's sums.
   __threadfence();
@@ -312,6 +262,24 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
   HD_GPU_CHECK_LAUNCH();
 }
 
+// group_norm's second pass alone, with an affine map computed elsewhere (the whole image's, for a tile).
+template <class T>
+void group_norm_apply_typed(const Tensor& x, const float2* affine, bool fuse_silu, const Tensor& out) {
+  const int64_t samples = x.dim(0), channels = x.dim(-1), total = x.numel();
+  const int64_t per_sample = total / samples;
+  const T* xp = static_cast<const T*>(x.data);
+  auto* o = static_cast<T*>(out.data);
+  if (channels % 8 == 0 && is_aligned(x.data, 16) && is_aligned(out.data, 16) && is_aligned(affine, 16) &&
+      sizeof(T) == 2 && samples <= 65535) {
+    const dim3 grid(grid_stride_blocks(per_sample / 8, kThreads), unsigned(samples));
+    group_apply_kernel<T><<<grid, kThreads, 0, current_stream()>>>(xp, o, per_sample, int(channels), affine, fuse_silu);
+  } else {
+    group_apply_scalar_kernel<T><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
+        xp, o, per_sample / channels, int(channels), affine, fuse_silu, total);
+  }
+  HD_GPU_CHECK_LAUNCH();
+}
+
 // One group of 32 lanes per row: the mean, then the variance about it (two reads of a row that sits in
 // cache), then the output.
 template <class T>
@@ -407,6 +375,18 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
   with_element_type(x.dtype, [&](auto* type) {
     group_norm_typed<std::remove_pointer_t<decltype(type)>>(x, gamma, beta, groups, eps, fuse_silu, out);
+  });
+}
+
+void group_norm_apply(const Tensor& x, const Tensor& affine, bool fuse_silu, const Tensor& out) {
+  HD_CHECK_KIND(out.dtype == x.dtype, ErrorKind::kUnsupported,
+                "group_norm_apply: on the GPU, input and output share one dtype; got ", dtype_name(x.dtype), " and ",
+                dtype_name(out.dtype));
+  if (x.numel() == 0) return;
+  HD_GPU_CHECK(cudaSetDevice(x.device.index));
+  with_element_type(x.dtype, [&](auto* type) {
+    group_norm_apply_typed<std::remove_pointer_t<decltype(type)>>(x, static_cast<const float2*>(affine.data),
+                                                                  fuse_silu, out);
   });
 }
 

@@ -48,6 +48,32 @@ TEST_F(GpuRuntime, ImpossibleAllocationIsAClearOutOfMemoryError) {
   EXPECT_NE(ok.view().data, nullptr);
 }
 
+// Pinned host memory: a host buffer that copies to and from the device read and write, kept when freed
+// and handed to the next request it is large enough for.
+TEST_F(GpuRuntime, PinnedHostMemoryRoundTripsAndIsReused) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const auto values = test::random_tensor(rng, Shape{5, 999});
+  void* first = nullptr;
+  {
+    const Buffer pinned = Buffer::pinned_host(gpu0(), values.view().nbytes());
+    EXPECT_TRUE(pinned.device().is_cpu());
+    first = pinned.data();
+    const Tensor host = Tensor::contiguous(pinned.data(), DType::kF32, Shape{5, 999});
+    std::memcpy(host.data, values.view().data, host.nbytes());
+    OwnedTensor device(host.shape, DType::kF32, gpu0());
+    gpu::copy(host, device);
+    std::memset(host.data, 0xff, host.nbytes());
+    gpu::copy(device, host);
+    EXPECT_EQ(std::memcmp(host.data, values.view().data, host.nbytes()), 0);
+  }
+  const Buffer again = Buffer::pinned_host(gpu0(), 1000);
+  EXPECT_EQ(again.data(), first);
+  // On the CPU, ordinary host memory.
+  const Buffer plain = Buffer::pinned_host(Device::cpu(), 64);
+  EXPECT_NE(plain.data(), nullptr);
+}
+
 TEST_F(GpuRuntime, MismatchedCopiesAreErrors) {
   OwnedTensor a(Shape{4}, DType::kF32), b(Shape{5}, DType::kF32, gpu0());
   EXPECT_THROW(gpu::copy(a, b), Error);

@@ -3,6 +3,8 @@
 // of 8, a large mean that would cancel a naive variance).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "ops/gpu/gpu_test_util.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -71,6 +73,60 @@ TEST(GpuGroupNorm, RepeatsItselfBitForBit) {
   ops::group_norm(x, gamma, beta, 32, 1e-5f, true, first);
   for (int i = 0; i < 5; ++i) ops::group_norm(x, gamma, beta, 32, 1e-5f, true, second);
   EXPECT_EQ(test::to_vector(test::to_host_f32(first)), test::to_vector(test::to_host_f32(second)));
+}
+
+// group_statistics on a tile's core inside its halo (strided rows and samples), on the 16-byte path and
+// the scalar one, against the CPU's double sums; then the parts combined and applied against the CPU.
+TEST(GpuGroupStatistics, OfStridedViewsMatchCpuAndPartsApplyAsTheWhole) {
+  struct Case {
+    Shape shape;  // the extent; the core leaves `border` pixels on every side
+    int groups;
+    int64_t border;
+    float mean;
+  };
+  const Case cases[] = {
+      {Shape{2, 20, 24, 128}, 32, 3, 0.f},    // the VAE's top level, 16-byte loads
+      {Shape{1, 13, 9, 512}, 32, 2, 40.f},    // a mean far above the spread
+      {Shape{1, 10, 10, 30}, 3, 1, 0.f},      // C % 8 != 0: the scalar path
+      {Shape{1, 6, 7, 2048}, 32, 1, -1.f},    // the widest 16-byte case
+      {Shape{3, 9, 9, 64}, 8, 0, 0.5f},       // the whole view
+  };
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const auto& c : cases) {
+      SCOPED_TRACE(testing::Message() << dtype_name(t) << " " << c.shape.to_string() << " border " << c.border);
+      test::Rng rng;
+      HD_SEED_TRACE(rng);
+      const int64_t channels = c.shape[3], b = c.border;
+      const auto x = random_with_mean(rng, c.shape, c.mean, 2.f);
+      const OwnedTensor on_gpu = test::to_gpu(x, t), rounded = test::rounded_to(x, t);
+      const auto core = [&](const Tensor& v) {
+        return v.slice(1, b, v.dim(1) - 2 * b).slice(2, b, v.dim(2) - 2 * b);
+      };
+      const Shape stats_shape{c.shape[0], c.groups, 2};
+      const auto stats = test::poisoned_gpu(stats_shape, DType::kF32);
+      ops::group_statistics(core(on_gpu.view()), c.groups, stats);
+      OwnedTensor expected(stats_shape, DType::kF32);
+      ops::group_statistics(core(rounded.view()), c.groups, expected);
+      const OwnedTensor got = test::to_host_f32(stats);
+      for (int64_t i = 0; i < stats_shape.numel(); i += 2) {
+        EXPECT_NEAR(got.ptr<float>()[i], expected.ptr<float>()[i], 1e-5 * (1.0 + std::abs(expected.ptr<float>()[i])));
+        EXPECT_NEAR(got.ptr<float>()[i + 1], expected.ptr<float>()[i + 1], 1e-4 * expected.ptr<float>()[i + 1]);
+      }
+      // The core's statistics as one part, applied on the GPU to the whole view, against the CPU.
+      const auto gamma = random_with_mean(rng, Shape{channels}, 1.f, 0.3f);
+      const auto beta = test::random_tensor(rng, Shape{channels}, 0.3f);
+      const int64_t core_pixels = (c.shape[1] - 2 * b) * (c.shape[2] - 2 * b);
+      const OwnedTensor affine = ops::group_norm_affine(expected.view().reshape(Shape{1, c.shape[0], c.groups, 2}),
+                                                        {core_pixels}, gamma, beta, 1e-5f);
+      OwnedTensor affine_gpu(affine.view().shape, DType::kF32, test::gpu0());
+      ops::copy(affine, affine_gpu);
+      const auto out = test::poisoned_gpu(c.shape, t);
+      ops::group_norm_apply(on_gpu, affine_gpu, /*fuse_silu=*/true, out);
+      OwnedTensor reference(c.shape, DType::kF32);
+      ops::group_norm_apply(rounded, affine, true, reference);
+      EXPECT_LE(test::relative_l2(test::to_host_f32(out), test::reference_of(reference)), tolerance(t));
+    }
+  }
 }
 
 TEST(GpuLayerNorm, MatchesCpu) {

@@ -36,6 +36,9 @@
 #define cudaEventSynchronize hipEventSynchronize
 #define cudaErrorMemoryAllocation hipErrorOutOfMemory
 #define cudaFree hipFree
+#define cudaFreeHost hipHostFree
+#define cudaHostAlloc hipHostMalloc
+#define cudaHostAllocPortable hipHostMallocPortable
 #define cudaGetDevice hipGetDevice
 #define cudaGetDeviceCount hipGetDeviceCount
 #define cudaGetDeviceProperties hipGetDeviceProperties
