@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "io/model_source.h"
 #include "models/unet.h"
 #include "models/unet_graphs.h"
@@ -19,9 +20,24 @@
 #include "ops/placement.h"
 #include "pipeline/random_model.h"
 
-int main(int argc, char** argv) {
-  const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 3;
-  const int64_t latent = argc > 2 ? std::atoi(argv[2]) : 64;
+namespace {
+
+constexpr const char* kUsage =
+    "usage: hd_bench_unet_step [repeats (3)] [latent size, a multiple of 8 (64)] [cpu|cuda:N|hip:N] [f16|bf16]\n";
+
+// A positional count, whole and positive, or an error naming it.
+int64_t count_argument(const char* text, const char* what) {
+  char* end = nullptr;
+  const long long value = std::strtoll(text, &end, 10);
+  HD_CHECK(end != text && *end == '\0' && value > 0 && value <= 100000, what, " must be a positive whole number, got '",
+           text, "'");
+  return value;
+}
+
+int run(int argc, char** argv) {
+  const int repeats = argc > 1 ? int(count_argument(argv[1], "repeats")) : 3;
+  const int64_t latent = argc > 2 ? count_argument(argv[2], "the latent size") : 64;
+  HD_CHECK(latent % 8 == 0, "the latent size must be a multiple of 8 (the UNet halves it three times), got ", latent);
   hd::ops::Placement placement{hd::Device::parse(argc > 3 ? argv[3] : "cpu"), hd::DType::kF32};
   if (placement.device.is_gpu()) placement.dtype = argc > 4 ? hd::parse_dtype(argv[4]) : hd::DType::kF16;
   placement.validate();
@@ -69,4 +85,23 @@ int main(int argc, char** argv) {
     std::printf("peak GPU memory held by activations and weights: %.2f GiB\n",
                 double(hd::ops::peak_device_memory(placement.device)) / double(1 << 30));
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (argc > 5) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  try {
+    return run(argc, argv);
+  } catch (const hd::Error& e) {
+    std::fprintf(stderr, "hd_bench_unet_step: error: %s\n%s", e.what(), kUsage);
+    return 1;
+  }
 }

@@ -4,9 +4,10 @@
 // Between norms the tiles' activations wait in pinned host memory (copies at full link speed) and only
 // one tile's work is on the device. Each norm is a barrier: its statistics come from every tile's core
 // (summed on the device, combined on the host), so a resnet takes two passes over the tiles. The first
-// computes conv1's output only for its statistics; the second computes it again (a convolution costs
-// less than storing it and reading it back) and runs the rest of the resnet, and the level's upsampler
-// after its last one, before the tile's output goes back to the host.
+// computes conv1's output only for norm2's statistics; the second computes it again (a convolution costs
+// less than storing it and reading it back), runs the rest of the resnet and sends the tile's output to
+// the host. A level's upsampler is never stored either: the pass that ends the level runs it for the
+// next norm's statistics, and the next level's passes run it again on the stored activation.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
