@@ -49,10 +49,7 @@ int run_bench(std::span<const std::string_view> args) {
   p.prompt = "a photograph of an astronaut riding a horse";
   p.steps = 30;
   p.time_each_step = true;
-  if (flags.has("--vae-tiling") && flags.has("--vae-tiling-blended"))
-    throw UsageError{"give --vae-tiling or --vae-tiling-blended, not both"};
-  if (flags.has("--vae-tiling")) p.vae_tiling = VaeTiling::kExact;
-  if (flags.has("--vae-tiling-blended")) p.vae_tiling = VaeTiling::kBlended;
+  p.vae_tiling = vae_tiling_of(flags);
   if (auto v = flags.get("--steps")) p.steps = parse_number<int>("--steps", *v);
   if (auto v = flags.get("--sampler")) p.sampler = parse_sampler(*v);
   if (auto v = flags.get("--cfg-scale")) p.cfg_scale = parse_number<float>("--cfg-scale", *v);

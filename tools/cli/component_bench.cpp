@@ -106,12 +106,13 @@ int run_component_bench(const ComponentBench& b, const Flags& flags) {
   };
   const OwnedTensor latents =
       random_input(Shape{1, h, w, vae.config().latent_channels}, ops::Placement{Device::cpu(), DType::kF32}, rng);
-  const bool blended = flags.has("--vae-tiling-blended"), tiled = blended || flags.has("--vae-tiling");
+  const VaeTiling tiling = vae_tiling_of(flags);
   const auto decode = [&] {
     const auto whole = [&](const Tensor& l) { return ops::to_host_f32(vae.decode(ops::place(l, b.placement))); };
-    if (!tiled) return whole(latents);
+    if (tiling == VaeTiling::kAuto) return whole(latents);
     const int64_t tile = std::max<int64_t>(2, vae.config().sample_size / scale);
-    return blended ? decode_in_tiles(latents, scale, VaeTiles{tile}, whole) : vae.decode_tiled_exact(latents, tile);
+    if (tiling == VaeTiling::kBlended) return decode_in_tiles(latents, scale, VaeTiles{tile}, whole);
+    return vae.decode_tiled_exact(latents, tile);
   };
 
   // Warm-up: the first step tunes every kernel choice, the second captures the graph the others replay.
@@ -184,7 +185,7 @@ int run_component_bench(const ComponentBench& b, const Flags& flags) {
                         {"vae_decode_ms", median(decodes)},
                         {"image_ms", nullptr},
                         {"warm_up_ms", warm_up_ms},
-                        {"vae_tiled", tiled},
+                        {"vae_tiled", tiling != VaeTiling::kAuto},
                         {"vae_output_finite", finite},
                         {"peak_device_memory_bytes", peak},
                         {"vae_decode_extra_device_memory_bytes", decode_extra}};
@@ -197,7 +198,8 @@ int run_component_bench(const ComponentBench& b, const Flags& flags) {
   std::printf("%-40s %10s\n", "stage (median)", "ms");
   std::printf("%-40s %10.2f\n", str_cat("UNet step (batch ", n, ")").c_str(), median(steps));
   std::printf("%-40s %10.2f\n", str_cat(b.steps, " UNet steps back to back").c_str(), median(loops));
-  std::printf("%-40s %10.2f\n", tiled ? "VAE decode in tiles (to host)" : "VAE decode (to host)", median(decodes));
+  std::printf("%-40s %10.2f\n", tiling != VaeTiling::kAuto ? "VAE decode in tiles (to host)" : "VAE decode (to host)",
+              median(decodes));
   std::printf("%-40s %10.2f\n", "warm-up (autotuning, capture)", warm_up_ms);
   if (device.is_gpu()) {
     std::printf("peak device memory: %.2f GiB; the VAE decode's own (above what was held before it): %.2f GiB\n",

@@ -49,4 +49,10 @@ void apply_device_memory_limit(const Flags& flags, const ops::Placement& placeme
   ops::set_device_memory_limit(placement.device, size_t(double(gib) * double(size_t(1) << 30)));
 }
 
+VaeTiling vae_tiling_of(const Flags& flags) {
+  const bool exact = flags.has("--vae-tiling"), blended = flags.has("--vae-tiling-blended");
+  if (exact && blended) throw UsageError{"give --vae-tiling or --vae-tiling-blended, not both"};
+  return exact ? VaeTiling::kExact : blended ? VaeTiling::kBlended : VaeTiling::kAuto;
+}
+
 }  // namespace hd::cli

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "ops/placement.h"
+#include "pipeline/stable_diffusion.h"
 
 namespace hd::cli {
 
@@ -32,6 +33,8 @@ ops::Placement placement_of(const Flags& flags);
 // --max-device-memory GIB: caps what hipDiffusion holds on the placement's GPU (ops::set_device_memory_limit),
 // so that a smaller card's budget can be kept (the VAE then decodes in tiles when it must). Validated.
 void apply_device_memory_limit(const Flags& flags, const ops::Placement& placement);
+// --vae-tiling (exact tiles) or --vae-tiling-blended (diffusers' tiles), not both; kAuto without either.
+VaeTiling vae_tiling_of(const Flags& flags);
 
 template <typename T>
 T parse_number(const std::string& flag, const std::string& text) {

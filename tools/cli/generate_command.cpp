@@ -98,10 +98,7 @@ int run_generate(std::span<const std::string_view> args) {
   if (auto v = get("--height")) p.height = parse_number<int>("--height", *v);
   if (auto v = get("--batch")) p.batch = parse_number<int>("--batch", *v);
   if (auto v = get("--prediction")) p.prediction = parse_prediction(*v);
-  if (flags.has("--vae-tiling") && flags.has("--vae-tiling-blended"))
-    throw UsageError{"give --vae-tiling or --vae-tiling-blended, not both"};
-  if (flags.has("--vae-tiling")) p.vae_tiling = VaeTiling::kExact;
-  if (flags.has("--vae-tiling-blended")) p.vae_tiling = VaeTiling::kBlended;
+  p.vae_tiling = vae_tiling_of(flags);
   validate(p, 8);
   check_sampler_schedule(p.sampler, p.schedule);
   require_utf8(p.prompt, "the prompt");
@@ -146,7 +143,7 @@ int run_generate(std::span<const std::string_view> args) {
   ProgressBar bar;
   const GenerationResult result = sd.generate(p, std::ref(bar), init_image ? &init_image->view() : nullptr);
   if (result.vae_retried_in_bf16) std::fprintf(stderr, "note: the VAE overflowed in f16; decoded again in bf16\n");
-  if (result.vae_tiled && !flags.has("--vae-tiling") && !flags.has("--vae-tiling-blended"))
+  if (result.vae_tiled && p.vae_tiling == VaeTiling::kAuto)
     std::fprintf(stderr, "note: the image did not fit in device memory at once; the VAE decoded it in tiles\n");
 
   const std::string output = get("--output").value_or("out.png");

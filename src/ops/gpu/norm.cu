@@ -205,6 +205,25 @@ unsigned* arrival_counters(const Device& device) {
   return static_cast<unsigned*>(b.data());
 }
 
+// The second pass: y = x * scale + shift (then SiLU) from the affine map of each (sample, channel), which
+// group_norm's statistics make or, for a tile of a larger image, the whole image's (group_norm_apply).
+template <class T>
+void group_norm_apply_typed(const Tensor& x, const float2* affine, bool fuse_silu, const Tensor& out) {
+  const int64_t samples = x.dim(0), channels = x.dim(-1), total = x.numel();
+  const int64_t per_sample = total / samples;
+  const T* xp = static_cast<const T*>(x.data);
+  auto* o = static_cast<T*>(out.data);
+  if (channels % 8 == 0 && is_aligned(x.data, 16) && is_aligned(out.data, 16) && is_aligned(affine, 16) &&
+      sizeof(T) == 2 && samples <= 65535) {
+    const dim3 grid(grid_stride_blocks(per_sample / 8, kThreads), unsigned(samples));
+    group_apply_kernel<T><<<grid, kThreads, 0, current_stream()>>>(xp, o, per_sample, int(channels), affine, fuse_silu);
+  } else {
+    group_apply_scalar_kernel<T><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
+        xp, o, per_sample / channels, int(channels), affine, fuse_silu, total);
+  }
+  HD_GPU_CHECK_LAUNCH();
+}
+
 template <class T>
 void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,
                       const Tensor& out) {
@@ -231,7 +250,6 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
   const T* xp = static_cast<const T*>(x.data);
   const auto* g = static_cast<const T*>(gamma.data);
   const auto* b = static_cast<const T*>(beta.data);
-  auto* o = static_cast<T*>(out.data);
   if (vector) {
     // The apply kernel has a grid row per sample.
     HD_CHECK_KIND(samples <= 65535, ErrorKind::kUnsupported, "group_norm: ", samples, " samples (at most 65535)");
@@ -245,39 +263,15 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
                                                        eps, partial, affine + first * channels, arrived);
       HD_GPU_CHECK_LAUNCH();
     }
-    const int64_t per_sample = positions * channels;
-    const dim3 grid(grid_stride_blocks(per_sample / 8, kThreads), unsigned(samples));
-    group_apply_kernel<T><<<grid, kThreads, 0, current_stream()>>>(
-        xp, o, per_sample, int(channels), affine, fuse_silu);
   } else {
     group_partial_sums_kernel<T><<<dim3(unsigned(slices), unsigned(groups), unsigned(samples)), kThreads, 0,
                                    current_stream()>>>(xp, positions, int(channels), groups, slices, partial);
     HD_GPU_CHECK_LAUNCH();
     group_finalize_kernel<T><<<unsigned(samples), kThreads, 2 * groups * sizeof(float), current_stream()>>>(
         xp, g, b, positions, int(channels), groups, slices, eps, partial, affine);
-    HD_GPU_CHECK_LAUNCH();
-    group_apply_scalar_kernel<T><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
-        xp, o, positions, int(channels), affine, fuse_silu, total);
   }
   HD_GPU_CHECK_LAUNCH();
-}
-
-// group_norm's second pass alone, with an affine map computed elsewhere (the whole image's, for a tile).
-template <class T>
-void group_norm_apply_typed(const Tensor& x, const float2* affine, bool fuse_silu, const Tensor& out) {
-  const int64_t samples = x.dim(0), channels = x.dim(-1), total = x.numel();
-  const int64_t per_sample = total / samples;
-  const T* xp = static_cast<const T*>(x.data);
-  auto* o = static_cast<T*>(out.data);
-  if (channels % 8 == 0 && is_aligned(x.data, 16) && is_aligned(out.data, 16) && is_aligned(affine, 16) &&
-      sizeof(T) == 2 && samples <= 65535) {
-    const dim3 grid(grid_stride_blocks(per_sample / 8, kThreads), unsigned(samples));
-    group_apply_kernel<T><<<grid, kThreads, 0, current_stream()>>>(xp, o, per_sample, int(channels), affine, fuse_silu);
-  } else {
-    group_apply_scalar_kernel<T><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
-        xp, o, per_sample / channels, int(channels), affine, fuse_silu, total);
-  }
-  HD_GPU_CHECK_LAUNCH();
+  group_norm_apply_typed<T>(x, affine, fuse_silu, out);
 }
 
 // One group of 32 lanes per row: the mean, then the variance about it (two reads of a row that sits in
