@@ -3,6 +3,7 @@
 // trajectories, tests/sampling), for every sampler kind; and bad arguments are clear errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"

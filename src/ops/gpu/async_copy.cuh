@@ -10,7 +10,7 @@ namespace hd::gpu {
 
 // *dst = *src (16 bytes), or zeros when !valid (src is then not read).
 __device__ inline void copy_16_async(void* dst, const void* src, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
+#if defined(HD_NVIDIA_MMA)
   const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(valid ? 16 : 0));
 #else
@@ -20,7 +20,7 @@ __device__ inline void copy_16_async(void* dst, const void* src, bool valid) {
 
 // Closes the group of copies issued since the last commit.
 __device__ inline void async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
+#if defined(HD_NVIDIA_MMA)
   asm volatile("cp.async.commit_group;\n" ::);
 #endif
 }
@@ -29,7 +29,7 @@ __device__ inline void async_commit() {
 // barrier after it makes every thread's copies visible).
 template <int kPending>
 __device__ inline void async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
+#if defined(HD_NVIDIA_MMA)
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 #endif
 }

@@ -1,10 +1,11 @@
 // What the two flash attention kernels share: their arguments and the tile loads. attention.cu holds
 // the kernel on NVIDIA's 32-lane fragment layout (tensor cores, or the portable shuffles);
-// attention_mfma.cu the one on AMD's 64-lane MFMA layout.
+// attention_amd.cuh the one on AMD's 16x16 layouts (MFMA, WMMA).
 #pragma once
 
 #include "core/tensor.h"
 #include "ops/gpu/common.cuh"
+#include "ops/gpu/gpu_runtime.h"
 
 namespace hd::gpu {
 
@@ -33,8 +34,19 @@ __device__ inline void load_attention_rows(uint16_t* dst, const T* src, int64_t 
   }
 }
 
-// The flash kernel on the MFMA layout (attention_mfma.cu): the instruction on gfx90a; in CUDA builds the
-// layout's emulation, which lets NVIDIA GPUs test the AMD kernel's indexing.
+// The widest head the AMD kernel takes on `layout` without spilling registers (the resource gate,
+// tools/rocm/amd_kernel_report.py): gfx11's operands hold 16 values per lane, and at head sizes 128 and
+// 160 the output accumulators, Qᵀ and Vᵀ did not fit 256 registers. Wider heads there run the portable
+// kernel (attention.cu).
+__host__ __device__ constexpr int amd_flash_max_head_dim(MatrixUnit layout) { return layout == MatrixUnit::kAmdWmma11 ? 96 : 160; }
+
+// The flash kernel on AMD's 16x16 layouts (attention_amd.cuh): CDNA's MFMA, RDNA3's and RDNA4's WMMA.
+// The instruction on the AMD targets that have it; in CUDA builds the layout's emulation, which lets
+// NVIDIA GPUs test the AMD kernel's indexing. Heads up to amd_flash_max_head_dim of the layout.
 void flash_attention_mfma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a);
+void flash_attention_wmma11(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                            const AttentionArgs& a);
+void flash_attention_wmma12(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                            const AttentionArgs& a);
 
 }  // namespace hd::gpu

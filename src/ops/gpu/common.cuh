@@ -1,5 +1,6 @@
-// The one header every GPU source includes. It picks the vendor mapping, defines the warp width as a
-// compile-time constant and the checked-call macro. No kernel includes a vendor header directly.
+// The one header every GPU source includes. It picks the vendor mapping, names the target (target.cuh:
+// wave width, matrix-instruction family) and defines the checked-call macro. No kernel includes a vendor
+// header directly.
 #pragma once
 
 #if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
@@ -13,24 +14,9 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "ops/gpu/target.cuh"
 
 namespace hd::gpu {
-
-// Threads that execute in lockstep: 64 on AMD CDNA (gfx90a), 32 on RDNA (gfx1030) and on NVIDIA.
-// Reductions and lane masks derive from this; the literal 32 never appears in a kernel.
-// Device code only: HIP compiles host code once for all targets, where no single width is right, so
-// host code that sizes a launch by the warp asks the device (cudaDeviceProp::warpSize).
-#if defined(__AMDGCN_WAVEFRONT_SIZE)
-inline constexpr int kWarpSize = __AMDGCN_WAVEFRONT_SIZE;
-#else
-inline constexpr int kWarpSize = 32;
-#endif
-// Checked at compile time for every target CI builds, so a wrong width cannot pass unnoticed.
-#if defined(__gfx90a__)
-static_assert(kWarpSize == 64, "gfx90a (CDNA2) runs 64-wide wavefronts");
-#elif defined(__gfx1030__)
-static_assert(kWarpSize == 32, "gfx1030 (RDNA2) runs 32-wide wavefronts by default");
-#endif
 
 // The stream of the current device, on which every kernel is launched (gpu_runtime.cu).
 cudaStream_t current_stream();

@@ -1,17 +1,8 @@
-// Implicit-GEMM convolution / GEMM on the matrix-fragment layer (mma.cuh).
-//
-// A block computes a kBM x kBN tile of C with kWM x kWN fragment groups, each owning a
-// (kBM/kWM) x (kBN/kWN) sub-tile of 16x8 accumulators. The k dimension streams through shared memory in
-// steps of 32: double-buffered through registers (every target), or with 3-4 steps in flight through
-// asynchronous copies (NVIDIA sm_80+, async_copy.cuh). A's rows are output pixels; their k-th element is
-// found by splitting k into (kernel row, kernel column, channel), so the im2col matrix never exists. With
-// channels a multiple of 8, every 16-byte vector of A lies inside one pixel and is one load (the "vector"
-// kernels); otherwise (the 3- and 4-channel first convolutions) elements are gathered one by one.
-// Problems with few output tiles and a long k can split k among blocks (split-K) and add the partial sums
-// in a second kernel, in a fixed order.
+// GEMM and implicit-GEMM convolution, the host side: the candidates of a problem (our tiles on the
+// device's fragment layout, gemm_tiles.cuh, and on NVIDIA cuDNN and cuBLASLt), the autotuner's choice
+// among them, and the launch; plus a 16-bit transpose.
 #include <algorithm>
 #include <climits>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,352 +10,34 @@
 #include "core/buffer.h"
 #include "core/error.h"
 #include "ops/gpu/gemm.h"
+#include "ops/gpu/gemm_tiles.cuh"
 #include "ops/gpu/gpu_runtime.h"
-#include "ops/gpu/async_copy.cuh"
-#include "ops/gpu/mma.cuh"
-#if defined(HD_WITH_CUDNN) || defined(HD_WITH_CUBLASLT)
-#include "ops/gpu/nvidia/vendor_gemm.h"
-#endif
 #include "ops/tuning/autotuner.h"
 
 namespace hd::gpu {
 
 namespace {
 
-constexpr int kBK = 32;                // k per pipeline step
-constexpr int kTileStride = kBK + 8;   // shared row length in 16-bit elements: 16 bytes of padding
-constexpr int kVectorsPerRow = kBK / 8;
+using gemm_tiles::Candidate;
+using gemm_tiles::candidates_of;
+using gemm_tiles::Fragments;
+using gemm_tiles::KernelArgs;
+using gemm_tiles::suffix_of;
 
-struct KernelArgs {  // GemmProblem in the kernel's integer widths
-  int m, n, k, inner;
-  int64_t a_outer, a_inner, b_outer, b_inner, c_outer, c_inner;
-  int height, width, channels, out_hw, out_width, kw, stride, padding;
-  int64_t pixel_stride, image_stride, ldb, ldc;
-  float alpha;
-  bool pairs;  // C rows and batch offsets even: two neighbours are one 32-bit store
-  int splits;  // split-K: the k-steps are shared among this many blocks, which write f32 partial sums
-};
+}  // namespace
 
-// kStages == 2: the next k-step's tiles wait in registers while the tensor units work on the current
-// one (every target). kStages >= 3: kStages - 1 k-steps are in flight at once through asynchronous
-// copies straight into shared memory (16-byte vectors only; synchronous where the hardware has none).
-// kSplit: the block adds up only its share of the k-steps and writes them, unscaled, to `partial`
-// ([batch][split][m][n] f32); split_k_reduce_kernel finishes the sum and applies the epilogue.
-// Frag: the fragment layout (mma.cuh): 32-lane 16x8 fragments (NVIDIA's matrix units, or the portable
-// shuffles) or 64-lane 16x16 ones (AMD's MFMA, or its emulation).
-template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, class Frag, bool kSplit>
-__global__ void __launch_bounds__(kWM* kWN* Frag::kLanes)
-    gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ bias, const T* residual, T* c,
-                float* __restrict__ partial, KernelArgs p) {
-  constexpr int kThreads = kWM * kWN * Frag::kLanes;
-  constexpr int kRowsPerPass = kThreads / kVectorsPerRow;
-  constexpr int kAPasses = kBM / kRowsPerPass, kBPasses = kBN / kRowsPerPass;
-  constexpr int kWarpM = kBM / kWM, kWarpN = kBN / kWN, kMT = kWarpM / 16, kNT = kWarpN / Frag::kN;
-  constexpr bool kAsync = kStages >= 3;
-  static_assert(kBM % kRowsPerPass == 0 && kBN % kRowsPerPass == 0 && kWarpM % 16 == 0 && kWarpN % Frag::kN == 0);
-  static_assert(!kAsync || kVector, "asynchronous copies move whole 16-byte vectors");
-  static_assert(kWM * kWN <= Frag::kMaxGroups, "more fragment groups than the layout's emulation has scratch for");
-  extern __shared__ uint4 smem_raw[];
-  uint16_t* const smem = reinterpret_cast<uint16_t*>(smem_raw);
-  const auto a_tile = [&](int stage) { return smem + stage * (kBM + kBN) * kTileStride; };
-  const auto b_tile = [&](int stage) { return smem + stage * (kBM + kBN) * kTileStride + kBM * kTileStride; };
-
-  const int batch = int(blockIdx.z) / p.splits, split = int(blockIdx.z) % p.splits;
-  const int zo = batch / p.inner, zi = batch % p.inner;
-  const auto* a_bits = reinterpret_cast<const uint16_t*>(a + zo * p.a_outer + zi * p.a_inner);
-  const auto* b_bits = reinterpret_cast<const uint16_t*>(b + zo * p.b_outer + zi * p.b_inner);
-  c += zo * p.c_outer + zi * p.c_inner;
-  if (residual) residual += zo * p.c_outer + zi * p.c_inner;
-  const int m0 = int(blockIdx.x) * kBM, n0 = int(blockIdx.y) * kBN;
-  const int tid = int(threadIdx.x), vec = tid % kVectorsPerRow, pass_row = tid / kVectorsPerRow;
-
-  // Where this thread's A rows (output pixels) read from: their image and top-left input position.
-  // A row past the end gets a position that no kernel offset brings into the image.
-  int64_t a_image[kAPasses];
-  int a_iy[kAPasses], a_ix[kAPasses];
-  for (int i = 0; i < kAPasses; ++i) {
-    const int m = m0 + pass_row + i * kRowsPerPass;
-    const int img = m / p.out_hw, rem = m % p.out_hw;
-    a_image[i] = int64_t(img) * p.image_stride;
-    a_iy[i] = m < p.m ? (rem / p.out_width) * p.stride - p.padding : INT_MIN / 2;
-    a_ix[i] = (rem % p.out_width) * p.stride - p.padding;
-  }
-  const auto a_element = [&](int i, int k) -> uint16_t {  // gather path: one element of A
-    if (k >= p.k) return 0;
-    const int ch = k % p.channels, kk = k / p.channels;
-    const int iy = a_iy[i] + kk / p.kw, ix = a_ix[i] + kk % p.kw;
-    if (unsigned(iy) >= unsigned(p.height) || unsigned(ix) >= unsigned(p.width)) return 0;
-    return a_bits[a_image[i] + (int64_t(iy) * p.width + ix) * p.pixel_stride + ch];
-  };
-  // For the 16-byte paths (channels % 8 == 0, so the 8 elements of a vector share one kernel position):
-  // calls f(pass, address, valid) for this thread's A vectors of the k-step at k0, then g(...) for B's.
-  const auto for_each_vector = [&](int k0, auto f, auto g) {
-    const int k = k0 + vec * 8;
-    const bool k_ok = k < p.k;
-    const int ch = k_ok ? k % p.channels : 0, kk = k_ok ? k / p.channels : 0;
-    const int ky = kk / p.kw, kx = kk % p.kw;
-    for (int i = 0; i < kAPasses; ++i) {
-      const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
-      const bool ok = k_ok && unsigned(iy) < unsigned(p.height) && unsigned(ix) < unsigned(p.width);
-      f(i, ok ? a_bits + a_image[i] + (int64_t(iy) * p.width + ix) * p.pixel_stride + ch : a_bits, ok);
-    }
-    for (int j = 0; j < kBPasses; ++j) {
-      const int n = n0 + pass_row + j * kRowsPerPass;
-      const bool ok = k_ok && n < p.n;
-      g(j, ok ? b_bits + int64_t(n) * p.ldb + k : b_bits, ok);
-    }
-  };
-  const auto a_slot = [&](int stage, int i) { return a_tile(stage) + (pass_row + i * kRowsPerPass) * kTileStride + vec * 8; };
-  const auto b_slot = [&](int stage, int j) { return b_tile(stage) + (pass_row + j * kRowsPerPass) * kTileStride + vec * 8; };
-
-  uint4 a_reg[kAPasses], b_reg[kBPasses];  // the register-staged path's next k-step
-  const auto load_registers = [&](int k0) {
-    if constexpr (kVector) {
-      for_each_vector(
-          k0, [&](int i, const uint16_t* src, bool ok) { a_reg[i] = ok ? *reinterpret_cast<const uint4*>(src) : uint4{}; },
-          [&](int j, const uint16_t* src, bool ok) { b_reg[j] = ok ? *reinterpret_cast<const uint4*>(src) : uint4{}; });
-    } else {
-      const int k = k0 + vec * 8;
-      for (int i = 0; i < kAPasses; ++i) {
-        uint16_t e[8];
-        for (int x = 0; x < 8; ++x) e[x] = a_element(i, k + x);
-        a_reg[i] = make_uint4(e[0] | uint32_t(e[1]) << 16, e[2] | uint32_t(e[3]) << 16, e[4] | uint32_t(e[5]) << 16,
-                              e[6] | uint32_t(e[7]) << 16);
-      }
-      for (int j = 0; j < kBPasses; ++j) {
-        const int n = n0 + pass_row + j * kRowsPerPass;
-        uint16_t e[8];
-        for (int x = 0; x < 8; ++x) e[x] = n < p.n && k + x < p.k ? b_bits[int64_t(n) * p.ldb + k + x] : uint16_t(0);
-        b_reg[j] = make_uint4(e[0] | uint32_t(e[1]) << 16, e[2] | uint32_t(e[3]) << 16, e[4] | uint32_t(e[5]) << 16,
-                              e[6] | uint32_t(e[7]) << 16);
-      }
-    }
-  };
-  const auto store_registers = [&](int stage) {
-    for (int i = 0; i < kAPasses; ++i) *reinterpret_cast<uint4*>(a_slot(stage, i)) = a_reg[i];
-    for (int j = 0; j < kBPasses; ++j) *reinterpret_cast<uint4*>(b_slot(stage, j)) = b_reg[j];
-  };
-  const auto load_async = [&](int stage, int k0) {
-    for_each_vector(
-        k0, [&](int i, const uint16_t* src, bool ok) { copy_16_async(a_slot(stage, i), src, ok); },
-        [&](int j, const uint16_t* src, bool ok) { copy_16_async(b_slot(stage, j), src, ok); });
-  };
-
-  const int group = tid / Frag::kLanes, wm = group / kWN, wn = group % kWN;
-  FragmentC acc[kMT][kNT];
-  for (auto& row : acc)
-    for (auto& f : row) f = FragmentC{{0.f, 0.f, 0.f, 0.f}};
-  const auto multiply = [&](int stage) {
-    for (int kk = 0; kk < kBK; kk += 16) {
-      typename Frag::A af[kMT];
-      typename Frag::B bf[kNT];
-      for (int i = 0; i < kMT; ++i) af[i] = Frag::load_a(a_tile(stage), kTileStride, wm * kWarpM + i * 16, kk);
-      for (int j = 0; j < kNT; ++j) bf[j] = Frag::load_b(b_tile(stage), kTileStride, wn * kWarpN + j * Frag::kN, kk);
-      for (int i = 0; i < kMT; ++i)
-        for (int j = 0; j < kNT; ++j) Frag::template mma<T>(acc[i][j], af[i], bf[j]);
-    }
-  };
-
-  // This block's k-steps: all of them, or its split's share.
-  const int all_steps = (p.k + kBK - 1) / kBK, per_split = (all_steps + p.splits - 1) / p.splits;
-  const int first = split * per_split, steps = max(0, min(all_steps, first + per_split) - first);
-  if constexpr (kAsync) {
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < steps) load_async(s, (first + s) * kBK);
-      async_commit();  // empty groups too: the wait below counts groups
-    }
-    for (int s = 0; s < steps; ++s) {
-      async_wait<kStages - 2>();  // step s has landed (for this thread) ...
-      __syncthreads();            // ... for every thread, and step s-1's stage is no longer read
-      const int next = s + kStages - 1;
-      if (next < steps) load_async(next % kStages, (first + next) * kBK);
-      async_commit();
-      multiply(s % kStages);
-    }
-  } else if (steps > 0) {
-    load_registers(first * kBK);
-    store_registers(0);
-    __syncthreads();
-    for (int s = 0; s < steps; ++s) {
-      if (s + 1 < steps) load_registers((first + s + 1) * kBK);  // in flight while the tensor units work
-      multiply(s & 1);
-      // The other stage was last read in step s-1, which every thread finished before the barrier below
-      // of that step; this step's barrier then publishes it and retires the reads of this one.
-      if (s + 1 < steps) store_registers((s + 1) & 1);
-      __syncthreads();
-    }
-  }
-
-  // Epilogue. Each lane's accumulators are C values at the layout's (row, column) positions; where the
-  // layout pairs neighbouring columns, both go out in one 32-bit store.
-  const int lane = tid % Frag::kLanes;
-  constexpr int kStep = Frag::kColumnPairs ? 2 : 1;
-  for (int i = 0; i < kMT; ++i) {
-    for (int j = 0; j < kNT; ++j) {
-      for (int r = 0; r < 4; r += kStep) {
-        const int row = m0 + wm * kWarpM + i * 16 + Frag::c_row(lane, r);
-        const int col = n0 + wn * kWarpN + j * Frag::kN + Frag::c_col(lane, r);
-        if (row >= p.m || col >= p.n) continue;
-        const bool both = kStep == 2 && col + 1 < p.n;
-        if constexpr (kSplit) {
-          float* out = partial + (int64_t(batch) * p.splits + split) * int64_t(p.m) * p.n + int64_t(row) * p.n + col;
-          out[0] = acc[i][j].r[r];
-          if (both) out[1] = acc[i][j].r[r + 1];
-        } else {
-          // alpha, bias, residual, then one rounding to T.
-          float v0 = acc[i][j].r[r] * p.alpha + (bias ? to_float(bias[col]) : 0.f);
-          float v1 = both ? acc[i][j].r[r + 1] * p.alpha + (bias ? to_float(bias[col + 1]) : 0.f) : 0.f;
-          const int64_t at = int64_t(row) * p.ldc + col;
-          if (both && p.pairs) {
-            if (residual) {
-              const uint32_t res = *reinterpret_cast<const uint32_t*>(residual + at);
-              v0 += low_half<T>(res), v1 += high_half<T>(res);
-            }
-            *reinterpret_cast<uint32_t*>(c + at) = pack2<T>(v0, v1);
-          } else {
-            if (residual) v0 += to_float(residual[at]);
-            c[at] = from_float<T>(v0);
-            if (both) {
-              if (residual) v1 += to_float(residual[at + 1]);
-              c[at + 1] = from_float<T>(v1);
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
-// Split-K's second half: C = alpha · (the splits' partial sums, added in split order) + bias + residual.
-template <class T>
-__global__ void split_k_reduce_kernel(const float* __restrict__ partial, const T* __restrict__ bias, const T* residual,
-                                      T* c, KernelArgs p) {
-  const int64_t per_batch = int64_t(p.m) * p.n;
-  const int batch = int(blockIdx.y), zo = batch / p.inner, zi = batch % p.inner;
-  const int64_t offset = zo * p.c_outer + zi * p.c_inner;
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < per_batch; e += int64_t(gridDim.x) * blockDim.x) {
-    float sum = 0.f;
-    for (int s = 0; s < p.splits; ++s) sum += partial[(int64_t(batch) * p.splits + s) * per_batch + e];
-    const int row = int(e / p.n), col = int(e % p.n);
-    const int64_t at = offset + int64_t(row) * p.ldc + col;
-    float v = sum * p.alpha + (bias ? to_float(bias[col]) : 0.f);
-    if (residual) v += to_float(residual[at]);
-    c[at] = from_float<T>(v);
-  }
-}
-
-// ---- host side: candidates, tuning, launch ----
-
-// A way to compute a problem, writing C to the pointer it is given (p.c, or a tuning buffer).
-struct Candidate {
-  std::string name;
-  std::function<void(void* c)> launch;
-};
-
-constexpr size_t shared_bytes(int bm, int bn, int stages) {
-  return size_t(stages) * size_t(bm + bn) * kTileStride * sizeof(uint16_t);
-}
-
-template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, class Frag, int kSplits>
-void launch_tile(const GemmProblem& p, const KernelArgs& base, void* c) {
-  KernelArgs args = base;
-  args.splits = kSplits;
-  const int64_t batch = p.outer * p.inner;
-  const dim3 grid(unsigned((args.m + kBM - 1) / kBM), unsigned((args.n + kBN - 1) / kBN), unsigned(batch * kSplits));
-  constexpr size_t kShared = shared_bytes(kBM, kBN, kStages);
-  const auto kernel = gemm_kernel<T, kBM, kBN, kWM, kWN, kStages, kVector, Frag, (kSplits > 1)>;
-  allow_dynamic_shared_memory(kernel, kShared, p.device.index);
-  if constexpr (kSplits == 1) {
-    kernel<<<grid, kWM * kWN * Frag::kLanes, kShared, current_stream()>>>(
-        static_cast<const T*>(p.a), static_cast<const T*>(p.b), static_cast<const T*>(p.bias),
-        static_cast<const T*>(p.residual), static_cast<T*>(c), nullptr, args);
-    HD_GPU_CHECK_LAUNCH();
-  } else {
-    const Buffer partial(p.device, size_t(batch * kSplits) * size_t(args.m) * size_t(args.n) * sizeof(float));
-    kernel<<<grid, kWM * kWN * Frag::kLanes, kShared, current_stream()>>>(
-        static_cast<const T*>(p.a), static_cast<const T*>(p.b), nullptr, nullptr, static_cast<T*>(c),
-        static_cast<float*>(partial.data()), args);
-    HD_GPU_CHECK_LAUNCH();
-    const int64_t per_batch = int64_t(args.m) * args.n;
-    const dim3 reduce_grid(unsigned(std::clamp<int64_t>((per_batch + 255) / 256, 1, 4096)), unsigned(batch));
-    split_k_reduce_kernel<T><<<reduce_grid, 256, 0, current_stream()>>>(
-        static_cast<const float*>(partial.data()), static_cast<const T*>(p.bias), static_cast<const T*>(p.residual),
-        static_cast<T*>(c), args);
-    HD_GPU_CHECK_LAUNCH();
-  }
-}
-
-// The fragment layouts our tiles are built on: NVIDIA's tensor cores, the portable shuffles (what AMD
-// targets without matrix cores run), AMD's MFMA, and MFMA's layout emulated (tests on any GPU).
-enum class Fragments { kNvidia, kPortable, kMfma, kMfmaEmulated };
-template <Fragments F>
-using FragmentsOf = std::conditional_t<
-    F == Fragments::kNvidia || F == Fragments::kPortable, Fragments16x8<F == Fragments::kPortable>,
-    Fragments16x16<F == Fragments::kMfmaEmulated>>;
-// In candidate names and tuning keys: the NVIDIA tensor-core tiles keep the plain names.
-const char* suffix_of(Fragments f) {
-  switch (f) {
-    case Fragments::kNvidia: return "";
-    case Fragments::kPortable: return "-portable";
-    case Fragments::kMfma: return "-mfma";
-    case Fragments::kMfmaEmulated: return "-mfma-emulated";
-  }
-  return "";
-}
-
-// The candidates for a problem. Our tile shapes: larger tiles reuse more of each load, smaller ones fill
-// the GPU when the problem is small; register-staged (every target) and, on NVIDIA, with 3-4 k-steps in
-// flight through asynchronous copies; split-K for problems whose output has fewer tiles than the GPU
-// has multiprocessors but a long k. The gather kernel serves only the few-channel first convolutions.
-// Then, on NVIDIA builds that have them, cuDNN for convolutions and cuBLASLt for dense products.
-template <class T, Fragments F>
-std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& args, bool vector) {
-  using Frag = FragmentsOf<F>;
-  const std::string suffix = suffix_of(F);
-  std::vector<Candidate> list;
-  const auto add = [&](std::string name, void (*launch)(const GemmProblem&, const KernelArgs&, void*)) {
-    list.push_back({std::move(name), [&p, args, launch](void* c) { launch(p, args, c); }});
-  };
-  if (!vector) {
-    add("gather64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, false, Frag, 1>);
-    return list;
-  }
-  add("mma128x128" + suffix, launch_tile<T, 128, 128, 2, 2, 2, true, Frag, 1>);
-  add("mma128x64" + suffix, launch_tile<T, 128, 64, 2, 2, 2, true, Frag, 1>);
-  add("mma64x128" + suffix, launch_tile<T, 64, 128, 2, 2, 2, true, Frag, 1>);
-  add("mma64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 1>);
-  const int64_t tiles = ((args.m + 63) / 64) * ((args.n + 63) / 64) * p.outer * p.inner;
-  const bool small_output = tiles < multiprocessor_count(p.device.index) && args.k >= 16 * kBK;
-  if (small_output) {
-    add("mma64x64-split4" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 4>);
-    add("mma64x64-split8" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 8>);
-  }
-  if constexpr (F != Fragments::kNvidia) {
-    return list;  // asynchronous copies and NVIDIA's libraries go with the NVIDIA tensor-core path
-  } else {
-    add("async3-128x128", launch_tile<T, 128, 128, 2, 2, 3, true, Frag, 1>);
-    add("async3-128x256w8", launch_tile<T, 128, 256, 2, 4, 3, true, Frag, 1>);
-    add("async3-256x128w8", launch_tile<T, 256, 128, 4, 2, 3, true, Frag, 1>);
-    add("async4-64x128", launch_tile<T, 64, 128, 2, 2, 4, true, Frag, 1>);
-    add("async4-128x64", launch_tile<T, 128, 64, 2, 2, 4, true, Frag, 1>);
-    if (small_output) {
-      add("async4-64x64-split4", launch_tile<T, 64, 64, 2, 2, 4, true, Frag, 4>);
-      add("async4-64x64-split8", launch_tile<T, 64, 64, 2, 2, 4, true, Frag, 8>);
-    }
-#if defined(HD_WITH_CUDNN)
-    if (cudnn_can_run(p)) list.push_back({"cudnn", [&p](void* c) { cudnn_conv(p, c); }});
-    // Convolutions only: a dense product (a one-pixel-high image, 1x1 kernel) is cuBLASLt's.
-    if (p.height > 1 || p.kh > 1) {
-      for (int rank = 0, count = cudnn_graph_candidates(p); rank < count; ++rank)
-        list.push_back({"cudnn-graph-" + std::to_string(rank), [&p, rank](void* c) { cudnn_graph_conv(p, rank, c); }});
-    }
+// Compiled in the layouts' own files (gemm_tiles_<layout>.cu).
+namespace gemm_tiles {
+#if !defined(HD_GPU_HIP)
+HD_GEMM_TILES_INSTANCES(extern, Fragments::kNvidia)
 #endif
-#if defined(HD_WITH_CUBLASLT)
-    if (cublaslt_can_run(p)) list.push_back({"cublaslt", [&p](void* c) { cublaslt_gemm(p, c); }});
-#endif
-    return list;
-  }
-}
+HD_GEMM_TILES_INSTANCES(extern, Fragments::kPortable)
+HD_GEMM_TILES_INSTANCES(extern, kMfmaHere)
+HD_GEMM_TILES_INSTANCES(extern, kWmma11Here)
+HD_GEMM_TILES_INSTANCES(extern, kWmma12Here)
+}  // namespace gemm_tiles
+
+namespace {
 
 std::string cached_device_name(int index) {
   static std::mutex mutex;
@@ -428,17 +101,24 @@ struct Prepared {
   Fragments fragments;
 };
 
-// The layout a path runs on this device: the device's matrix units unless a test asks for another.
+// The layout a path runs on this device: the device's matrix units unless a test asks for another (an
+// AMD layout is then its instruction on the AMD GPU that has it, and its emulation anywhere else).
 Fragments fragments_for(GemmPath path, int device) {
+  const MatrixUnit unit = device_matrix_unit(device);
   switch (path) {
     case GemmPath::kPortable: return Fragments::kPortable;
-    case GemmPath::kMfmaLayout: return device_matrix_unit(device) == MatrixUnit::kAmdMfma ? Fragments::kMfma
-                                                                                          : Fragments::kMfmaEmulated;
+    case GemmPath::kMfmaLayout: return unit == MatrixUnit::kAmdMfma ? Fragments::kMfma : Fragments::kMfmaEmulated;
+    case GemmPath::kWmma11Layout:
+      return unit == MatrixUnit::kAmdWmma11 ? Fragments::kWmma11 : Fragments::kWmma11Emulated;
+    case GemmPath::kWmma12Layout:
+      return unit == MatrixUnit::kAmdWmma12 ? Fragments::kWmma12 : Fragments::kWmma12Emulated;
     case GemmPath::kTuned: break;
   }
-  switch (device_matrix_unit(device)) {
+  switch (unit) {
     case MatrixUnit::kNvidiaMma: return Fragments::kNvidia;
     case MatrixUnit::kAmdMfma: return Fragments::kMfma;
+    case MatrixUnit::kAmdWmma11: return Fragments::kWmma11;
+    case MatrixUnit::kAmdWmma12: return Fragments::kWmma12;
     case MatrixUnit::kNone: break;
   }
   return Fragments::kPortable;
@@ -475,17 +155,20 @@ void with_candidates(const GemmProblem& p, const Prepared& prepared, F f) {
     if constexpr (!std::is_same_v<T, float>) {
       // Each build instantiates the layouts its targets can use: NVIDIA's (and MFMA's emulation, for the
       // tests), or AMD's; the portable one everywhere.
+      const auto offer = [&]<Fragments L>() { return f(candidates_of<T, L>(p, prepared.args, prepared.vector)); };
       switch (prepared.fragments) {
-        case Fragments::kPortable: return f(candidates_of<T, Fragments::kPortable>(p, prepared.args, prepared.vector));
+        case Fragments::kPortable: return offer.template operator()<Fragments::kPortable>();
 #if defined(HD_GPU_HIP)
-        case Fragments::kMfma: return f(candidates_of<T, Fragments::kMfma>(p, prepared.args, prepared.vector));
-        case Fragments::kNvidia:
-        case Fragments::kMfmaEmulated: break;
+        case Fragments::kMfma: return offer.template operator()<Fragments::kMfma>();
+        case Fragments::kWmma11: return offer.template operator()<Fragments::kWmma11>();
+        case Fragments::kWmma12: return offer.template operator()<Fragments::kWmma12>();
+        default: break;
 #else
-        case Fragments::kNvidia: return f(candidates_of<T, Fragments::kNvidia>(p, prepared.args, prepared.vector));
-        case Fragments::kMfmaEmulated:
-          return f(candidates_of<T, Fragments::kMfmaEmulated>(p, prepared.args, prepared.vector));
-        case Fragments::kMfma: break;
+        case Fragments::kNvidia: return offer.template operator()<Fragments::kNvidia>();
+        case Fragments::kMfmaEmulated: return offer.template operator()<Fragments::kMfmaEmulated>();
+        case Fragments::kWmma11Emulated: return offer.template operator()<Fragments::kWmma11Emulated>();
+        case Fragments::kWmma12Emulated: return offer.template operator()<Fragments::kWmma12Emulated>();
+        default: break;
 #endif
       }
       throw Error(ErrorKind::kUnsupported, str_cat("gemm: the fragment layout '", suffix_of(prepared.fragments),

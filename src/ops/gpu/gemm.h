@@ -63,9 +63,11 @@ GemmProblem dense_gemm(DType dtype, const Device& device, int64_t m, int64_t n, 
                        const void* b, int64_t ldb, void* c, int64_t ldc);
 
 // kTuned: the device's own fragment layout and, on NVIDIA, its libraries. For tests: kPortable, the
-// fragment layer's portable path (what AMD targets without matrix cores run); kMfmaLayout, AMD's MFMA
-// fragment layout (the instruction on gfx90a, emulated on other GPUs, so that NVIDIA can test it).
-enum class GemmPath { kTuned, kPortable, kMfmaLayout };
+// fragment layer's portable path (what AMD targets without matrix cores run); kMfmaLayout, AMD CDNA's
+// MFMA layout (the instruction on gfx90a/gfx942); kWmma11Layout / kWmma12Layout, RDNA3's / RDNA4's WMMA
+// layouts (the instruction on gfx11 / gfx12). Each AMD layout is emulated on other GPUs, so that NVIDIA
+// runs the AMD kernels' indexing.
+enum class GemmPath { kTuned, kPortable, kMfmaLayout, kWmma11Layout, kWmma12Layout };
 
 // Runs p with the candidate the autotuner finds fastest for its shape.
 void gemm(const GemmProblem& p, GemmPath path = GemmPath::kTuned);

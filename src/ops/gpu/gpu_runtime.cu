@@ -190,19 +190,27 @@ int multiprocessor_count(int index) {
   return count;
 }
 
+MatrixUnit amd_matrix_unit(const std::string& name) {
+  const auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+  if (starts("gfx90a") || starts("gfx942") || starts("gfx950")) return MatrixUnit::kAmdMfma;
+  if (starts("gfx11")) return MatrixUnit::kAmdWmma11;
+  if (starts("gfx12")) return MatrixUnit::kAmdWmma12;
+  return MatrixUnit::kNone;  // gfx10 (RDNA2) has no matrix cores; older CDNA (gfx908) is not built
+}
+
 MatrixUnit device_matrix_unit(int index) {
 #if defined(HD_GPU_HIP)
-  // The kernels' MFMA path is compiled for gfx90a (CDNA2) only; other AMD targets (RDNA2's gfx1030 has
-  // no matrix cores) take the portable path. Asked once per device: the full property query is slow.
+  // Asked once per device: the full property query is slow.
   static std::mutex mutex;
-  static int known[16] = {};  // 0 unknown, 1 none, 2 MFMA
+  static MatrixUnit known[16] = {};
+  static bool asked[16] = {};
   const std::lock_guard lock(mutex);
-  if (index >= 0 && index < 16 && known[index] != 0) return known[index] == 2 ? MatrixUnit::kAmdMfma : MatrixUnit::kNone;
+  if (index >= 0 && index < 16 && asked[index]) return known[index];
   cudaDeviceProp prop{};
   HD_GPU_CHECK(cudaGetDeviceProperties(&prop, index));
-  const bool mfma = std::string(prop.gcnArchName).rfind("gfx90a", 0) == 0;
-  if (index >= 0 && index < 16) known[index] = mfma ? 2 : 1;
-  return mfma ? MatrixUnit::kAmdMfma : MatrixUnit::kNone;
+  const MatrixUnit unit = amd_matrix_unit(prop.gcnArchName);
+  if (index >= 0 && index < 16) known[index] = unit, asked[index] = true;
+  return unit;
 #else
   int major = 0;
   HD_GPU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index));

@@ -12,9 +12,12 @@
 // Implementations: the tensor-core instruction on NVIDIA sm_80 and newer; everywhere else (and on
 // demand for testing) a portable one that gathers the operands with lane shuffles and multiplies in f32.
 //
-// AMD's matrix cores (MFMA, gfx90a) work on 64-lane wavefronts with a layout of their own, so the layer
-// offers a second fragment shape, 16x16x16 on 64 lanes (Fragments16x16 below); kernels that take the
-// layout as a template parameter (the GEMM) run on either. See the end of this file.
+// AMD's matrix cores work in layouts of their own, each a descriptor below that kernels take as a template
+// parameter (the GEMM, and AMD's attention kernel): CDNA's MFMA, 16x16x16 on 64 lanes (Fragments16x16,
+// gfx90a/gfx942), and RDNA's WMMA, 16x16x16 on 32 lanes with RDNA3's and RDNA4's register maps
+// (FragmentsWmma<11>, FragmentsWmma<12>). Each descriptor names its lanes, fragment types, accumulator
+// count, loads, multiply-accumulate and where each lane's accumulators sit in C, says whether the target
+// being compiled offers it (kOnThisTarget), and has an emulation that CUDA builds run in the tests.
 #pragma once
 
 #include <type_traits>
@@ -33,12 +36,6 @@ struct FragmentC {
   float r[4];
 };
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
-inline constexpr bool kHasMatrixUnit = true;
-#else
-inline constexpr bool kHasMatrixUnit = false;
-#endif
-
 template <class T>
 __device__ inline float dot2(uint32_t a, uint32_t b) {
   return low_half<T>(a) * low_half<T>(b) + high_half<T>(a) * high_half<T>(b);
@@ -48,6 +45,9 @@ __device__ inline float dot2(uint32_t a, uint32_t b) {
 template <class T>
 __device__ inline void mma_16x8x16_portable(FragmentC& c, const FragmentA& a, const FragmentB& b) {
   const int lane = int(threadIdx.x) % kFragmentLanes, g = lane / 4, t = lane % 4;
+  // Not unrolled: a tile's 16 calls, each unrolled into 32 shuffles, took RDNA's registers past 256 and
+  // spilled (gfx1100, clang 22); as a loop each call keeps only its four pairs of operands live.
+#pragma unroll 1
   for (int k = 0; k < 4; ++k) {  // k: the lane of the quad that holds this slice of A's rows and B's columns
     const int src_a = 4 * g + k;
     const uint32_t a_lo = shuffle(a.r[0], src_a, kFragmentLanes), a_lo8 = shuffle(a.r[1], src_a, kFragmentLanes);
@@ -64,7 +64,7 @@ __device__ inline void mma_16x8x16_portable(FragmentC& c, const FragmentA& a, co
 
 template <class T, bool kPortable>
 __device__ inline void mma_16x8x16(FragmentC& c, const FragmentA& a, const FragmentB& b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
+#if defined(HD_NVIDIA_MMA)
   if constexpr (!kPortable) {
     if constexpr (std::is_same_v<T, __half>) {
       asm volatile(
@@ -93,7 +93,7 @@ __device__ inline void mma_16x8x16(FragmentC& c, const FragmentA& a, const Fragm
 template <bool kPortable>
 __device__ inline FragmentA load_a(const uint16_t* tile, int stride, int r0, int k0) {
   const int lane = int(threadIdx.x) % kFragmentLanes;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
+#if defined(HD_NVIDIA_MMA)
   if constexpr (!kPortable) {
     // Lanes 0-15 name rows r0..r0+15 at column k0, lanes 16-31 the same rows at k0 + 8: the four 8x8
     // matrices arrive as r[0] (rows 0-7, k 0-7), r[1] (rows 8-15), r[2] (rows 0-7, k 8-15), r[3].
@@ -116,7 +116,7 @@ __device__ inline FragmentA load_a(const uint16_t* tile, int stride, int r0, int
 template <bool kPortable>
 __device__ inline FragmentB load_b(const uint16_t* tile, int stride, int n0, int k0) {
   const int lane = int(threadIdx.x) % kFragmentLanes;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
+#if defined(HD_NVIDIA_MMA)
   if constexpr (!kPortable) {
     // Lanes 0-7 name rows n0..n0+7 at k0, lanes 8-15 the same rows at k0 + 8 (the rest are ignored).
     const uint16_t* row = tile + (n0 + lane % 8) * stride + k0 + ((lane / 8) % 2) * 8;
@@ -139,7 +139,7 @@ __device__ inline FragmentB load_b(const uint16_t* tile, int stride, int n0, int
 template <bool kPortable>
 __device__ inline FragmentB load_b_transposed(const uint16_t* tile, int stride, int k0, int n0) {
   const int lane = int(threadIdx.x) % kFragmentLanes, g = lane / 4, t = lane % 4;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HD_GPU_HIP)
+#if defined(HD_NVIDIA_MMA)
   if constexpr (!kPortable) {
     // Lanes 0-7 name the rows of the first 8x8 matrix (k0..k0+7), lanes 8-15 those of the second.
     const uint16_t* row = tile + (k0 + (lane % 16)) * stride + n0;
@@ -166,11 +166,18 @@ __device__ inline FragmentB load_b_transposed(const uint16_t* tile, int stride, 
 // NVIDIA's m16n8k16 on 32 lanes (mma.sync on sm_80+, or the portable shuffles).
 template <bool kPortable>
 struct Fragments16x8 {
-  static constexpr int kLanes = 32, kN = 8;
+  static constexpr int kLanes = 32, kN = 8, kAccumulators = 4;
   static constexpr bool kColumnPairs = true;
   static constexpr int kMaxGroups = 1024 / kLanes;  // fragment groups of a block: the thread limit only
+  // The portable path runs everywhere; the instruction only where it exists (CUDA builds are sm_80+).
+#if defined(HD_GPU_HIP)
+  static constexpr bool kOnThisTarget = kPortable;
+#else
+  static constexpr bool kOnThisTarget = true;
+#endif
   using A = FragmentA;
   using B = FragmentB;
+  using C = FragmentC;
   template <class T>
   __device__ static void mma(FragmentC& c, const A& a, const B& b) { mma_16x8x16<T, kPortable>(c, a, b); }
   __device__ static A load_a(const uint16_t* tile, int stride, int r0, int k0) {
@@ -191,19 +198,55 @@ struct Fragments16x8 {
 // Both operands are then one 8-byte read of a [rows][k] tile. kEmulate computes the same layout without
 // the instruction (shared memory + barriers, every thread of the block calling in step): where no MFMA
 // exists, and so that an NVIDIA GPU can test the kernels' use of this layout.
+// The multiply-accumulate of a 16x16x16 layout without its instruction, for any layout descriptor below:
+// each lane publishes its operands in shared memory, then forms its accumulators from the whole group's,
+// finding element (row or column `index`, k) of A and B in the lane Layout::holder(index, k), 16-bit
+// slot Layout::slot(k). Every thread of the block calls in step (the barriers): an emulation for tests
+// and for targets without the instruction, never fast.
+template <class Layout, class T>
+__device__ void emulate_mma_16x16x16(typename Layout::C& c, const typename Layout::A& a, const typename Layout::B& b) {
+  static_assert(std::is_same_v<typename Layout::A, typename Layout::B>);
+  __shared__ typename Layout::A scratch[Layout::kMaxGroups][2][Layout::kLanes];
+  const int group = int(threadIdx.x) / Layout::kLanes, lane = int(threadIdx.x) % Layout::kLanes;
+  __syncthreads();  // the previous call's reads are done
+  scratch[group][0][lane] = a;
+  scratch[group][1][lane] = b;
+  __syncthreads();
+  const auto element = [&](int which, int index, int k) {
+    const int slot = Layout::slot(k);
+    const uint32_t word = scratch[group][which][Layout::holder(index, k)].r[slot / 2];
+    return slot % 2 ? high_half<T>(word) : low_half<T>(word);
+  };
+  for (int r = 0; r < Layout::kAccumulators; ++r) {
+    const int row = Layout::c_row(lane, r), col = Layout::c_col(lane, r);
+    float sum = 0.f;
+    for (int k = 0; k < 16; ++k) sum += element(0, row, k) * element(1, col, k);
+    c.r[r] += sum;
+  }
+}
+
 struct Fragment4 {
   uint32_t r[2];
 };
 template <bool kEmulate>
 struct Fragments16x16 {
-  static constexpr int kLanes = 64, kN = 16;
+  static constexpr int kLanes = 64, kN = 16, kAccumulators = 4;
   static constexpr bool kColumnPairs = false;
   static constexpr int kMaxGroups = 8;  // the emulation's scratch: fragment groups of a block, at most
+  // The instruction on CDNA only; the emulation in CUDA builds only (the tests' proxy for AMD).
+#if defined(HD_AMD_MFMA)
+  static constexpr bool kOnThisTarget = !kEmulate;
+#elif defined(HD_GPU_HIP)
+  static constexpr bool kOnThisTarget = false;
+#else
+  static constexpr bool kOnThisTarget = kEmulate;
+#endif
   using A = Fragment4;
   using B = Fragment4;
+  using C = FragmentC;
   template <class T>
   __device__ static void mma(FragmentC& c, const A& a, const B& b) {
-#if defined(__gfx90a__)
+#if defined(HD_AMD_MFMA)
     if constexpr (!kEmulate) {
       using Float4 = float __attribute__((ext_vector_type(4)));
       Float4 acc = __builtin_bit_cast(Float4, c);
@@ -221,7 +264,11 @@ struct Fragments16x16 {
       emulated_mma<T>(c, a, b);
     }
 #else
-    emulated_mma<T>(c, a, b);
+    if constexpr (!kEmulate) {
+      HD_TRAP();  // not offered here (kOnThisTarget): kernels on this layout are trap stubs
+    } else {
+      emulated_mma<T>(c, a, b);
+    }
 #endif
   }
   __device__ static A load_a(const uint16_t* tile, int stride, int r0, int k0) {
@@ -238,6 +285,18 @@ struct Fragments16x16 {
   }
   __device__ static int c_row(int lane, int r) { return 4 * (lane / 16) + r; }
   __device__ static int c_col(int lane, int /*r*/) { return lane % 16; }
+  static constexpr bool kRowPairs = true;  // registers 2h and 2h+1 hold neighbouring rows of one column
+  // Where element (row or column `index`, k) of A and B lives: lane index + 16 (k / 4), 16-bit slot k % 4.
+  __device__ static int holder(int index, int k) { return index + 16 * (k / 4); }
+  __device__ static int slot(int k) { return k % 4; }
+
+  // The B operand whose column lane % 16 holds this lane's accumulators of a C fragment, as T: in
+  // attention, the probabilities Pᵀ computed as scores Sᵀ, fed to Oᵀ = Vᵀ · Pᵀ. On MFMA the maps agree
+  // register for register.
+  template <class T>
+  __device__ static B b_from_accumulators(const float (&p)[kAccumulators]) {
+    return B{{pack2<T>(p[0], p[1]), pack2<T>(p[2], p[3])}};
+  }
 
   // The maximum / sum of v over the four lanes that hold one column of C (lanes i, i + 16, i + 32,
   // i + 48), returned to each of them. Every thread of the block calls in step (the emulation's barriers).
@@ -255,7 +314,7 @@ struct Fragments16x16 {
   }
   template <class Op>
   __device__ static float column_reduce(float v, Op op) {
-#if defined(__gfx90a__)
+#if defined(HD_AMD_MFMA)
     if constexpr (!kEmulate) {
       v = op(v, shuffle_xor(v, 16, kLanes));
       return op(v, shuffle_xor(v, 32, kLanes));
@@ -279,25 +338,184 @@ struct Fragments16x16 {
     return op(op(scratch[group][i], scratch[group][i + 16]), op(scratch[group][i + 32], scratch[group][i + 48]));
   }
 
-  // Each lane publishes its operands; each lane then forms its four outputs from the whole group's.
   template <class T>
   __device__ static void emulated_mma(FragmentC& c, const A& a, const B& b) {
-    __shared__ Fragment4 scratch[kMaxGroups][2][kLanes];
-    const int group = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes, i = lane % 16;
-    __syncthreads();  // the previous call's reads are done
-    scratch[group][0][lane] = a;
-    scratch[group][1][lane] = b;
-    __syncthreads();
-    const auto element = [&](int which, int owner, int k) {  // the k-th 16-bit value held by `owner`
-      const uint32_t word = scratch[group][which][owner].r[(k % 4) / 2];
-      return k % 2 ? high_half<T>(word) : low_half<T>(word);
-    };
-    for (int r = 0; r < 4; ++r) {
-      const int row = 4 * (lane / 16) + r;
-      float sum = 0.f;
-      for (int k = 0; k < 16; ++k) sum += element(0, row + 16 * (k / 4), k) * element(1, i + 16 * (k / 4), k);
-      c.r[r] += sum;
+    emulate_mma_16x16x16<Fragments16x16, T>(c, a, b);
+  }
+
+};
+
+// AMD RDNA's WMMA, v_wmma_f32_16x16x16_{f16,bf16} on a 32-lane wave (C[16x16] += A[16x16] · B[16x16]),
+// in its two register maps (RDNA3 ISA and RDNA4 ISA, "Wave Matrix Multiply Accumulate"; AMD GPUOpen's
+// RDNA3 and RDNA4 WMMA guides). With lane = 16·h + i (h = lane / 16):
+//   RDNA3 (gfx11): A: lane holds A[i][0..15] (sixteen 16-bit values, eight registers), the same in both
+//                  half-waves; B: lane holds B[0..15][i] (B stored [n][k]: row n = i); C: r[v] = C[2v + h][i]
+//   RDNA4 (gfx12): A: lane holds A[i][4h..4h+3] and A[i][8+4h..8+4h+3] (eight values, four registers);
+//                  B: lane holds B[4h..4h+3][i] and B[8+4h..8+4h+3][i]; C: r[v] = C[v + 8h][i]
+// (AMD's matrix instruction calculator, ROCm/amd_matrix_instruction_calculator, for both maps.) Operands
+// are two 16-byte reads (gfx11) or two 8-byte reads (gfx12) of a [rows][k] tile. kEmulate computes the same map without
+// the instruction (shared memory + barriers, every thread of the block calling in step), so that the CUDA
+// build's tests run the kernels' use of these layouts on NVIDIA. The gfx11 emulation reads k < 8 from the
+// lower half-wave's copy and k >= 8 from the upper one's, so that a kernel loading either half wrong fails.
+struct Fragment8x32 {
+  uint32_t r[8];
+};
+struct Fragment4x32 {
+  uint32_t r[4];
+};
+struct FragmentC8 {
+  float r[8];
+};
+template <int kGeneration, bool kEmulate>  // kGeneration: 11 (RDNA3) or 12 (RDNA4)
+struct FragmentsWmma {
+  static_assert(kGeneration == 11 || kGeneration == 12);
+  static constexpr int kLanes = 32, kN = 16, kAccumulators = 8;
+  static constexpr bool kColumnPairs = false;
+  static constexpr int kMaxGroups = 8;  // the emulation's scratch: fragment groups of a block, at most
+  static constexpr int kValuesPerLane = kGeneration == 11 ? 16 : 8;  // 16-bit values of A (and of B) per lane
+#if defined(HD_AMD_WMMA_GFX11)
+  static constexpr bool kNativeHere = kGeneration == 11;
+#elif defined(HD_AMD_WMMA_GFX12)
+  static constexpr bool kNativeHere = kGeneration == 12;
+#else
+  static constexpr bool kNativeHere = false;
+#endif
+#if defined(HD_GPU_HIP)
+  static constexpr bool kOnThisTarget = !kEmulate && kNativeHere;
+#else
+  static constexpr bool kOnThisTarget = kEmulate;
+#endif
+  using A = std::conditional_t<kGeneration == 11, Fragment8x32, Fragment4x32>;
+  using B = A;
+  using C = FragmentC8;
+
+  template <class T>
+  __device__ static void mma(C& c, const A& a, const B& b) {
+    if constexpr (kEmulate) {
+      emulated_mma<T>(c, a, b);
+    } else {
+      native_mma<T>(c, a, b);
     }
+  }
+  __device__ static A load_a(const uint16_t* tile, int stride, int r0, int k0) {
+    const int lane = int(threadIdx.x) % kLanes;
+    const uint16_t* row = tile + (r0 + lane % 16) * stride + k0;
+    A f;
+    if constexpr (kGeneration == 11) {
+      store16(f.r, *reinterpret_cast<const uint4*>(row));
+      store16(f.r + 4, *reinterpret_cast<const uint4*>(row + 8));
+    } else {
+      const uint2 lo = *reinterpret_cast<const uint2*>(row + 4 * (lane / 16));
+      const uint2 hi = *reinterpret_cast<const uint2*>(row + 8 + 4 * (lane / 16));
+      f.r[0] = lo.x, f.r[1] = lo.y, f.r[2] = hi.x, f.r[3] = hi.y;
+    }
+    return f;
+  }
+  __device__ static B load_b(const uint16_t* tile, int stride, int n0, int k0) { return load_a(tile, stride, n0, k0); }
+  __device__ static int c_row(int lane, int r) { return kGeneration == 11 ? 2 * r + lane / 16 : r + 8 * (lane / 16); }
+  __device__ static int c_col(int lane, int /*r*/) { return lane % 16; }
+  static constexpr bool kRowPairs = kGeneration == 12;  // registers 2h and 2h+1 hold neighbouring rows
+
+  // The k of the e-th 16-bit value of this lane's A (or B) fragment, and the inverse map: where element
+  // (row or column `index`, k) lives. gfx11: both halves hold every k (the emulation reads k < 8 from the
+  // lower half, the rest from the upper); gfx12: half (k % 8) / 4, slot 4 (k / 8) + k % 4.
+  __device__ static int k_of(int lane, int e) { return kGeneration == 11 ? e : 8 * (e / 4) + 4 * (lane / 16) + e % 4; }
+  __device__ static int holder(int index, int k) { return index + 16 * (kGeneration == 11 ? k / 8 : (k % 8) / 4); }
+  __device__ static int slot(int k) { return kGeneration == 11 ? k : 4 * (k / 8) + k % 4; }
+
+  // A = the 16x16 block at (r0, k0) of a matrix stored transposed: element (r, k) at
+  // tile[(k0 + k) * stride + r0 + r] (in attention: Vᵀ, with V stored [keys][dims]).
+  __device__ static A load_a_transposed(const uint16_t* tile, int stride, int r0, int k0) {
+    const int lane = int(threadIdx.x) % kLanes;
+    const uint16_t* column = tile + k0 * stride + r0 + lane % 16;
+    A f;
+#pragma unroll
+    for (int w = 0; w < kValuesPerLane / 2; ++w)
+      f.r[w] = uint32_t(column[k_of(lane, 2 * w) * stride]) | uint32_t(column[k_of(lane, 2 * w + 1) * stride]) << 16;
+    return f;
+  }
+
+  // The two lanes that hold one column of C are lane and lane ^ 16 (both maps): one exchange.
+  __device__ static float column_max(float v) { return fmaxf(v, shuffle_xor(v, 16, kLanes)); }
+  __device__ static float column_sum(float v) { return v + shuffle_xor(v, 16, kLanes); }
+
+  // The B operand whose column lane % 16 holds this lane's accumulators of a C fragment, as T (in
+  // attention: Pᵀ from the scores Sᵀ). The maps differ, so the two half-waves exchange values:
+  //   gfx11: C holds rows 2v + h, B every k in both halves: the even rows come from half 0, the odd
+  //          from half 1;
+  //   gfx12: C holds rows 8h..8h+7, B rows 4h..4h+3 and 8+4h..8+4h+3: half 0 gives rows 4-7 to half 1,
+  //          half 1 gives rows 8-11 to half 0.
+  template <class T>
+  __device__ static B b_from_accumulators(const float (&p)[kAccumulators]) {
+    const int lane = int(threadIdx.x) % kLanes;
+    const bool upper = lane >= 16;
+    uint32_t own[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) own[j] = pack2<T>(p[2 * j], p[2 * j + 1]);
+    B f;
+    if constexpr (kGeneration == 11) {
+      uint32_t other[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) other[j] = shuffle(own[j], lane ^ 16, kLanes);
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {  // r[m] = rows 2m (from half 0) and 2m + 1 (from half 1)
+        const uint32_t even = upper ? other[m / 2] : own[m / 2], odd = upper ? own[m / 2] : other[m / 2];
+        const uint32_t e16 = m % 2 ? even >> 16 : even & 0xffffu, o16 = m % 2 ? odd >> 16 : odd & 0xffffu;
+        f.r[m] = e16 | o16 << 16;
+      }
+    } else {
+      const uint32_t got0 = shuffle(upper ? own[0] : own[2], lane ^ 16, kLanes);
+      const uint32_t got1 = shuffle(upper ? own[1] : own[3], lane ^ 16, kLanes);
+      if (upper) {
+        f = B{{got0, got1, own[2], own[3]}};
+      } else {
+        f = B{{own[0], own[1], got0, got1}};
+      }
+    }
+    return f;
+  }
+
+ private:
+  __device__ static void store16(uint32_t* r, uint4 v) { r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w; }
+
+  template <class T>
+  __device__ static void native_mma(C& c, const A& a, const B& b) {
+    // Every builtin is guarded by its own target: an unguarded gfx11 builtin crashes clang 22's backend
+    // when built for gfx12. Elsewhere this layout is not offered (kOnThisTarget).
+#if defined(HD_AMD_WMMA_GFX11) || defined(HD_AMD_WMMA_GFX12)
+    if constexpr (kNativeHere) {
+      using Float8 = float __attribute__((ext_vector_type(8)));
+      using Halves = _Float16 __attribute__((ext_vector_type(kValuesPerLane)));
+      using Shorts = short __attribute__((ext_vector_type(kValuesPerLane)));
+      Float8 acc = __builtin_bit_cast(Float8, c);
+      if constexpr (std::is_same_v<T, __half>) {
+#if defined(HD_AMD_WMMA_GFX11)
+        acc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(__builtin_bit_cast(Halves, a), __builtin_bit_cast(Halves, b),
+                                                         acc);
+#else
+        acc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(__builtin_bit_cast(Halves, a),
+                                                               __builtin_bit_cast(Halves, b), acc);
+#endif
+      } else {
+#if defined(HD_AMD_WMMA_GFX11)
+        acc = __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(__builtin_bit_cast(Shorts, a), __builtin_bit_cast(Shorts, b),
+                                                          acc);
+#else
+        acc = __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32_gfx12(__builtin_bit_cast(Shorts, a),
+                                                                __builtin_bit_cast(Shorts, b), acc);
+#endif
+      }
+      c = __builtin_bit_cast(C, acc);
+      return;
+    }
+#endif
+    (void)c, (void)a, (void)b;
+    HD_TRAP();
+  }
+
+  template <class T>
+  __device__ static void emulated_mma(C& c, const A& a, const B& b) {
+    emulate_mma_16x16x16<FragmentsWmma, T>(c, a, b);
   }
 };
 

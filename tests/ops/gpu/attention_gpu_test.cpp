@@ -22,9 +22,11 @@ struct Case {
 double tolerance(DType t) { return t == DType::kF16 ? 2e-3 : 1.2e-2; }
 
 void check(const Case& c, DType dtype, gpu::AttentionPath path) {
-  const char* path_name = path == gpu::AttentionPath::kPortable     ? " portable"
-                          : path == gpu::AttentionPath::kMfmaLayout ? " mfma layout"
-                                                                    : " fastest";
+  const char* path_name = path == gpu::AttentionPath::kPortable       ? " portable"
+                          : path == gpu::AttentionPath::kMfmaLayout   ? " mfma layout"
+                          : path == gpu::AttentionPath::kWmma11Layout ? " wmma11 layout"
+                          : path == gpu::AttentionPath::kWmma12Layout ? " wmma12 layout"
+                                                                      : " fastest";
   SCOPED_TRACE(testing::Message() << dtype_name(dtype) << path_name
                                   << " B" << c.batch << " H" << c.heads << " Lq" << c.lq << " Lk" << c.lk << " D"
                                   << c.head_dim << (c.causal ? " causal" : ""));
@@ -79,6 +81,14 @@ TEST(GpuAttention, MatchesCpuThroughPortableFragments) {
 TEST(GpuAttention, MatchesCpuThroughMfmaLayout) {
   for (DType t : {DType::kF16, DType::kBF16})
     for (const Case& c : kCases) check(c, t, gpu::AttentionPath::kMfmaLayout);
+}
+
+// The same kernel on RDNA3's and RDNA4's WMMA layouts (32-lane 16x16 fragments, eight accumulators per
+// lane, the probabilities exchanged between half-waves to become the next product's operand), emulated.
+TEST(GpuAttention, MatchesCpuThroughWmmaLayouts) {
+  for (const gpu::AttentionPath path : {gpu::AttentionPath::kWmma11Layout, gpu::AttentionPath::kWmma12Layout})
+    for (DType t : {DType::kF16, DType::kBF16})
+      for (const Case& c : kCases) check(c, t, path);
 }
 
 TEST(GpuAttention, OpApiDispatchesAndRefusesWhatItCannotDo) {

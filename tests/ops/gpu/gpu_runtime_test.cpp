@@ -21,6 +21,20 @@ class GpuRuntime : public ::testing::Test {
   }
 };
 
+// The names HIP reports (gcnArchName, with feature suffixes) pick the fragment layout the kernels use.
+TEST(GpuMatrixUnit, AmdArchitectureNamesPickTheirFamily) {
+  using gpu::MatrixUnit;
+  EXPECT_EQ(gpu::amd_matrix_unit("gfx90a:sramecc+:xnack-"), MatrixUnit::kAmdMfma);
+  EXPECT_EQ(gpu::amd_matrix_unit("gfx942:sramecc+:xnack-"), MatrixUnit::kAmdMfma);
+  EXPECT_EQ(gpu::amd_matrix_unit("gfx1100"), MatrixUnit::kAmdWmma11);
+  EXPECT_EQ(gpu::amd_matrix_unit("gfx1101"), MatrixUnit::kAmdWmma11);
+  EXPECT_EQ(gpu::amd_matrix_unit("gfx1200"), MatrixUnit::kAmdWmma12);
+  EXPECT_EQ(gpu::amd_matrix_unit("gfx1201"), MatrixUnit::kAmdWmma12);
+  EXPECT_EQ(gpu::amd_matrix_unit("gfx1030"), MatrixUnit::kNone);
+  EXPECT_EQ(gpu::amd_matrix_unit("gfx908"), MatrixUnit::kNone);
+  EXPECT_EQ(gpu::amd_matrix_unit(""), MatrixUnit::kNone);
+}
+
 TEST_F(GpuRuntime, RoundTripThroughDeviceMemory) {
   test::Rng rng;
   HD_SEED_TRACE(rng);

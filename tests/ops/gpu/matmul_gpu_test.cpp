@@ -1,8 +1,8 @@
 // The GPU's implicit-GEMM convolution, linear and batched products against the CPU reference on fresh
 // random data: the UNet's and VAE's kernel sizes, strides and paddings, few-channel first convolutions
 // (the gathering kernels), tile edges, bias and residual epilogues (the residual aliasing the output),
-// f16 and bf16, through the matrix units, the portable fragment path, and AMD's MFMA layout (emulated
-// where the GPU is not an AMD one).
+// f16 and bf16, through the matrix units, the portable fragment path, and AMD's MFMA and WMMA layouts
+// (emulated where the GPU is not an AMD one).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -53,8 +53,13 @@ void check_conv(const ConvCase& c, DType dtype, gpu::GemmPath path) {
   const auto probe = test::poisoned_gpu(os, dtype), probe_residual = test::poisoned_gpu(os, dtype);
   const std::vector<std::string> names = gpu::gemm_candidates(conv_problem(c, dx, dw, db, probe), path);
   ASSERT_FALSE(names.empty());
-  if (path == gpu::GemmPath::kMfmaLayout) {  // only our tiles on the MFMA layout, never a library
-    for (const std::string& name : names) EXPECT_NE(name.find("-mfma"), std::string::npos) << name;
+  // Only our tiles on an AMD layout, never a library.
+  const char* amd_suffix = path == gpu::GemmPath::kMfmaLayout     ? "-mfma"
+                           : path == gpu::GemmPath::kWmma11Layout ? "-wmma11"
+                           : path == gpu::GemmPath::kWmma12Layout ? "-wmma12"
+                                                                  : nullptr;
+  if (amd_suffix) {
+    for (const std::string& name : names) EXPECT_NE(name.find(amd_suffix), std::string::npos) << name;
   }
   // With the residual in a tensor of its own, more candidates may run (cuDNN's graph API needs C apart
   // from the residual).
@@ -127,6 +132,15 @@ TEST(GpuConv2d, MatchesCpuThroughMfmaLayout) {
     for (const ConvCase& c : kConvCases) check_conv(c, t, gpu::GemmPath::kMfmaLayout);
 }
 
+// AMD RDNA3's and RDNA4's WMMA layouts (32-lane 16x16 fragments, eight accumulators per lane, each with
+// its own operand and accumulator register map): the instruction on gfx11 / gfx12; here their emulations,
+// which check the GEMM kernel's loads, accumulator rows and epilogue for each map against the CPU.
+TEST(GpuConv2d, MatchesCpuThroughWmmaLayouts) {
+  for (const gpu::GemmPath path : {gpu::GemmPath::kWmma11Layout, gpu::GemmPath::kWmma12Layout})
+    for (DType t : {DType::kF16, DType::kBF16})
+      for (const ConvCase& c : kConvCases) check_conv(c, t, path);
+}
+
 TEST(GpuLinear, MatchesCpuWithAndWithoutBias) {
   for (DType t : {DType::kF16, DType::kBF16}) {
     for (const auto& [m, n, k, with_bias] : {std::tuple{2 * 77, 320, 768, false}, std::tuple{300, 2560, 320, true},
@@ -150,7 +164,8 @@ TEST(GpuLinear, MatchesCpuWithAndWithoutBias) {
         g.bias = with_bias ? db.view().data : nullptr;
         return g;
       };
-      for (const gpu::GemmPath path : {gpu::GemmPath::kTuned, gpu::GemmPath::kMfmaLayout}) {
+      for (const gpu::GemmPath path : {gpu::GemmPath::kTuned, gpu::GemmPath::kMfmaLayout, gpu::GemmPath::kWmma11Layout,
+                                       gpu::GemmPath::kWmma12Layout}) {
         for (const std::string& name : gpu::gemm_candidates(problem(dout), path)) {
           const auto each = test::poisoned_gpu(Shape{1, m, n}, t);
           gpu::gemm_with(problem(each), name, path);
@@ -189,7 +204,8 @@ TEST(GpuLinear, AddsTheResidualSeparateOrInPlace) {
         g.residual = res.data;
         return g;
       };
-      for (const gpu::GemmPath path : {gpu::GemmPath::kTuned, gpu::GemmPath::kMfmaLayout}) {
+      for (const gpu::GemmPath path : {gpu::GemmPath::kTuned, gpu::GemmPath::kMfmaLayout, gpu::GemmPath::kWmma11Layout,
+                                       gpu::GemmPath::kWmma12Layout}) {
         for (const std::string& name : gpu::gemm_candidates(problem(dres, separate), path)) {
           const auto each = test::poisoned_gpu(Shape{1, m, n}, t);
           gpu::gemm_with(problem(dres, each), name, path);

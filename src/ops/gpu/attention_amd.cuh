@@ -1,0 +1,216 @@
+// Flash attention forward on AMD's 16x16 fragment layouts (mma.cuh): CDNA's MFMA (64 lanes) and RDNA3's
+// and RDNA4's WMMA (32 lanes). The same online softmax as attention.cu, arranged for layouts whose C
+// fragment gives each lane one column: the scores are computed transposed, Sᵀ = K · Qᵀ, so that each
+// lane's accumulators belong to one query, and the probabilities Pᵀ become the B operand of
+// Oᵀ = Vᵀ · Pᵀ (register for register on MFMA; on WMMA after one exchange between the half-waves,
+// Frag::b_from_accumulators). One query per lane means the running maximum and sum are one value per
+// lane, reduced over the lanes that share the query (Frag::column_max / column_sum).
+//
+// On AMD each layout runs its instruction on the targets that have it (elsewhere its kernels are trap
+// stubs the host never launches). In CUDA builds the layouts' emulations run: slow, and there only so
+// that the tests on NVIDIA check every index this kernel derives from each layout.
+//
+// Each layout's instances are compiled in a file of their own (attention_amd_mfma.cu,
+// attention_amd_wmma11.cu, attention_amd_wmma12.cu), so that the three build in parallel.
+#pragma once
+
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/gpu/attention_kernel.cuh"
+#include "ops/gpu/gpu_runtime.h"
+#include "ops/gpu/mma.cuh"
+
+namespace hd::gpu {
+
+namespace amd_attention {
+
+#if defined(HD_GPU_HIP)
+inline constexpr bool kEmulated = false;  // the instructions, on the targets that have them
+#else
+inline constexpr bool kEmulated = true;
+#endif
+
+// kD: the head dimension rounded up to a multiple of 16 (zero padding). kGroups fragment groups, 16
+// queries each. One key/value stage: with 64 queries, 64 keys and heads up to 160 the tiles fit the
+// 64 KB of shared memory AMD GPUs have.
+template <class Frag, class T, int kD, int kKeyTile, int kGroups>
+__device__ __forceinline__ void flash_attention_block(const T* __restrict__ q, const T* __restrict__ k,
+                                                      const T* __restrict__ v, T* __restrict__ out,
+                                                      const AttentionArgs& a) {
+  constexpr int kStride = kD + kAttentionPad;
+  constexpr int kQueryTile = 16 * kGroups, kThreads = kGroups * Frag::kLanes, kAcc = Frag::kAccumulators;
+  static_assert(kGroups <= Frag::kMaxGroups, "more fragment groups than the layout's emulation has scratch for");
+  extern __shared__ uint4 smem_raw[];
+  uint16_t* const q_s = reinterpret_cast<uint16_t*>(smem_raw);
+  uint16_t* const k_s = q_s + kQueryTile * kStride;
+  uint16_t* const v_s = k_s + kKeyTile * kStride;
+
+  const int group = int(threadIdx.x) / Frag::kLanes, lane = int(threadIdx.x) % Frag::kLanes;
+  const int b = int(blockIdx.y) / a.heads, h = int(blockIdx.y) % a.heads;
+  const int q0 = int(blockIdx.x) * kQueryTile;
+  const int query = q0 + group * 16 + lane % 16;  // this lane's query (a column of every fragment)
+  const T* q_base = q + int64_t(b) * a.lq * a.q_row + int64_t(h) * a.head_dim;
+  const T* k_base = k + int64_t(b) * a.lk * a.kv_row + int64_t(h) * a.head_dim;
+  const T* v_base = v + int64_t(b) * a.lk * a.kv_row + int64_t(h) * a.head_dim;
+
+  load_attention_rows<kD, kThreads>(q_s, q_base, a.q_row, q0, kQueryTile, a.lq, a.head_dim);
+  __syncthreads();
+  // Qᵀ, the B operand (rows of Q are its columns), kept in registers where it fits beside the
+  // accumulators, else read from shared memory at each use: on gfx11, whose operands hold 16 values per
+  // lane, a 160-wide head's Qᵀ alone is 80 registers, and keeping it spilled.
+  constexpr bool kQInRegisters = sizeof(typename Frag::B) * (kD / 16) <= 96;
+  typename Frag::B q_frag[kQInRegisters ? kD / 16 : 1];
+  if constexpr (kQInRegisters) {
+#pragma unroll
+    for (int kc = 0; kc < kD / 16; ++kc) q_frag[kc] = Frag::load_b(q_s, kStride, group * 16, kc * 16);
+  }
+  const auto q_operand = [&](int kc) HD_INLINE {
+    if constexpr (kQInRegisters) {
+      return q_frag[kc];
+    } else {
+      return Frag::load_b(q_s, kStride, group * 16, kc * 16);
+    }
+  };
+
+  typename Frag::C o[kD / 16];  // Oᵀ: o[n].r[r] = O[query][16n + Frag::c_row(lane, r)]
+#pragma unroll
+  for (auto& f : o) f = typename Frag::C{};
+  float m = -INFINITY, l = 0.f;  // the query's running maximum (unscaled) and this lane's share of the sum
+  const int key_end = a.causal ? min(a.lk, q0 + kQueryTile) : a.lk;
+
+  for (int k0 = 0; k0 < key_end; k0 += kKeyTile) {
+    __syncthreads();  // the previous tile is no longer read
+    load_attention_rows<kD, kThreads>(k_s, k_base, a.kv_row, k0, kKeyTile, a.lk, a.head_dim);
+    load_attention_rows<kD, kThreads>(v_s, v_base, a.kv_row, k0, kKeyTile, a.lk, a.head_dim);
+    __syncthreads();
+
+    typename Frag::C s[kKeyTile / 16];  // Sᵀ: s[c].r[r] = score of key k0 + 16c + Frag::c_row(lane, r)
+#pragma unroll
+    for (int c = 0; c < kKeyTile / 16; ++c) {
+      s[c] = typename Frag::C{};
+#pragma unroll
+      for (int kc = 0; kc < kD / 16; ++kc)
+        Frag::template mma<T>(s[c], Frag::load_a(k_s, kStride, c * 16, kc * 16), q_operand(kc));
+    }
+    const bool unmasked = !a.causal && k0 + kKeyTile <= a.lk;
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < kKeyTile / 16; ++c) {
+#pragma unroll
+      for (int r = 0; r < kAcc; ++r) {
+        const int key = k0 + c * 16 + Frag::c_row(lane, r);
+        if (!unmasked && (key >= a.lk || (a.causal && key > query))) s[c].r[r] = -INFINITY;
+        tile_max = fmaxf(tile_max, s[c].r[r]);
+      }
+    }
+    tile_max = Frag::column_max(tile_max);
+    const float m_new = fmaxf(m, tile_max);
+    // A query that has seen only masked keys keeps m = -inf: its weights stay 0 and nothing rescales.
+    const float alpha = m_new == -INFINITY ? 1.f : exp2f((m - m_new) * a.scale_log2);
+    const float m_scaled = m_new == -INFINITY ? 0.f : m_new * a.scale_log2;
+    m = m_new;
+    l *= alpha;
+#pragma unroll
+    for (auto& f : o)
+#pragma unroll
+      for (float& x : f.r) x *= alpha;
+    // Oᵀ += Vᵀ · Pᵀ, 16 keys at a time: a lane's probabilities of a chunk become its B fragment.
+#pragma unroll
+    for (int c = 0; c < kKeyTile / 16; ++c) {
+      float p[kAcc];
+#pragma unroll
+      for (int r = 0; r < kAcc; ++r) {
+        p[r] = exp2f(fmaf(s[c].r[r], a.scale_log2, -m_scaled));  // masked: 2^-inf = 0
+        l += p[r];
+      }
+      const typename Frag::B p_frag = Frag::template b_from_accumulators<T>(p);
+#pragma unroll
+      for (int n = 0; n < kD / 16; ++n)
+        Frag::template mma<T>(o[n], Frag::load_a_transposed(v_s, kStride, n * 16, c * 16), p_frag);
+    }
+  }
+
+  l = Frag::column_sum(l);
+  if (query >= a.lq) return;  // after the last collective call
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  T* dst = out + (int64_t(b) * a.lq + query) * a.out_row + int64_t(h) * a.head_dim;
+  // head_dim is a multiple of 8: where neighbouring registers hold neighbouring dims (kRowPairs), both
+  // are in range or neither, and go out as one 32-bit store.
+  constexpr int kStep = Frag::kRowPairs ? 2 : 1;
+#pragma unroll
+  for (int n = 0; n < kD / 16; ++n) {
+#pragma unroll
+    for (int r = 0; r < kAcc; r += kStep) {
+      const int dim = n * 16 + Frag::c_row(lane, r);
+      if (dim >= a.head_dim) continue;
+      if constexpr (Frag::kRowPairs) {
+        *reinterpret_cast<uint32_t*>(dst + dim) = pack2<T>(o[n].r[r] * inv, o[n].r[r + 1] * inv);
+      } else {
+        dst[dim] = from_float<T>(o[n].r[r] * inv);
+      }
+    }
+  }
+}
+
+template <class Frag>
+__host__ __device__ constexpr MatrixUnit unit_of() {
+  if constexpr (Frag::kLanes == 64) {
+    return MatrixUnit::kAmdMfma;
+  } else {
+    return Frag::kValuesPerLane == 16 ? MatrixUnit::kAmdWmma11 : MatrixUnit::kAmdWmma12;
+  }
+}
+
+// An empty kernel on targets without the layout's instruction, and for heads wider than the layout
+// takes (the host launches it only where it runs).
+template <class Frag, class T, int kD, int kKeyTile, int kGroups>
+__global__ void __launch_bounds__(kGroups* Frag::kLanes)
+    flash_attention_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                           T* __restrict__ out, AttentionArgs a) {
+  if constexpr (Frag::kOnThisTarget && kD <= amd_flash_max_head_dim(unit_of<Frag>())) {
+    flash_attention_block<Frag, T, kD, kKeyTile, kGroups>(q, k, v, out, a);
+  } else {
+    HD_TRAP();
+  }
+}
+
+template <class Frag, class T, int kD>
+void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
+  // 64 keys a tile for narrow heads, 32 for wide ones and on gfx11 (whose 16-value operands left no
+  // registers for 64 keys' scores: it spilled at head sizes 48 and 64 in bf16).
+  constexpr int kKeyTile = kD <= 64 && sizeof(typename Frag::B) <= 16 ? 64 : 32, kGroups = 4;
+  constexpr int kQueryTile = 16 * kGroups;
+  const size_t smem = size_t(kQueryTile + 2 * kKeyTile) * (kD + kAttentionPad) * sizeof(uint16_t);
+  const auto kernel = flash_attention_kernel<Frag, T, kD, kKeyTile, kGroups>;
+  allow_dynamic_shared_memory(kernel, smem, q.device.index);
+  const dim3 grid(unsigned((a.lq + kQueryTile - 1) / kQueryTile), unsigned(q.dim(0) * a.heads));
+  kernel<<<grid, kGroups * Frag::kLanes, smem, current_stream()>>>(
+      static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
+      static_cast<T*>(out.data), a);
+  HD_GPU_CHECK_LAUNCH();
+}
+
+template <class Frag, class T>
+void dispatch_head_dim(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
+  const int d = a.head_dim;
+  if (d <= 16) return launch<Frag, T, 16>(q, k, v, out, a);
+  if (d <= 32) return launch<Frag, T, 32>(q, k, v, out, a);
+  if (d <= 48) return launch<Frag, T, 48>(q, k, v, out, a);  // SD1.5's 40
+  if (d <= 64) return launch<Frag, T, 64>(q, k, v, out, a);
+  if (d <= 80) return launch<Frag, T, 80>(q, k, v, out, a);
+  if (d <= 96) return launch<Frag, T, 96>(q, k, v, out, a);
+  if (d <= 128) return launch<Frag, T, 128>(q, k, v, out, a);
+  return launch<Frag, T, 160>(q, k, v, out, a);
+}
+
+template <class Frag>
+void dispatch_type(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
+  HD_ASSERT(a.head_dim % 8 == 0 && a.head_dim <= amd_flash_max_head_dim(unit_of<Frag>()));
+  if (q.dtype == DType::kF16) return dispatch_head_dim<Frag, __half>(q, k, v, out, a);
+  dispatch_head_dim<Frag, Bf16>(q, k, v, out, a);
+}
+
+}  // namespace amd_attention
+
+}  // namespace hd::gpu
