@@ -17,8 +17,10 @@ Prints the tables as Markdown (docs/amd-kernel-resources.md keeps them) and writ
   tools/rocm/amd_kernel_report.py BUILD_DIR [--out FILE]
 """
 import argparse
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -30,7 +32,7 @@ MATRIX_INSTRUCTIONS = {
     "gfx1200": "v_wmma_", "gfx1201": "v_wmma_",
 }
 # The kernel files whose kernels must hold their target's matrix instructions (gfx1030 has none).
-def matrix_files(target):
+def required_matrix_files(target):
     layout = "mfma" if MATRIX_INSTRUCTIONS[target] == "v_mfma_" else "wmma11" if target.startswith("gfx11") else "wmma12"
     return (f"gemm_tiles_{layout}.cu", f"attention_amd_{layout}.cu")
 
@@ -77,14 +79,23 @@ def parse_assembly(text):
 
 
 def assembly_files(build_dir):
-    """{(source, target): path} for the device assembly that -save-temps=obj left beside the objects."""
+    """{(source, target): path} for the device assembly that -save-temps=obj left beside the objects of
+    the HIP sources the build tree compiles now (compile_commands.json), so that files of sources since
+    removed are not read."""
+    with open(os.path.join(build_dir, "compile_commands.json")) as f:
+        entries = json.load(f)
     found = {}
-    pattern = re.compile(r"^(.+)-hip-amdgcn-amd-amdhsa-(gfx\w+)\.s$")
-    for root, _, files in os.walk(build_dir):
-        for f in files:
-            m = pattern.match(f)
-            if m:
-                found[(m.group(1) + ".cu", m.group(2))] = os.path.join(root, f)
+    for e in entries:
+        args = shlex.split(e["command"])
+        if "-x" not in args or args[args.index("-x") + 1] != "hip" or "-o" not in args:
+            continue
+        obj = os.path.join(e["directory"], args[args.index("-o") + 1])
+        stem = os.path.basename(e["file"])[: -len(".cu")]
+        targets = [a.split("=", 1)[1] for a in args if a.startswith("--offload-arch=")]
+        for target in targets:
+            path = os.path.join(os.path.dirname(obj), f"{stem}-hip-amdgcn-amd-amdhsa-{target}.s")
+            if os.path.exists(path):
+                found[(stem + ".cu", target)] = path
     return found
 
 
@@ -154,7 +165,7 @@ def main():
                              r.get("group_segment_fixed_size", "?"), r.get("occupancy", "?"),
                              str(len(matrix_lines))))
         if family:
-            for f in matrix_files(target):
+            for f in required_matrix_files(target):
                 if f not in matrix_files:
                     problems.append(f"{target}: no {family}* instruction in any kernel of {f}")
         lines.append(f"\n## {target}\n")
