@@ -48,8 +48,11 @@ std::string cached_device_name(int index) {
   return names[index];
 }
 
-std::string tuning_key(const GemmProblem& p, bool vector, Fragments fragments) {
-  return str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", suffix_of(fragments), " on ",
+// A test's chosen layout (no libraries) is tuned apart from the tuned path on the same layout, whose
+// candidates include the libraries.
+std::string tuning_key(const GemmProblem& p, bool vector, Fragments fragments, bool libraries) {
+  return str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", suffix_of(fragments),
+                 libraries ? "" : " tiles only", " on ",
                  cached_device_name(p.device.index),
                  ": batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x", p.width, "x", p.channels,
                  " (pixel stride ", p.pixel_stride, ") kernel ", p.kh, "x", p.kw, " stride ", p.stride, " padding ",
@@ -99,6 +102,7 @@ struct Prepared {
   KernelArgs args;
   bool vector;
   Fragments fragments;
+  bool libraries;  // the vendor libraries are candidates too (the tuned path)
 };
 
 // The layout a path runs on this device: the device's matrix units unless a test asks for another (an
@@ -144,7 +148,7 @@ Prepared prepare(const GemmProblem& p, GemmPath path) {
                       p.a_batch.inner % 8 == 0 && is_aligned(p.a, 16) && p.ldb % 8 == 0 && p.b_batch.outer % 8 == 0 &&
                       p.b_batch.inner % 8 == 0 && is_aligned(p.b, 16);
   HD_GPU_CHECK(cudaSetDevice(p.device.index));
-  return {args, vector, fragments_for(path, p.device.index)};
+  return {args, vector, fragments_for(path, p.device.index), path == GemmPath::kTuned};
 }
 
 // Calls f with the candidates of p (their element type and fragment path resolved).
@@ -155,7 +159,9 @@ void with_candidates(const GemmProblem& p, const Prepared& prepared, F f) {
     if constexpr (!std::is_same_v<T, float>) {
       // Each build instantiates the layouts its targets can use: NVIDIA's (and MFMA's emulation, for the
       // tests), or AMD's; the portable one everywhere.
-      const auto offer = [&]<Fragments L>() { return f(candidates_of<T, L>(p, prepared.args, prepared.vector)); };
+      const auto offer = [&]<Fragments L>() {
+        return f(candidates_of<T, L>(p, prepared.args, prepared.vector, prepared.libraries));
+      };
       switch (prepared.fragments) {
         case Fragments::kPortable: return offer.template operator()<Fragments::kPortable>();
 #if defined(HD_GPU_HIP)
@@ -202,7 +208,7 @@ void gemm(const GemmProblem& p, GemmPath path) {
   with_candidates(p, prepared, [&](const std::vector<Candidate>& list) {
     std::vector<std::string> names;
     for (const Candidate& c : list) names.push_back(c.name);
-    const int chosen = ops::choose_fastest(tuning_key(p, prepared.vector, prepared.fragments), names,
+    const int chosen = ops::choose_fastest(tuning_key(p, prepared.vector, prepared.fragments, prepared.libraries), names,
                                            [&](int i) { return time_candidate(p, list[size_t(i)]); });
     list[size_t(chosen)].launch(p.c);
   });

@@ -62,6 +62,15 @@ GemmProblem conv_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, cons
 GemmProblem dense_gemm(DType dtype, const Device& device, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
                        const void* b, int64_t ldb, void* c, int64_t ldc);
 
+// Whether p is one dense product of f16/bf16 rows a multiple of 16 bytes long and apart (a 1x1, stride-1,
+// unpadded "convolution" of a one-pixel-high image, no batch): what the BLAS-style libraries take.
+inline bool is_dense_product(const GemmProblem& p) {
+  return (p.dtype == DType::kF16 || p.dtype == DType::kBF16) && p.outer * p.inner == 1 && p.kh == 1 && p.kw == 1 &&
+         p.stride == 1 && p.padding == 0 && p.images == 1 && p.height == 1 && p.out_height == 1 &&
+         p.out_width == p.width && p.channels % 8 == 0 && p.pixel_stride % 8 == 0 && p.ldb % 8 == 0 &&
+         p.ldc % 8 == 0 && p.n % 8 == 0;
+}
+
 // kTuned: the device's own fragment layout and, on NVIDIA, its libraries. For tests: kPortable, the
 // fragment layer's portable path (what AMD targets without matrix cores run); kMfmaLayout, AMD CDNA's
 // MFMA layout (the instruction on gfx90a/gfx942); kWmma11Layout / kWmma12Layout, RDNA3's / RDNA4's WMMA

@@ -30,6 +30,9 @@
 #if defined(HD_WITH_CUDNN) || defined(HD_WITH_CUBLASLT)
 #include "ops/gpu/nvidia/vendor_gemm.h"
 #endif
+#if defined(HD_WITH_HIPBLASLT)
+#include "ops/gpu/amd/vendor_gemm.h"
+#endif
 
 namespace hd::gpu::gemm_tiles {
 
@@ -377,9 +380,11 @@ inline const char* suffix_of(Fragments f) {
 // the GPU when the problem is small; register-staged (every target) and, on NVIDIA, with 3-4 k-steps in
 // flight through asynchronous copies; split-K for problems whose output has fewer tiles than the GPU
 // has multiprocessors but a long k. The gather kernel serves only the few-channel first convolutions.
-// Then, on NVIDIA builds that have them, cuDNN for convolutions and cuBLASLt for dense products.
+// Then, with `libraries` (the tuned path, never a test's chosen layout), the vendor libraries the build
+// has: on NVIDIA cuDNN for convolutions and cuBLASLt for dense products; on AMD with matrix cores
+// hipBLASLt for dense products.
 template <class T, Fragments F>
-std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& args, bool vector) {
+std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& args, bool vector, bool libraries) {
   using Frag = FragmentsOf<F>;
   const std::string suffix = suffix_of(F);
   std::vector<Candidate> list;
@@ -407,7 +412,14 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     add("mma64x64-split8" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 8>);
   }
   if constexpr (F != Fragments::kNvidia) {
-    return list;  // asynchronous copies and NVIDIA's libraries go with the NVIDIA tensor-core path
+    // Asynchronous copies and NVIDIA's libraries go with the NVIDIA tensor-core path.
+#if defined(HD_WITH_HIPBLASLT)
+    if constexpr (F == Fragments::kMfma || F == Fragments::kWmma11 || F == Fragments::kWmma12) {
+      if (libraries && hipblaslt_can_run(p)) list.push_back({"hipblaslt", [&p](void* c) { hipblaslt_gemm(p, c); }});
+    }
+#endif
+    (void)libraries;
+    return list;
   } else {
     add("async3-128x128", launch_tile<T, 128, 128, 2, 2, 3, true, Frag, 1>);
     add("async3-128x256w8", launch_tile<T, 128, 256, 2, 4, 3, true, Frag, 1>);
@@ -418,6 +430,7 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
       add("async4-64x64-split4", launch_tile<T, 64, 64, 2, 2, 4, true, Frag, 4>);
       add("async4-64x64-split8", launch_tile<T, 64, 64, 2, 2, 4, true, Frag, 8>);
     }
+    if (!libraries) return list;
 #if defined(HD_WITH_CUDNN)
     if (cudnn_can_run(p)) list.push_back({"cudnn", [&p](void* c) { cudnn_conv(p, c); }});
     // Convolutions only: a dense product (a one-pixel-high image, 1x1 kernel) is cuBLASLt's.
@@ -436,8 +449,8 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
 // Each layout's file instantiates candidates_of for f16 and bf16 (gemm_tiles_<layout>.cu); every other
 // file only declares them.
 #define HD_GEMM_TILES_INSTANCES(prefix, F)                                                                  \
-  prefix template std::vector<Candidate> candidates_of<__half, F>(const GemmProblem&, const KernelArgs&, bool); \
-  prefix template std::vector<Candidate> candidates_of<Bf16, F>(const GemmProblem&, const KernelArgs&, bool);
+  prefix template std::vector<Candidate> candidates_of<__half, F>(const GemmProblem&, const KernelArgs&, bool, bool); \
+  prefix template std::vector<Candidate> candidates_of<Bf16, F>(const GemmProblem&, const KernelArgs&, bool, bool);
 
 #if defined(HD_GPU_HIP)
 inline constexpr bool kAmdEmulated = false;  // AMD builds: each AMD layout's instruction

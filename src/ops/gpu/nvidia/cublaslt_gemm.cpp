@@ -44,13 +44,7 @@ DeviceState& state_for(const Device& device) {
 
 }  // namespace
 
-bool cublaslt_can_run(const GemmProblem& p) {
-  // One dense product: a 1x1, stride-1, unpadded "convolution" of a one-pixel-high image.
-  return (p.dtype == DType::kF16 || p.dtype == DType::kBF16) && p.outer * p.inner == 1 && p.kh == 1 && p.kw == 1 &&
-         p.stride == 1 && p.padding == 0 && p.images == 1 && p.height == 1 && p.out_height == 1 &&
-         p.out_width == p.width && p.channels % 8 == 0 && p.pixel_stride % 8 == 0 && p.ldb % 8 == 0 &&
-         p.ldc % 8 == 0 && p.n % 8 == 0;
-}
+bool cublaslt_can_run(const GemmProblem& p) { return is_dense_product(p); }
 
 void cublaslt_gemm(const GemmProblem& p, void* c) {
   DeviceState& s = state_for(p.device);
