@@ -33,6 +33,10 @@ __device__ inline float fast_exp2(float x) {
   return exp2f(x);
 }
 
+// Every loop over a register array below is unrolled: left as loops, clang kept the arrays (the running
+// maxima and sums, the scores) in scratch memory on AMD targets, which the resource gate refuses
+// (tools/rocm/amd_kernel_report.py); nvcc unrolled them already.
+//
 // kD: head dimension rounded up to a multiple of 16 (the padding is zero) for Q·Kᵀ; kDV: rounded up to
 // a multiple of 8 for P·V and the output (40 for SD1.5's heads, where kD is 48: the product skips the
 // padding's columns). kKeyTile keys per step. kStages: 1 loads each key/value tile and then works on
@@ -77,7 +81,7 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
   __syncthreads();
   FragmentA q_frag[kD / 16];
   const int row = group * 16 + g;  // this lane's first query row in the tile; the second is row + 8
-  #pragma unroll
+#pragma unroll
   for (int kc = 0; kc < kD / 16; ++kc) {
     q_frag[kc].r[0] = pair_at(q_s, row, kc * 16 + 2 * t);
     q_frag[kc].r[1] = pair_at(q_s, row + 8, kc * 16 + 2 * t);
@@ -86,7 +90,7 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
   }
 
   FragmentC o[kDV / 8];
-  #pragma unroll
+#pragma unroll
   for (auto& f : o) f = FragmentC{{0.f, 0.f, 0.f, 0.f}};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int key_end = a.causal ? min(a.lk, q0 + kQueryTile) : a.lk;
@@ -118,10 +122,10 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
     const uint16_t* v_s = v_tile(stage);
 
     FragmentC s[kKeyTile / 8];
-    #pragma unroll
+#pragma unroll
     for (int j = 0; j < kKeyTile / 8; ++j) {
       s[j] = FragmentC{{0.f, 0.f, 0.f, 0.f}};
-      #pragma unroll
+#pragma unroll
       for (int kc = 0; kc < kD / 16; ++kc) {
         mma_16x8x16<T, kPortable>(s[j], q_frag[kc], load_b<kPortable>(k_s, kStride, j * 8, kc * 16));
       }
@@ -132,15 +136,15 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
     const bool unmasked = !a.causal && k0 + kKeyTile <= a.lk;
     float tile_max[2] = {-INFINITY, -INFINITY};
     if (unmasked) {
-      #pragma unroll
+#pragma unroll
       for (int j = 0; j < kKeyTile / 8; ++j) {
         tile_max[0] = fmaxf(tile_max[0], fmaxf(s[j].r[0], s[j].r[1]));
         tile_max[1] = fmaxf(tile_max[1], fmaxf(s[j].r[2], s[j].r[3]));
       }
     } else {
-      #pragma unroll
+#pragma unroll
       for (int j = 0; j < kKeyTile / 8; ++j) {
-        #pragma unroll
+#pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = k0 + j * 8 + 2 * t + (e & 1), query = q0 + row + (e >= 2 ? 8 : 0);
           if (key >= a.lk || (a.causal && key > query)) s[j].r[e] = -INFINITY;
@@ -149,7 +153,7 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
       }
     }
     float alpha[2], m_scaled[2];
-    #pragma unroll
+#pragma unroll
     for (int i = 0; i < 2; ++i) {
       tile_max[i] = fmaxf(tile_max[i], shuffle_xor(tile_max[i], 1, kFragmentLanes));
       tile_max[i] = fmaxf(tile_max[i], shuffle_xor(tile_max[i], 2, kFragmentLanes));
@@ -161,14 +165,14 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
       m_scaled[i] = m_new == -INFINITY ? 0.f : m_new * a.scale_log2;
       l[i] *= alpha[i];
     }
-    #pragma unroll
+#pragma unroll
     for (auto& f : o) {
       f.r[0] *= alpha[0], f.r[1] *= alpha[0];
       f.r[2] *= alpha[1], f.r[3] *= alpha[1];
     }
-    #pragma unroll
+#pragma unroll
     for (int j = 0; j < kKeyTile / 8; ++j) {
-      #pragma unroll
+#pragma unroll
       for (int e = 0; e < 4; ++e) {
         // A masked score is -inf, and 2^-inf = 0 (a row with m = -inf has m_scaled 0 here).
         const float p = fast_exp2<kPortable>(fmaf(s[j].r[e], a.scale_log2, -m_scaled[e / 2]));
@@ -177,31 +181,31 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
       }
     }
     // O += P · V: the scores' accumulator layout is the A layout of the next product, two key tiles at a time.
-    #pragma unroll
+#pragma unroll
     for (int kc = 0; kc < kKeyTile / 16; ++kc) {
       const FragmentC& lo = s[2 * kc];
       const FragmentC& hi = s[2 * kc + 1];
       const FragmentA p{{pack2<T>(lo.r[0], lo.r[1]), pack2<T>(lo.r[2], lo.r[3]), pack2<T>(hi.r[0], hi.r[1]),
                          pack2<T>(hi.r[2], hi.r[3])}};
-      #pragma unroll
+#pragma unroll
       for (int n = 0; n < kDV / 8; ++n)
         mma_16x8x16<T, kPortable>(o[n], p, load_b_transposed<kPortable>(v_s, kStride, kc * 16, n * 8));
     }
     if constexpr (kStages == 2) __syncthreads();  // this stage is refilled at the top of the tile after next
   }
 
-  #pragma unroll
+#pragma unroll
   for (int i = 0; i < 2; ++i) {
     l[i] += shuffle_xor(l[i], 1, kFragmentLanes);
     l[i] += shuffle_xor(l[i], 2, kFragmentLanes);
   }
-  #pragma unroll
+#pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int query = q0 + row + 8 * half;
     if (query >= a.lq) continue;
     const float inv = l[half] > 0.f ? 1.f / l[half] : 0.f;
     T* dst = out + (int64_t(b) * a.lq + query) * a.out_row + int64_t(h) * a.head_dim;
-    #pragma unroll
+#pragma unroll
     for (int n = 0; n < kDV / 8; ++n) {
       const int col = n * 8 + 2 * t;
       if (col >= a.head_dim) continue;  // head_dim is a multiple of 8, so col + 1 is in range too

@@ -1,5 +1,5 @@
-// AMD's flash attention kernel (attention_amd.cuh) on RDNA4's WMMA (gfx12): the instruction where the target has
-// it, the layout's emulation in CUDA builds.
+// AMD's flash attention kernel (attention_amd.cuh) on RDNA4's WMMA (gfx12): the instruction where the
+// target has it, the layout's emulation in CUDA builds.
 #include "ops/gpu/attention_amd.cuh"
 
 namespace hd::gpu {

@@ -1,7 +1,7 @@
 // Implicit-GEMM convolution / GEMM on the matrix-fragment layer (mma.cuh).
 //
 // A block computes a kBM x kBN tile of C with kWM x kWN fragment groups, each owning a
-// (kBM/kWM) x (kBN/kWN) sub-tile of 16x8 accumulators. The k dimension streams through shared memory in
+// (kBM/kWM) x (kBN/kWN) sub-tile of the layout's accumulator fragments (16x8 or 16x16). The k dimension streams through shared memory in
 // steps of 32: double-buffered through registers (every target), or with 3-4 steps in flight through
 // asynchronous copies (NVIDIA sm_80+, async_copy.cuh). A's rows are output pixels; their k-th element is
 // found by splitting k into (kernel row, kernel column, channel), so the im2col matrix never exists. With
@@ -36,7 +36,6 @@
 
 namespace hd::gpu::gemm_tiles {
 
-
 constexpr int kBK = 32;                // k per pipeline step
 constexpr int kTileStride = kBK + 8;   // shared row length in 16-bit elements: 16 bytes of padding
 constexpr int kVectorsPerRow = kBK / 8;
@@ -66,7 +65,8 @@ __device__ __forceinline__ uint4 load_or_zero(const uint16_t* src, bool ok) {
 // kSplit: the block adds up only its share of the k-steps and writes them, unscaled, to `partial`
 // ([batch][split][m][n] f32); split_k_reduce_kernel finishes the sum and applies the epilogue.
 // Frag: the fragment layout (mma.cuh): 32-lane 16x8 fragments (NVIDIA's matrix units, or the portable
-// shuffles) or 64-lane 16x16 ones (AMD's MFMA, or its emulation).
+// shuffles), 64-lane 16x16 ones (AMD's MFMA) or 32-lane 16x16 ones (AMD's WMMA), or an AMD layout's
+// emulation.
 template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, class Frag, bool kSplit>
 __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __restrict__ b,
                                            const T* __restrict__ bias, const T* residual, T* c,
@@ -97,7 +97,7 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   // A row past the end gets a position that no kernel offset brings into the image.
   int64_t a_image[kAPasses];
   int a_iy[kAPasses], a_ix[kAPasses];
-  #pragma unroll
+#pragma unroll
   for (int i = 0; i < kAPasses; ++i) {
     const int m = m0 + pass_row + i * kRowsPerPass;
     const int img = m / p.out_hw, rem = m % p.out_hw;
@@ -119,13 +119,13 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
     const bool k_ok = k < p.k;
     const int ch = k_ok ? k % p.channels : 0, kk = k_ok ? k / p.channels : 0;
     const int ky = kk / p.kw, kx = kk % p.kw;
-    #pragma unroll
+#pragma unroll
     for (int i = 0; i < kAPasses; ++i) {
       const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
       const bool ok = k_ok && unsigned(iy) < unsigned(p.height) && unsigned(ix) < unsigned(p.width);
       f(i, ok ? a_bits + a_image[i] + (int64_t(iy) * p.width + ix) * p.pixel_stride + ch : a_bits, ok);
     }
-    #pragma unroll
+#pragma unroll
     for (int j = 0; j < kBPasses; ++j) {
       const int n = n0 + pass_row + j * kRowsPerPass;
       const bool ok = k_ok && n < p.n;
@@ -143,19 +143,19 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
           [&](int j, const uint16_t* src, bool ok) HD_INLINE { b_reg[j] = load_or_zero(src, ok); });
     } else {
       const int k = k0 + vec * 8;
-      #pragma unroll
+#pragma unroll
       for (int i = 0; i < kAPasses; ++i) {
         uint16_t e[8];
-        #pragma unroll
+#pragma unroll
         for (int x = 0; x < 8; ++x) e[x] = a_element(i, k + x);
         a_reg[i] = make_uint4(e[0] | uint32_t(e[1]) << 16, e[2] | uint32_t(e[3]) << 16, e[4] | uint32_t(e[5]) << 16,
                               e[6] | uint32_t(e[7]) << 16);
       }
-      #pragma unroll
+#pragma unroll
       for (int j = 0; j < kBPasses; ++j) {
         const int n = n0 + pass_row + j * kRowsPerPass;
         uint16_t e[8];
-        #pragma unroll
+#pragma unroll
         for (int x = 0; x < 8; ++x) e[x] = n < p.n && k + x < p.k ? b_bits[int64_t(n) * p.ldb + k + x] : uint16_t(0);
         b_reg[j] = make_uint4(e[0] | uint32_t(e[1]) << 16, e[2] | uint32_t(e[3]) << 16, e[4] | uint32_t(e[5]) << 16,
                               e[6] | uint32_t(e[7]) << 16);
@@ -163,9 +163,9 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
     }
   };
   const auto store_registers = [&](int stage) HD_INLINE {
-    #pragma unroll
+#pragma unroll
     for (int i = 0; i < kAPasses; ++i) *reinterpret_cast<uint4*>(a_slot(stage, i)) = a_reg[i];
-    #pragma unroll
+#pragma unroll
     for (int j = 0; j < kBPasses; ++j) *reinterpret_cast<uint4*>(b_slot(stage, j)) = b_reg[j];
   };
   const auto load_async = [&](int stage, int k0) HD_INLINE {
@@ -176,22 +176,22 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
 
   const int group = tid / Frag::kLanes, wm = group / kWN, wn = group % kWN;
   typename Frag::C acc[kMT][kNT];
-  #pragma unroll
+#pragma unroll
   for (auto& row : acc)
-    #pragma unroll
+#pragma unroll
     for (auto& f : row) f = typename Frag::C{};
   const auto multiply = [&](int stage) HD_INLINE {
-    #pragma unroll
+#pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
       typename Frag::A af[kMT];
       typename Frag::B bf[kNT];
-      #pragma unroll
+#pragma unroll
       for (int i = 0; i < kMT; ++i) af[i] = Frag::load_a(a_tile(stage), kTileStride, wm * kWarpM + i * 16, kk);
-      #pragma unroll
+#pragma unroll
       for (int j = 0; j < kNT; ++j) bf[j] = Frag::load_b(b_tile(stage), kTileStride, wn * kWarpN + j * Frag::kN, kk);
-      #pragma unroll
+#pragma unroll
       for (int i = 0; i < kMT; ++i)
-        #pragma unroll
+#pragma unroll
         for (int j = 0; j < kNT; ++j) Frag::template mma<T>(acc[i][j], af[i], bf[j]);
     }
   };
@@ -200,7 +200,7 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   const int all_steps = (p.k + kBK - 1) / kBK, per_split = (all_steps + p.splits - 1) / p.splits;
   const int first = split * per_split, steps = max(0, min(all_steps, first + per_split) - first);
   if constexpr (kAsync) {
-    #pragma unroll
+#pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
       if (s < steps) load_async(s, (first + s) * kBK);
       async_commit();  // empty groups too: the wait below counts groups
@@ -231,11 +231,11 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   // layout pairs neighbouring columns, both go out in one 32-bit store.
   const int lane = tid % Frag::kLanes;
   constexpr int kStep = Frag::kColumnPairs ? 2 : 1;
-  #pragma unroll
+#pragma unroll
   for (int i = 0; i < kMT; ++i) {
-    #pragma unroll
+#pragma unroll
     for (int j = 0; j < kNT; ++j) {
-      #pragma unroll
+#pragma unroll
       for (int r = 0; r < Frag::kAccumulators; r += kStep) {
         const int row = m0 + wm * kWarpM + i * 16 + Frag::c_row(lane, r);
         const int col = n0 + wn * kWarpN + j * Frag::kN + Frag::c_col(lane, r);

@@ -353,10 +353,10 @@ struct Fragments16x16 {
 //   RDNA4 (gfx12): A: lane holds A[i][4h..4h+3] and A[i][8+4h..8+4h+3] (eight values, four registers);
 //                  B: lane holds B[4h..4h+3][i] and B[8+4h..8+4h+3][i]; C: r[v] = C[v + 8h][i]
 // (AMD's matrix instruction calculator, ROCm/amd_matrix_instruction_calculator, for both maps.) Operands
-// are two 16-byte reads (gfx11) or two 8-byte reads (gfx12) of a [rows][k] tile. kEmulate computes the same map without
-// the instruction (shared memory + barriers, every thread of the block calling in step), so that the CUDA
-// build's tests run the kernels' use of these layouts on NVIDIA. The gfx11 emulation reads k < 8 from the
-// lower half-wave's copy and k >= 8 from the upper one's, so that a kernel loading either half wrong fails.
+// are two 16-byte reads (gfx11) or two 8-byte reads (gfx12) of a [rows][k] tile. kEmulate computes the
+// same map without the instruction (emulate_mma_16x16x16), so that the CUDA build's tests run the
+// kernels' use of these layouts on NVIDIA. The gfx11 emulation reads k < 8 from the lower half-wave's
+// copy and k >= 8 from the upper one's, so that a kernel loading either half wrong fails.
 struct Fragment8x32 {
   uint32_t r[8];
 };
