@@ -24,8 +24,8 @@
 #endif
 
 // On a device lambda (`[&](int i) HD_INLINE { ... }`): always inlined. A kernel's small arrays (the
-// staged tile vectors, the accumulators) stay in registers only when every lambda that indexes them is
-// inlined; clang left the larger ones as calls on AMD targets, and the arrays went to scratch memory.
+// staged tile vectors, the accumulators) can stay in registers only while no call stands between them
+// and the code that indexes them: behind a call they must live in memory, which on AMD is scratch.
 #if defined(__clang__)
 #define HD_INLINE __attribute__((always_inline))
 #else
