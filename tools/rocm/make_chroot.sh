@@ -37,8 +37,14 @@ if ! command -v mmdebstrap >/dev/null; then
     { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap >/dev/null; }
 fi
 
-# A half-made chroot (an interrupted run) is made again from nothing.
-for m in proc; do mountpoint -q "$dir/$m" 2>/dev/null && umount "$dir/$m"; done
+# A half-made or outdated chroot is made again from nothing. Never remove through a mount: a
+# repository that run_in_chroot.sh bind-mounted (and an interrupted run left) would go with it.
+mounts_under() { awk -v d="$dir" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/mounts | sort -r; }
+for m in $(mounts_under); do umount "$m" || umount -l "$m" || true; done
+if [ -n "$(mounts_under)" ]; then
+  echo "make_chroot.sh: still mounted under $dir, not removing it:" $(mounts_under) >&2
+  exit 1
+fi
 rm -rf "$dir"
 mkdir -p "$(dirname "$dir")"
 mmdebstrap --mode=root --variant=minbase --aptopt='Acquire::Check-Valid-Until "false"' \
