@@ -85,6 +85,7 @@ TEST(GpuAttention, MatchesCpuThroughMfmaLayout) {
 
 // The same kernel on RDNA3's and RDNA4's WMMA layouts (32-lane 16x16 fragments, eight accumulators per
 // lane, the probabilities exchanged between half-waves to become the next product's operand), emulated.
+// On gfx11 heads wider than 96 run the portable kernel (amd_flash_max_head_dim), and so they do here.
 TEST(GpuAttention, MatchesCpuThroughWmmaLayouts) {
   for (const gpu::AttentionPath path : {gpu::AttentionPath::kWmma11Layout, gpu::AttentionPath::kWmma12Layout})
     for (DType t : {DType::kF16, DType::kBF16})
