@@ -157,8 +157,9 @@ void with_candidates(const GemmProblem& p, const Prepared& prepared, F f) {
   with_element_type(p.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     if constexpr (!std::is_same_v<T, float>) {
-      // Each build instantiates the layouts its targets can use: NVIDIA's (and MFMA's emulation, for the
-      // tests), or AMD's; the portable one everywhere.
+      // Each build offers the layouts its targets can use (their instances are compiled in
+      // gemm_tiles_<layout>.cu): NVIDIA's and the AMD layouts' emulations (for the tests) in CUDA builds,
+      // AMD's own in HIP builds; the portable one everywhere.
       const auto offer = [&]<Fragments L>() {
         return f(candidates_of<T, L>(p, prepared.args, prepared.vector, prepared.libraries));
       };
