@@ -261,7 +261,7 @@ void dispatch_head_dim(const Tensor& q, const Tensor& k, const Tensor& v, const 
 }  // namespace
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
-               const Tensor& out, AttentionPath path) {
+               const Tensor& out, KernelPath path) {
   const int head_dim = int(q.dim(2) / heads);
   HD_CHECK_KIND(q.dtype == DType::kF16 || q.dtype == DType::kBF16, ErrorKind::kUnsupported,
                 "attention: the GPU kernel takes f16 or bf16, got ", dtype_name(q.dtype));
@@ -283,14 +283,9 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, boo
   // shuffles AMD GPUs without matrix cores run); AMD's MFMA and WMMA layouts have a kernel of their own.
   // Heads wider than an AMD layout's kernel takes run the portable kernel, there and in its tests.
   const MatrixUnit unit = device_matrix_unit(q.device.index);
-  MatrixUnit amd = MatrixUnit::kNone;  // the AMD layout to run, if any
-  switch (path) {
-    case AttentionPath::kMfmaLayout: amd = MatrixUnit::kAmdMfma; break;
-    case AttentionPath::kWmma11Layout: amd = MatrixUnit::kAmdWmma11; break;
-    case AttentionPath::kWmma12Layout: amd = MatrixUnit::kAmdWmma12; break;
-    case AttentionPath::kFastest: amd = unit == MatrixUnit::kNvidiaMma ? MatrixUnit::kNone : unit; break;
-    case AttentionPath::kPortable: break;
-  }
+  // The AMD layout to run, if any: the one a test forces, or on the tuned path the device's own.
+  MatrixUnit amd = amd_layout_of(path);
+  if (path == KernelPath::kTuned && unit != MatrixUnit::kNvidiaMma) amd = unit;
   if (amd != MatrixUnit::kNone && head_dim <= amd_flash_max_head_dim(amd)) {
     if (amd == MatrixUnit::kAmdMfma) return flash_attention_mfma(q, k, v, out, a);
     if (amd == MatrixUnit::kAmdWmma11) return flash_attention_wmma11(q, k, v, out, a);
@@ -301,7 +296,7 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, boo
   if (q.dtype == DType::kF16) return dispatch_head_dim<__half, true>(q, k, v, out, a);
   dispatch_head_dim<Bf16, true>(q, k, v, out, a);
 #else
-  const bool portable = path == AttentionPath::kPortable || unit != MatrixUnit::kNvidiaMma;
+  const bool portable = path == KernelPath::kPortable || unit != MatrixUnit::kNvidiaMma;
   if (q.dtype == DType::kF16) {
     portable ? dispatch_head_dim<__half, true>(q, k, v, out, a) : dispatch_head_dim<__half, false>(q, k, v, out, a);
   } else {

@@ -153,22 +153,13 @@ __device__ __forceinline__ void flash_attention_block(const T* __restrict__ q, c
   }
 }
 
-template <class Frag>
-__host__ __device__ constexpr MatrixUnit unit_of() {
-  if constexpr (Frag::kLanes == 64) {
-    return MatrixUnit::kAmdMfma;
-  } else {
-    return Frag::kValuesPerLane == 16 ? MatrixUnit::kAmdWmma11 : MatrixUnit::kAmdWmma12;
-  }
-}
-
 // An empty kernel on targets without the layout's instruction, and for heads wider than the layout
 // takes (the host launches it only where it runs).
 template <class Frag, class T, int kD, int kKeyTile, int kGroups>
 __global__ void __launch_bounds__(kGroups* Frag::kLanes)
     flash_attention_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                            T* __restrict__ out, AttentionArgs a) {
-  if constexpr (Frag::kOnThisTarget && kD <= amd_flash_max_head_dim(unit_of<Frag>())) {
+  if constexpr (Frag::kOnThisTarget && kD <= amd_flash_max_head_dim(Frag::kUnit)) {
     flash_attention_block<Frag, T, kD, kKeyTile, kGroups>(q, k, v, out, a);
   } else {
     HD_TRAP();
@@ -206,7 +197,7 @@ void dispatch_head_dim(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 template <class Frag>
 void dispatch_type(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
-  HD_ASSERT(a.head_dim % 8 == 0 && a.head_dim <= amd_flash_max_head_dim(unit_of<Frag>()));
+  HD_ASSERT(a.head_dim % 8 == 0 && a.head_dim <= amd_flash_max_head_dim(Frag::kUnit));
   if (q.dtype == DType::kF16) return dispatch_head_dim<Frag, __half>(q, k, v, out, a);
   dispatch_head_dim<Frag, Bf16>(q, k, v, out, a);
 }

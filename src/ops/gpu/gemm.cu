@@ -107,16 +107,16 @@ struct Prepared {
 
 // The layout a path runs on this device: the device's matrix units unless a test asks for another (an
 // AMD layout is then its instruction on the AMD GPU that has it, and its emulation anywhere else).
-Fragments fragments_for(GemmPath path, int device) {
+Fragments fragments_for(KernelPath path, int device) {
   const MatrixUnit unit = device_matrix_unit(device);
-  switch (path) {
-    case GemmPath::kPortable: return Fragments::kPortable;
-    case GemmPath::kMfmaLayout: return unit == MatrixUnit::kAmdMfma ? Fragments::kMfma : Fragments::kMfmaEmulated;
-    case GemmPath::kWmma11Layout:
-      return unit == MatrixUnit::kAmdWmma11 ? Fragments::kWmma11 : Fragments::kWmma11Emulated;
-    case GemmPath::kWmma12Layout:
-      return unit == MatrixUnit::kAmdWmma12 ? Fragments::kWmma12 : Fragments::kWmma12Emulated;
-    case GemmPath::kTuned: break;
+  if (path == KernelPath::kPortable) return Fragments::kPortable;
+  const bool native = amd_layout_of(path) == unit;  // a forced AMD layout on the GPU that has it
+  switch (amd_layout_of(path)) {
+    case MatrixUnit::kAmdMfma: return native ? Fragments::kMfma : Fragments::kMfmaEmulated;
+    case MatrixUnit::kAmdWmma11: return native ? Fragments::kWmma11 : Fragments::kWmma11Emulated;
+    case MatrixUnit::kAmdWmma12: return native ? Fragments::kWmma12 : Fragments::kWmma12Emulated;
+    case MatrixUnit::kNvidiaMma:
+    case MatrixUnit::kNone: break;  // kTuned: the device's own
   }
   switch (unit) {
     case MatrixUnit::kNvidiaMma: return Fragments::kNvidia;
@@ -128,7 +128,7 @@ Fragments fragments_for(GemmPath path, int device) {
   return Fragments::kPortable;
 }
 
-Prepared prepare(const GemmProblem& p, GemmPath path) {
+Prepared prepare(const GemmProblem& p, KernelPath path) {
   const int64_t m = p.m(), k = p.k();
   HD_CHECK_KIND(p.dtype == DType::kF16 || p.dtype == DType::kBF16, ErrorKind::kUnsupported,
                 "gemm: the GPU kernels take f16 or bf16, got ", dtype_name(p.dtype));
@@ -148,7 +148,7 @@ Prepared prepare(const GemmProblem& p, GemmPath path) {
                       p.a_batch.inner % 8 == 0 && is_aligned(p.a, 16) && p.ldb % 8 == 0 && p.b_batch.outer % 8 == 0 &&
                       p.b_batch.inner % 8 == 0 && is_aligned(p.b, 16);
   HD_GPU_CHECK(cudaSetDevice(p.device.index));
-  return {args, vector, fragments_for(path, p.device.index), path == GemmPath::kTuned};
+  return {args, vector, fragments_for(path, p.device.index), path == KernelPath::kTuned};
 }
 
 // Calls f with the candidates of p (their element type and fragment path resolved).
@@ -203,7 +203,7 @@ GemmProblem dense_gemm(DType dtype, const Device& device, int64_t m, int64_t n, 
   return p;
 }
 
-void gemm(const GemmProblem& p, GemmPath path) {
+void gemm(const GemmProblem& p, KernelPath path) {
   if (p.m() == 0 || p.n == 0 || p.outer * p.inner == 0) return;
   const Prepared prepared = prepare(p, path);
   with_candidates(p, prepared, [&](const std::vector<Candidate>& list) {
@@ -215,7 +215,7 @@ void gemm(const GemmProblem& p, GemmPath path) {
   });
 }
 
-std::vector<std::string> gemm_candidates(const GemmProblem& p, GemmPath path) {
+std::vector<std::string> gemm_candidates(const GemmProblem& p, KernelPath path) {
   std::vector<std::string> names;
   if (p.m() == 0 || p.n == 0 || p.outer * p.inner == 0) return names;
   with_candidates(p, prepare(p, path), [&](const std::vector<Candidate>& list) {
@@ -224,7 +224,7 @@ std::vector<std::string> gemm_candidates(const GemmProblem& p, GemmPath path) {
   return names;
 }
 
-void gemm_with(const GemmProblem& p, const std::string& candidate, GemmPath path) {
+void gemm_with(const GemmProblem& p, const std::string& candidate, KernelPath path) {
   bool ran = false;
   with_candidates(p, prepare(p, path), [&](const std::vector<Candidate>& list) {
     for (const Candidate& c : list) {

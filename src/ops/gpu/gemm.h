@@ -15,6 +15,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "ops/gpu/matrix_unit.h"
 #include "ops/ops.h"
 
 namespace hd::gpu {
@@ -71,20 +72,27 @@ inline bool is_dense_product(const GemmProblem& p) {
          p.ldc % 8 == 0 && p.n % 8 == 0;
 }
 
-// kTuned: the device's own fragment layout and, on NVIDIA, its libraries. For tests: kPortable, the
-// fragment layer's portable path (what AMD targets without matrix cores run); kMfmaLayout, AMD CDNA's
-// MFMA layout (the instruction on gfx90a/gfx942); kWmma11Layout / kWmma12Layout, RDNA3's / RDNA4's WMMA
-// layouts (the instruction on gfx11 / gfx12). Each AMD layout is emulated on other GPUs, so that NVIDIA
-// runs the AMD kernels' indexing.
-enum class GemmPath { kTuned, kPortable, kMfmaLayout, kWmma11Layout, kWmma12Layout };
+// Whether p is one plain NHWC convolution of f16/bf16: no batch of problems, dense pixels and weights,
+// a square kernel, symmetric padding (the output size says whether there is extra padding at the end),
+// C apart from nothing but its own rows, channels a multiple of 8 and 32-bit sizes: what the DNN
+// libraries' convolution APIs take.
+inline bool is_plain_convolution(const GemmProblem& p) {
+  const auto out = [&](int64_t in) { return (in + 2 * p.padding - p.kh) / p.stride + 1; };
+  return (p.dtype == DType::kF16 || p.dtype == DType::kBF16) && p.outer * p.inner == 1 &&
+         p.pixel_stride == p.channels && p.ldb == int64_t(p.kh) * p.kw * p.channels && p.ldc == p.n &&
+         p.kh == p.kw && out(p.height) == p.out_height && out(p.width) == p.out_width && p.alpha == 1.0f &&
+         p.channels % 8 == 0 && p.n % 8 == 0 && p.images * p.height * p.width * p.channels < (int64_t(1) << 31) &&
+         p.m() * p.n < (int64_t(1) << 31);
+}
 
 // Runs p with the candidate the autotuner finds fastest for its shape.
-void gemm(const GemmProblem& p, GemmPath path = GemmPath::kTuned);
-// The candidates that can run p on its device (our tile shapes; with GemmPath::kTuned on NVIDIA also
-// "cudnn" and "cublaslt" where those libraries were built in and take the problem), and one of them by
+void gemm(const GemmProblem& p, KernelPath path = KernelPath::kTuned);
+// The candidates that can run p on its device on `path` (matrix_unit.h): our tile shapes, and with
+// KernelPath::kTuned the vendor libraries that were built in and take the problem ("cudnn",
+// "cudnn-graph-<rank>", "cublaslt"; "miopen-<solution id>", "hipblaslt", "rocblas"), and one of them by
 // name: for tests and benchmarks.
-std::vector<std::string> gemm_candidates(const GemmProblem& p, GemmPath path = GemmPath::kTuned);
-void gemm_with(const GemmProblem& p, const std::string& candidate, GemmPath path = GemmPath::kTuned);
+std::vector<std::string> gemm_candidates(const GemmProblem& p, KernelPath path = KernelPath::kTuned);
+void gemm_with(const GemmProblem& p, const std::string& candidate, KernelPath path = KernelPath::kTuned);
 
 // out [outer·inner problems][cols][rows] = in [..][rows][cols] transposed: rows `ld_in` apart in the input,
 // inputs of problem (o, i) at o·in_batch.outer + i·in_batch.inner; the output dense. 16-bit elements.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/gpu/matrix_unit.h"
 #include "ops/op_kinds.h"
 #include "ops/ops.h"
 
@@ -13,14 +14,13 @@ void convert(const Tensor& src, const Tensor& dst);
 
 // Attention for f16/bf16. Head dimensions that are a multiple of 8 up to kMaxFlashHeadDim run the flash
 // kernel; wider heads (the VAE's single 512-wide head) take the materialised path: scores in scratch
-// memory (B·H·Lq·Lk elements), softmax, then P·V, all on the GEMM kernels. For tests on NVIDIA,
-// `kPortable` forces the fragment layer's portable path (AMD GPUs without matrix cores), and
-// `kMfmaLayout`, `kWmma11Layout`, `kWmma12Layout` the kernel written for AMD's 16x16 layouts (CDNA's
-// MFMA, RDNA3's and RDNA4's WMMA): the instruction on the AMD GPU that has it, emulated elsewhere.
+// memory (B·H·Lq·Lk elements), softmax, then P·V, all on the GEMM kernels. A forced path (matrix_unit.h)
+// runs the kernel written for that layout: the portable shuffles (AMD GPUs without matrix cores), or
+// AMD's 16x16 layouts (CDNA's MFMA, RDNA3's and RDNA4's WMMA), the instruction on the AMD GPU that has it,
+// emulated elsewhere.
 inline constexpr int kMaxFlashHeadDim = 160;
-enum class AttentionPath { kFastest, kPortable, kMfmaLayout, kWmma11Layout, kWmma12Layout };
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
-               const Tensor& out, AttentionPath path = AttentionPath::kFastest);
+               const Tensor& out, KernelPath path = KernelPath::kTuned);
 // The materialised path by itself (not causal).
 void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, int heads, float scale,
                             const Tensor& out);

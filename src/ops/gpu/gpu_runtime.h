@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "ops/gpu/matrix_unit.h"
 
 namespace hd::gpu {
 
@@ -45,10 +46,7 @@ class CapturedGraph {
 void synchronize(const Device& device);
 
 int multiprocessor_count(int index);
-// The matrix unit the kernels' fragment layer (mma.cuh) can drive on this device: NVIDIA's tensor cores
-// (sm_80+, mma.sync), AMD CDNA's MFMA (gfx90a, gfx942, gfx950), RDNA3's WMMA (gfx11), RDNA4's WMMA
-// (gfx12), or none (the portable path: gfx10 and older NVIDIA GPUs).
-enum class MatrixUnit { kNone, kNvidiaMma, kAmdMfma, kAmdWmma11, kAmdWmma12 };
+// The matrix unit (matrix_unit.h) the kernels' fragment layer can drive on this device.
 // The AMD family of an architecture name as the runtime reports it ("gfx1100", "gfx90a:sramecc+:xnack-").
 MatrixUnit amd_matrix_unit(const std::string& gcn_arch_name);
 MatrixUnit device_matrix_unit(int index);

@@ -22,6 +22,7 @@
 
 #include <type_traits>
 
+#include "ops/gpu/matrix_unit.h"
 #include "ops/gpu/numeric.cuh"
 
 namespace hd::gpu {
@@ -157,15 +158,17 @@ __device__ inline FragmentB load_b_transposed(const uint16_t* tile, int stride, 
 
 // ---- Fragment layouts as template parameters ----
 //
-// A layout names the lanes of a fragment group, the fragment types, the loads from shared memory (the
-// [rows][k] tiles above), the multiply-accumulate, and where each lane's four accumulators sit in the
-// 16 x kN tile of C, so that a kernel's epilogue needs no vendor knowledge:
+// A layout names its matrix unit (kUnit, that of the instruction it runs or emulates), the lanes of a
+// fragment group, the fragment types, the loads from shared memory (the [rows][k] tiles above), the
+// multiply-accumulate, and where each lane's accumulators sit in the 16 x kN tile of C, so that a
+// kernel's epilogue needs no vendor knowledge:
 //   C.r[r] of `lane` is C[c_row(lane, r)][c_col(lane, r)]; with kColumnPairs, registers 2h and 2h+1
 //   are neighbours in one row (one 32-bit store of two 16-bit values).
 
 // NVIDIA's m16n8k16 on 32 lanes (mma.sync on sm_80+, or the portable shuffles).
 template <bool kPortable>
 struct Fragments16x8 {
+  static constexpr MatrixUnit kUnit = kPortable ? MatrixUnit::kNone : MatrixUnit::kNvidiaMma;
   static constexpr int kLanes = 32, kN = 8, kAccumulators = 4;
   static constexpr bool kColumnPairs = true;
   static constexpr int kMaxGroups = 1024 / kLanes;  // fragment groups of a block: the thread limit only
@@ -230,6 +233,7 @@ struct Fragment4 {
 };
 template <bool kEmulate>
 struct Fragments16x16 {
+  static constexpr MatrixUnit kUnit = MatrixUnit::kAmdMfma;  // its instruction's, or that emulated
   static constexpr int kLanes = 64, kN = 16, kAccumulators = 4;
   static constexpr bool kColumnPairs = false;
   static constexpr int kMaxGroups = 8;  // the emulation's scratch: fragment groups of a block, at most
@@ -369,6 +373,7 @@ struct FragmentC8 {
 template <int kGeneration, bool kEmulate>  // kGeneration: 11 (RDNA3) or 12 (RDNA4)
 struct FragmentsWmma {
   static_assert(kGeneration == 11 || kGeneration == 12);
+  static constexpr MatrixUnit kUnit = kGeneration == 11 ? MatrixUnit::kAmdWmma11 : MatrixUnit::kAmdWmma12;
   static constexpr int kLanes = 32, kN = 16, kAccumulators = 8;
   static constexpr bool kColumnPairs = false;
   static constexpr int kMaxGroups = 8;  // the emulation's scratch: fragment groups of a block, at most

@@ -21,11 +21,11 @@ struct Case {
 // input type before the second product, as in every flash attention.
 double tolerance(DType t) { return t == DType::kF16 ? 2e-3 : 1.2e-2; }
 
-void check(const Case& c, DType dtype, gpu::AttentionPath path) {
-  const char* path_name = path == gpu::AttentionPath::kPortable       ? " portable"
-                          : path == gpu::AttentionPath::kMfmaLayout   ? " mfma layout"
-                          : path == gpu::AttentionPath::kWmma11Layout ? " wmma11 layout"
-                          : path == gpu::AttentionPath::kWmma12Layout ? " wmma12 layout"
+void check(const Case& c, DType dtype, gpu::KernelPath path) {
+  const char* path_name = path == gpu::KernelPath::kPortable       ? " portable"
+                          : path == gpu::KernelPath::kMfmaLayout   ? " mfma layout"
+                          : path == gpu::KernelPath::kWmma11Layout ? " wmma11 layout"
+                          : path == gpu::KernelPath::kWmma12Layout ? " wmma12 layout"
                                                                       : " fastest";
   SCOPED_TRACE(testing::Message() << dtype_name(dtype) << path_name
                                   << " B" << c.batch << " H" << c.heads << " Lq" << c.lq << " Lk" << c.lk << " D"
@@ -68,26 +68,26 @@ const Case kCases[] = {
 
 TEST(GpuAttention, MatchesCpuThroughMatrixUnits) {
   for (DType t : {DType::kF16, DType::kBF16})
-    for (const Case& c : kCases) check(c, t, gpu::AttentionPath::kFastest);
+    for (const Case& c : kCases) check(c, t, gpu::KernelPath::kTuned);
 }
 
 TEST(GpuAttention, MatchesCpuThroughPortableFragments) {
   for (DType t : {DType::kF16, DType::kBF16})
-    for (const Case& c : kCases) check(c, t, gpu::AttentionPath::kPortable);
+    for (const Case& c : kCases) check(c, t, gpu::KernelPath::kPortable);
 }
 
 // The kernel written for AMD's MFMA layout (64-lane 16x16 fragments, scores transposed), its layout
 // emulated here: every index it derives from that layout, masking, causal, both dtypes.
 TEST(GpuAttention, MatchesCpuThroughMfmaLayout) {
   for (DType t : {DType::kF16, DType::kBF16})
-    for (const Case& c : kCases) check(c, t, gpu::AttentionPath::kMfmaLayout);
+    for (const Case& c : kCases) check(c, t, gpu::KernelPath::kMfmaLayout);
 }
 
 // The same kernel on RDNA3's and RDNA4's WMMA layouts (32-lane 16x16 fragments, eight accumulators per
 // lane, the probabilities exchanged between half-waves to become the next product's operand), emulated.
 // On gfx11 heads wider than 96 run the portable kernel (amd_flash_max_head_dim), and so they do here.
 TEST(GpuAttention, MatchesCpuThroughWmmaLayouts) {
-  for (const gpu::AttentionPath path : {gpu::AttentionPath::kWmma11Layout, gpu::AttentionPath::kWmma12Layout})
+  for (const gpu::KernelPath path : {gpu::KernelPath::kWmma11Layout, gpu::KernelPath::kWmma12Layout})
     for (DType t : {DType::kF16, DType::kBF16})
       for (const Case& c : kCases) check(c, t, path);
 }
@@ -118,7 +118,7 @@ TEST(GpuAttention, WideHeadsMatchCpuThroughTheMaterialisedPath) {
   for (DType t : {DType::kF16, DType::kBF16}) {
     for (const Case& c : {Case{1, 1, 256, 256, 512, false}, Case{2, 2, 100, 37, 192, false},
                           Case{1, 1, 3, 5, 512, false}}) {
-      check(c, t, gpu::AttentionPath::kFastest);
+      check(c, t, gpu::KernelPath::kTuned);
     }
   }
 }

@@ -37,7 +37,7 @@ gpu::GemmProblem conv_problem(const ConvCase& c, const Tensor& x, const Tensor& 
 
 // Every candidate the autotuner may pick for the case (each tile shape of ours, and cuDNN where it is
 // built in and takes the shape), one by one, against the CPU.
-void check_conv(const ConvCase& c, DType dtype, gpu::GemmPath path) {
+void check_conv(const ConvCase& c, DType dtype, gpu::KernelPath path) {
   test::Rng rng;
   HD_SEED_TRACE(rng);
   const ops::Conv2dParams p{c.stride, c.padding, c.extra_end_padding};
@@ -54,9 +54,9 @@ void check_conv(const ConvCase& c, DType dtype, gpu::GemmPath path) {
   const std::vector<std::string> names = gpu::gemm_candidates(conv_problem(c, dx, dw, db, probe), path);
   ASSERT_FALSE(names.empty());
   // Only our tiles on an AMD layout, never a library.
-  const char* amd_suffix = path == gpu::GemmPath::kMfmaLayout     ? "-mfma"
-                           : path == gpu::GemmPath::kWmma11Layout ? "-wmma11"
-                           : path == gpu::GemmPath::kWmma12Layout ? "-wmma12"
+  const char* amd_suffix = path == gpu::KernelPath::kMfmaLayout     ? "-mfma"
+                           : path == gpu::KernelPath::kWmma11Layout ? "-wmma11"
+                           : path == gpu::KernelPath::kWmma12Layout ? "-wmma12"
                                                                   : nullptr;
   if (amd_suffix) {
     for (const std::string& name : names) EXPECT_NE(name.find(amd_suffix), std::string::npos) << name;
@@ -95,7 +95,7 @@ void check_conv(const ConvCase& c, DType dtype, gpu::GemmPath path) {
     }
   }
   // And through the op API, which lets the autotuner choose.
-  if (path == gpu::GemmPath::kTuned) {
+  if (path == gpu::KernelPath::kTuned) {
     const auto dout = c.residual ? test::to_gpu(residual, dtype) : test::poisoned_gpu(os, dtype);
     ops::conv2d(dx, dw, c.bias ? &db.view() : nullptr, c.residual ? &dout.view() : nullptr, p, dout);
     EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(dtype));
@@ -116,12 +116,12 @@ const ConvCase kConvCases[] = {
 
 TEST(GpuConv2d, MatchesCpuThroughMatrixUnits) {
   for (DType t : {DType::kF16, DType::kBF16})
-    for (const ConvCase& c : kConvCases) check_conv(c, t, gpu::GemmPath::kTuned);
+    for (const ConvCase& c : kConvCases) check_conv(c, t, gpu::KernelPath::kTuned);
 }
 
 TEST(GpuConv2d, MatchesCpuThroughPortableFragments) {
   for (DType t : {DType::kF16, DType::kBF16})
-    for (const ConvCase& c : kConvCases) check_conv(c, t, gpu::GemmPath::kPortable);
+    for (const ConvCase& c : kConvCases) check_conv(c, t, gpu::KernelPath::kPortable);
 }
 
 // AMD's MFMA fragment layout (64-lane 16x16 fragments): the instruction on gfx90a; here, on NVIDIA, its
@@ -129,14 +129,14 @@ TEST(GpuConv2d, MatchesCpuThroughPortableFragments) {
 // passes of 64-lane groups, the epilogue's rows and columns, split-K) against the CPU.
 TEST(GpuConv2d, MatchesCpuThroughMfmaLayout) {
   for (DType t : {DType::kF16, DType::kBF16})
-    for (const ConvCase& c : kConvCases) check_conv(c, t, gpu::GemmPath::kMfmaLayout);
+    for (const ConvCase& c : kConvCases) check_conv(c, t, gpu::KernelPath::kMfmaLayout);
 }
 
 // AMD RDNA3's and RDNA4's WMMA layouts (32-lane 16x16 fragments, eight accumulators per lane, each with
 // its own operand and accumulator register map): the instruction on gfx11 / gfx12; here their emulations,
 // which check the GEMM kernel's loads, accumulator rows and epilogue for each map against the CPU.
 TEST(GpuConv2d, MatchesCpuThroughWmmaLayouts) {
-  for (const gpu::GemmPath path : {gpu::GemmPath::kWmma11Layout, gpu::GemmPath::kWmma12Layout})
+  for (const gpu::KernelPath path : {gpu::KernelPath::kWmma11Layout, gpu::KernelPath::kWmma12Layout})
     for (DType t : {DType::kF16, DType::kBF16})
       for (const ConvCase& c : kConvCases) check_conv(c, t, path);
 }
@@ -164,8 +164,8 @@ TEST(GpuLinear, MatchesCpuWithAndWithoutBias) {
         g.bias = with_bias ? db.view().data : nullptr;
         return g;
       };
-      for (const gpu::GemmPath path : {gpu::GemmPath::kTuned, gpu::GemmPath::kMfmaLayout, gpu::GemmPath::kWmma11Layout,
-                                       gpu::GemmPath::kWmma12Layout}) {
+      for (const gpu::KernelPath path : {gpu::KernelPath::kTuned, gpu::KernelPath::kMfmaLayout, gpu::KernelPath::kWmma11Layout,
+                                       gpu::KernelPath::kWmma12Layout}) {
         for (const std::string& name : gpu::gemm_candidates(problem(dout), path)) {
           const auto each = test::poisoned_gpu(Shape{1, m, n}, t);
           gpu::gemm_with(problem(each), name, path);
@@ -204,8 +204,8 @@ TEST(GpuLinear, AddsTheResidualSeparateOrInPlace) {
         g.residual = res.data;
         return g;
       };
-      for (const gpu::GemmPath path : {gpu::GemmPath::kTuned, gpu::GemmPath::kMfmaLayout, gpu::GemmPath::kWmma11Layout,
-                                       gpu::GemmPath::kWmma12Layout}) {
+      for (const gpu::KernelPath path : {gpu::KernelPath::kTuned, gpu::KernelPath::kMfmaLayout, gpu::KernelPath::kWmma11Layout,
+                                       gpu::KernelPath::kWmma12Layout}) {
         for (const std::string& name : gpu::gemm_candidates(problem(dres, separate), path)) {
           const auto each = test::poisoned_gpu(Shape{1, m, n}, t);
           gpu::gemm_with(problem(dres, each), name, path);
