@@ -30,7 +30,7 @@
 #if defined(HD_WITH_CUDNN) || defined(HD_WITH_CUBLASLT)
 #include "ops/gpu/nvidia/vendor_gemm.h"
 #endif
-#if defined(HD_WITH_HIPBLASLT)
+#if defined(HD_WITH_HIPBLASLT) || defined(HD_WITH_ROCBLAS) || defined(HD_WITH_MIOPEN)
 #include "ops/gpu/amd/vendor_gemm.h"
 #endif
 
@@ -381,8 +381,8 @@ inline const char* suffix_of(Fragments f) {
 // flight through asynchronous copies; split-K for problems whose output has fewer tiles than the GPU
 // has multiprocessors but a long k. The gather kernel serves only the few-channel first convolutions.
 // Then, with `libraries` (the tuned path, never a test's chosen layout), the vendor libraries the build
-// has: on NVIDIA cuDNN for convolutions and cuBLASLt for dense products; on AMD with matrix cores
-// hipBLASLt for dense products.
+// has: on NVIDIA cuDNN for convolutions and cuBLASLt for dense products; on AMD MIOpen for convolutions
+// and hipBLASLt for dense products, or rocBLAS where hipBLASLt has no kernel.
 template <class T, Fragments F>
 std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& args, bool vector, bool libraries) {
   using Frag = FragmentsOf<F>;
@@ -412,13 +412,25 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     add("mma64x64-split8" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 8>);
   }
   if constexpr (F != Fragments::kNvidia) {
-    // Asynchronous copies and NVIDIA's libraries go with the NVIDIA tensor-core path.
-#if defined(HD_WITH_HIPBLASLT)
-    if constexpr (F == Fragments::kMfma || F == Fragments::kWmma11 || F == Fragments::kWmma12) {
-      if (libraries && hipblaslt_can_run(p)) list.push_back({"hipblaslt", [&p](void* c) { hipblaslt_gemm(p, c); }});
+    // Asynchronous copies and NVIDIA's libraries go with the NVIDIA tensor-core path. AMD's go with every
+    // layout an AMD GPU runs on the tuned path, the portable one of gfx1030 included.
+    if (!libraries) return list;
+#if defined(HD_WITH_MIOPEN)
+    // Convolutions only, as cuDNN's graph: a dense product is hipBLASLt's or rocBLAS's.
+    if (p.height > 1 || p.kh > 1) {
+      for (const uint64_t id : miopen_solutions(p))
+        list.push_back({"miopen-" + std::to_string(id), [&p, id](void* c) { miopen_conv(p, id, c); }});
     }
 #endif
-    (void)libraries;
+#if defined(HD_WITH_HIPBLASLT)
+    if (hipblaslt_can_run(p)) {
+      list.push_back({"hipblaslt", [&p](void* c) { hipblaslt_gemm(p, c); }});
+      return list;
+    }
+#endif
+#if defined(HD_WITH_ROCBLAS)
+    if (rocblas_can_run(p)) list.push_back({"rocblas", [&p](void* c) { rocblas_gemm(p, c); }});  // hipBLASLt has no kernel
+#endif
     return list;
   } else {
     add("async3-128x128", launch_tile<T, 128, 128, 2, 2, 3, true, Frag, 1>);

@@ -94,16 +94,7 @@ Algorithm algorithm_for(const GemmProblem& p, const Descriptors& d) {
 
 }  // namespace
 
-bool cudnn_can_run(const GemmProblem& p) {
-  // A plain NHWC convolution: one problem (no batch of problems), dense pixels, symmetric padding (the
-  // output size says whether there is extra padding at the end), 16-byte aligned tensors.
-  const auto out = [&](int64_t in) { return (in + 2 * p.padding - (p.kh)) / p.stride + 1; };
-  return (p.dtype == DType::kF16 || p.dtype == DType::kBF16) && p.outer * p.inner == 1 &&
-         p.pixel_stride == p.channels && p.ldb == int64_t(p.kh) * p.kw * p.channels && p.ldc == p.n &&
-         p.kh == p.kw && out(p.height) == p.out_height && out(p.width) == p.out_width && p.alpha == 1.0f &&
-         p.channels % 8 == 0 && p.n % 8 == 0 && p.images * p.height * p.width * p.channels < (int64_t(1) << 31) &&
-         p.m() * p.n < (int64_t(1) << 31);
-}
+bool cudnn_can_run(const GemmProblem& p) { return is_plain_convolution(p); }
 
 void cudnn_conv(const GemmProblem& p, void* c) {
   const Descriptors d(p);
