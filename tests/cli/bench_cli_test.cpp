@@ -35,11 +35,16 @@ TEST(BenchCli, ReportsStageTimesAsJson) {
   EXPECT_EQ(j["unet_batch"], 2);  // CFG 7.5 by default
   EXPECT_EQ(j["width"], 32);      // the model's own size
   EXPECT_EQ(j["device"], "cpu f32");
+  EXPECT_EQ(j["kernels"], "all");  // the vendor libraries allowed unless --kernels own or HD_KERNELS=own
   EXPECT_EQ(j["peak_device_memory_bytes"], 0);
   for (const char* stage : {"text_encoding_ms", "unet_step_ms", "denoising_ms", "vae_decode_ms", "image_ms"})
     EXPECT_GT(j[stage].get<double>(), 0.0) << stage;
   EXPECT_LE(j["unet_step_ms"].get<double>(), j["denoising_ms"].get<double>());
   EXPECT_LE(j["denoising_ms"].get<double>(), j["image_ms"].get<double>());
+}
+
+TEST(BenchCli, ReportsWhichKernelsItWasAllowed) {
+  EXPECT_EQ(json_report("--steps 1 --repeats 1 --kernels own")["kernels"], "own");
 }
 
 // --profile: the ops of one more generation, each timed on its own; the text encoder's, the UNet's and the

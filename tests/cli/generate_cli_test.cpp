@@ -102,6 +102,7 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
       {"--prompt x --device cuda:0 --max-device-memory 0", "above 0"},
 #endif
       {"--prompt x --max-device-memory lots", "not a number"},
+      {"--prompt x --kernels vendor", "--kernels must be 'own'"},
   };
   for (const auto& [args, expected] : cases) {
     const auto r = test::run_cli(base + args);
@@ -113,6 +114,9 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
                                  std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png");
   EXPECT_EQ(weak.exit_code, 1) << weak.out;
   EXPECT_EQ(weak.out.rfind("hipdiffusion: error: --strength 0.1 with 4 steps leaves no denoising step", 0), 0u) << weak.out;
+  const auto bad_variable = test::run_cli("generate --model " + kModel + " --prompt x --steps 1", "HD_KERNELS=vendor");
+  EXPECT_EQ(bad_variable.exit_code, 1) << bad_variable.out;
+  EXPECT_NE(bad_variable.out.find("HD_KERNELS must be 'own'"), std::string::npos) << bad_variable.out;
   EXPECT_EQ(test::run_cli("generate --model " + kModel).exit_code, 2);            // no prompt
   EXPECT_EQ(test::run_cli("generate --prompt x --bogus 1").exit_code, 2);         // unknown flag
   EXPECT_EQ(test::run_cli("generate --prompt x --vae-tiling --vae-tiling-blended").exit_code, 2);

@@ -28,7 +28,7 @@ namespace {
 
 const std::vector<std::string> kValued = {"--model", "--arch",   "--device", "--dtype",     "--steps", "--repeats",
                                           "--width", "--height", "--sampler", "--cfg-scale", "--vocab", "--config",
-                                          "--tune-cache", "--max-device-memory"};
+                                          "--tune-cache", "--max-device-memory", "--kernels"};
 const std::vector<std::string> kSwitches = {"--json", "--profile", "--vae-tiling", "--vae-tiling-blended"};
 
 double median(std::vector<double> v) {
@@ -44,6 +44,7 @@ int run_bench(std::span<const std::string_view> args) {
     throw UsageError{"bench: give --model PATH or --arch sd15|sd21|sdxl"};
   const ops::Placement placement = placement_of(flags);
   apply_device_memory_limit(flags, placement);
+  const ops::KernelChoice kernels = apply_kernel_choice(flags);
   if (auto v = flags.get("--tune-cache")) ops::set_tune_cache_path(*v);
   GenerationParams p;
   p.prompt = "a photograph of an astronaut riding a horse";
@@ -80,10 +81,10 @@ int run_bench(std::span<const std::string_view> args) {
   p.height = flags.get("--height") ? parse_number<int>("--height", *flags.get("--height")) : sd.default_image_size();
   validate(p, sd.vae_scale_factor());
   const bool guided = p.cfg_scale > 1.0f;
-  std::fprintf(stderr, "%s (%s), %dx%d, %d steps of %s, CFG %g (UNet batch %d), %s: 1 warm-up + %d timed runs\n",
-               description.c_str(), sd.description().c_str(), p.width, p.height, p.steps,
+  std::fprintf(stderr, "%s (%s), %dx%d, %d steps of %s, CFG %g (UNet batch %d), %s, kernels: %s: 1 warm-up + %d "
+               "timed runs\n", description.c_str(), sd.description().c_str(), p.width, p.height, p.steps,
                std::string(sampler_name(p.sampler)).c_str(), double(p.cfg_scale), guided ? 2 : 1,
-               placement.to_string().c_str(), repeats);
+               placement.to_string().c_str(), ops::kernel_choice_name(kernels), repeats);
 
   const GenerationResult warm_up = sd.generate(p);
   std::vector<double> text, steps, loops, decodes, totals;
@@ -126,6 +127,7 @@ int run_bench(std::span<const std::string_view> args) {
                               {"architecture", sd.description()},
                               {"parameters", parameters},
                               {"device", placement.to_string()},
+                              {"kernels", ops::kernel_choice_name(kernels)},
                               {"width", p.width},
                               {"height", p.height},
                               {"steps", p.steps},

@@ -17,6 +17,7 @@
 #include "models/vae.h"
 #include "ops/ops.h"
 #include "ops/profiler.h"
+#include "ops/tuning/autotuner.h"
 #include "pipeline/tiled_decode.h"
 #include "tools/cli/commands.h"
 
@@ -73,9 +74,10 @@ int run_component_bench(const ComponentBench& b, const Flags& flags) {
   const bool guided = b.cfg_scale > 1.0f;
   const int64_t n = guided ? 2 : 1, h = height / scale, w = width / scale;
   std::fprintf(stderr,
-               "%s: UNet and VAE only (its text encoders are not built), %dx%d, UNet batch %lld, %s: 1 warm-up + %d "
-               "timed runs of %d steps\n",
-               b.description.c_str(), width, height, (long long)n, b.placement.to_string().c_str(), b.repeats, b.steps);
+               "%s: UNet and VAE only (its text encoders are not built), %dx%d, UNet batch %lld, %s, kernels: %s: 1 "
+               "warm-up + %d timed runs of %d steps\n",
+               b.description.c_str(), width, height, (long long)n, b.placement.to_string().c_str(),
+               ops::kernel_choice_name(ops::kernel_choice()), b.repeats, b.steps);
 
   // The UNet's inputs as a generation gives them: latents, prompt embeddings of 77 tokens and, for a
   // text-time UNet, the pooled embedding and SDXL's size ids (original size, crop origin 0, target size).
@@ -174,6 +176,7 @@ int run_component_bench(const ComponentBench& b, const Flags& flags) {
                         {"components_only", true},
                         {"parameters", b.parameters},
                         {"device", b.placement.to_string()},
+                        {"kernels", ops::kernel_choice_name(ops::kernel_choice())},
                         {"width", width},
                         {"height", height},
                         {"steps", b.steps},

@@ -49,6 +49,11 @@ void apply_device_memory_limit(const Flags& flags, const ops::Placement& placeme
   ops::set_device_memory_limit(placement.device, size_t(double(gib) * double(size_t(1) << 30)));
 }
 
+ops::KernelChoice apply_kernel_choice(const Flags& flags) {
+  if (const auto v = flags.get("--kernels")) ops::set_kernel_choice(ops::parse_kernel_choice(*v, "--kernels"));
+  return ops::kernel_choice();
+}
+
 VaeTiling vae_tiling_of(const Flags& flags) {
   const bool exact = flags.has("--vae-tiling"), blended = flags.has("--vae-tiling-blended");
   if (exact && blended) throw UsageError{"give --vae-tiling or --vae-tiling-blended, not both"};

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "ops/placement.h"
+#include "ops/tuning/autotuner.h"
 #include "pipeline/stable_diffusion.h"
 
 namespace hd::cli {
@@ -33,6 +34,9 @@ ops::Placement placement_of(const Flags& flags);
 // --max-device-memory GIB: caps what hipDiffusion holds on the placement's GPU (ops::set_device_memory_limit),
 // so that a smaller card's budget can be kept (the VAE then decodes in tiles when it must). Validated.
 void apply_device_memory_limit(const Flags& flags, const ops::Placement& placement);
+// --kernels own|all: whether the vendor libraries are candidates of the autotuner (ops::set_kernel_choice);
+// without it $HD_KERNELS, else all. Validated (the variable too), and returned.
+ops::KernelChoice apply_kernel_choice(const Flags& flags);
 // --vae-tiling (exact tiles) or --vae-tiling-blended (diffusers' tiles), not both; kAuto without either.
 VaeTiling vae_tiling_of(const Flags& flags);
 

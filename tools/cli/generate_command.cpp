@@ -30,7 +30,7 @@ namespace {
 const std::vector<std::string> kFlags = {
     "--model", "--prompt", "--negative-prompt", "--steps", "--cfg-scale", "--sampler", "--schedule", "--seed",
     "--width", "--height", "--batch", "--init-image", "--strength", "--vocab", "--config", "--prediction", "--output",
-    "--save-latents", "--device", "--dtype", "--tune-cache", "--threads", "--max-device-memory"};
+    "--save-latents", "--device", "--dtype", "--tune-cache", "--threads", "--max-device-memory", "--kernels"};
 
 std::string a1111_sampler_name(SamplerKind kind) {
   switch (kind) {
@@ -106,6 +106,7 @@ int run_generate(std::span<const std::string_view> args) {
   // Where to compute: the CPU in f32, or a GPU in f16 (default) or bf16.
   const ops::Placement placement = placement_of(flags);
   apply_device_memory_limit(flags, placement);
+  apply_kernel_choice(flags);
   if (auto v = get("--tune-cache")) ops::set_tune_cache_path(*v);
   // img2img: the image sets the size unless --width/--height are given, which must then agree (no
   // resizing is done).

@@ -48,8 +48,8 @@ std::string cached_device_name(int index) {
   return names[index];
 }
 
-// A test's chosen layout (no libraries) is tuned apart from the tuned path on the same layout, whose
-// candidates include the libraries.
+// Without libraries (a test's forced layout, or --kernels own) a problem is tuned apart from the tuned
+// path on the same layout, whose candidates include the libraries.
 std::string tuning_key(const GemmProblem& p, bool vector, Fragments fragments, bool libraries) {
   return str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", suffix_of(fragments),
                  libraries ? "" : " tiles only", " on ",
@@ -148,7 +148,8 @@ Prepared prepare(const GemmProblem& p, KernelPath path) {
                       p.a_batch.inner % 8 == 0 && is_aligned(p.a, 16) && p.ldb % 8 == 0 && p.b_batch.outer % 8 == 0 &&
                       p.b_batch.inner % 8 == 0 && is_aligned(p.b, 16);
   HD_GPU_CHECK(cudaSetDevice(p.device.index));
-  return {args, vector, fragments_for(path, p.device.index), path == KernelPath::kTuned};
+  const bool libraries = path == KernelPath::kTuned && ops::kernel_choice() == ops::KernelChoice::kAll;
+  return {args, vector, fragments_for(path, p.device.index), libraries};
 }
 
 // Calls f with the candidates of p (their element type and fragment path resolved).

@@ -1,5 +1,6 @@
 #include "ops/tuning/autotuner.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -39,6 +40,33 @@ TunerState& state() {
 }
 
 }  // namespace
+
+namespace {
+
+// -1: not yet read from $HD_KERNELS; else the KernelChoice.
+std::atomic<int> g_kernel_choice{-1};
+
+}  // namespace
+
+KernelChoice parse_kernel_choice(std::string_view text, std::string_view source) {
+  if (text == "own") return KernelChoice::kOwn;
+  if (text == "all") return KernelChoice::kAll;
+  throw Error(ErrorKind::kInvalidInput, str_cat(source, " must be 'own' (our kernels only) or 'all' (with the vendor "
+                                                "libraries), got '", text, "'"));
+}
+
+void set_kernel_choice(KernelChoice choice) { g_kernel_choice = int(choice); }
+
+KernelChoice kernel_choice() {
+  const int known = g_kernel_choice;
+  if (known >= 0) return KernelChoice(known);
+  const char* text = std::getenv("HD_KERNELS");
+  const KernelChoice choice = text && *text ? parse_kernel_choice(text, "HD_KERNELS") : KernelChoice::kAll;
+  g_kernel_choice = int(choice);
+  return choice;
+}
+
+const char* kernel_choice_name(KernelChoice choice) { return choice == KernelChoice::kOwn ? "own" : "all"; }
 
 std::string default_tune_cache_path() {
   if (const char* explicit_path = std::getenv("HD_TUNE_CACHE")) return explicit_path;

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hd::ops {
@@ -26,5 +27,17 @@ std::string tune_cache_path();
 // milliseconds; negative when the candidate cannot run this problem). Throws when none can run.
 int choose_fastest(const std::string& key, const std::vector<std::string>& candidates,
                    const std::function<double(int)>& time_ms);
+
+// Which kernels the autotuner may choose from. kAll: our own and the vendor libraries the build has
+// (cuDNN, cuBLASLt; hipBLASLt, rocBLAS, MIOpen); kOwn: our own only, what a GPU runs where those libraries
+// have no kernel, and the measure of our kernels beside them. The choice is part of every tuning key, so
+// both kinds of choices live in one cache. Starts from $HD_KERNELS ("own" or "all"; unset: all); front
+// ends override it (--kernels).
+enum class KernelChoice { kAll, kOwn };
+// "own" or "all"; anything else is a kInvalidInput error naming `source` (a flag, or the variable).
+KernelChoice parse_kernel_choice(std::string_view text, std::string_view source);
+void set_kernel_choice(KernelChoice choice);
+KernelChoice kernel_choice();  // throws kInvalidInput when $HD_KERNELS holds neither word
+const char* kernel_choice_name(KernelChoice choice);
 
 }  // namespace hd::ops

@@ -11,7 +11,9 @@
 #include "ops/gpu/gemm.h"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_test_util.h"
+#include "ops/gpu/gpu_runtime.h"
 #include "ops/ops.h"
+#include "ops/tuning/autotuner.h"
 #include "test_util.h"
 
 namespace hd {
@@ -174,6 +176,48 @@ TEST(GpuLinear, MatchesCpuWithAndWithoutBias) {
       }
     }
   }
+}
+
+bool is_library(const std::string& candidate) {
+  for (const char* library : {"cudnn", "cublaslt", "hipblaslt", "rocblas", "miopen"})
+    if (candidate.rfind(library, 0) == 0) return true;
+  return false;
+}
+
+// --kernels own (ops::KernelChoice::kOwn): the tuned path offers our tiles only, for convolutions and dense
+// products alike, and the ops still match the CPU through them; with all, the vendor's libraries are back
+// (cuBLASLt is in every CUDA build).
+TEST(GpuKernelChoice, OwnLeavesEveryVendorLibraryOut) {
+  struct Restore {
+    ops::KernelChoice before = ops::kernel_choice();
+    ~Restore() { ops::set_kernel_choice(before); }
+  } restore;
+  const DType t = DType::kF16;
+  const ConvCase c = kConvCases[7];  // SD's widths, 3x3
+  const Shape xs{c.n, c.h, c.w, c.cin}, ws{c.cout, c.k, c.k, c.cin};
+  const Shape os = ops::conv2d_output_shape(xs, ws, {c.stride, c.padding, c.extra_end_padding});
+  test::Rng rng;
+  const auto dx = test::to_gpu(test::random_tensor(rng, xs), t), dw = test::to_gpu(test::random_tensor(rng, ws), t);
+  const auto db = test::to_gpu(test::random_tensor(rng, Shape{c.cout}), t), dout = test::poisoned_gpu(os, t);
+  const int64_t m = 256, n = 320, k = 640;
+  const auto a = test::to_gpu(test::random_tensor(rng, Shape{m, k}), t), b = test::to_gpu(test::random_tensor(rng, Shape{n, k}), t);
+  const auto product = test::poisoned_gpu(Shape{m, n}, t);
+  const auto dense = gpu::dense_gemm(t, a.view().device, m, n, k, a.view().data, k, b.view().data, k, product.view().data, n);
+  const auto candidates = [&] {
+    std::vector<std::string> names = gpu::gemm_candidates(conv_problem(c, dx, dw, db, dout));
+    for (const std::string& name : gpu::gemm_candidates(dense)) names.push_back(name);
+    return names;
+  };
+  ops::set_kernel_choice(ops::KernelChoice::kOwn);
+  const std::vector<std::string> own = candidates();
+  ASSERT_FALSE(own.empty());
+  for (const std::string& name : own) EXPECT_FALSE(is_library(name)) << name;
+  for (DType dtype : {DType::kF16, DType::kBF16}) check_conv(c, dtype, gpu::KernelPath::kTuned);
+  ops::set_kernel_choice(ops::KernelChoice::kAll);
+  const std::vector<std::string> all = candidates();
+  EXPECT_GE(all.size(), own.size());
+  if (gpu::device_matrix_unit(0) == gpu::MatrixUnit::kNvidiaMma)
+    EXPECT_TRUE(std::any_of(all.begin(), all.end(), is_library));
 }
 
 // The residual fused into the product, in a tensor of its own and in place (the transformer's residual

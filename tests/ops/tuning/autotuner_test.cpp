@@ -96,5 +96,25 @@ TEST_F(Autotuner, AnUnwritableCacheCostsOnlyTheTiming) {
   EXPECT_EQ(ops::choose_fastest("k", {"a", "b"}, [](int i) { return i == 0 ? 2.0 : 1.0; }), 1);
 }
 
+// --kernels / $HD_KERNELS: two words, anything else refused with where it came from.
+TEST(KernelChoice, ParsesOwnAndAllAndNamesTheSourceOfAnythingElse) {
+  EXPECT_EQ(ops::parse_kernel_choice("own", "--kernels"), ops::KernelChoice::kOwn);
+  EXPECT_EQ(ops::parse_kernel_choice("all", "--kernels"), ops::KernelChoice::kAll);
+  for (const char* bad : {"", "Own", "vendor", "own "}) {
+    try {
+      ops::parse_kernel_choice(bad, "HD_KERNELS");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+      EXPECT_NE(std::string(e.what()).find("HD_KERNELS must be 'own'"), std::string::npos) << e.what();
+    }
+  }
+  const ops::KernelChoice before = ops::kernel_choice();
+  ops::set_kernel_choice(ops::KernelChoice::kOwn);
+  EXPECT_EQ(ops::kernel_choice(), ops::KernelChoice::kOwn);
+  EXPECT_STREQ(ops::kernel_choice_name(ops::kernel_choice()), "own");
+  ops::set_kernel_choice(before);
+}
+
 }  // namespace
 }  // namespace hd
