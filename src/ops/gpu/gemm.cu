@@ -138,11 +138,11 @@ Prepared prepare(const GemmProblem& p, KernelPath path) {
                 " problems exceeds 65535");
   const KernelArgs args{int(m), int(p.n), int(k), int(p.inner), p.a_batch.outer, p.a_batch.inner, p.b_batch.outer,
                         p.b_batch.inner, p.c_batch.outer, p.c_batch.inner, int(p.height), int(p.width),
-                        int(p.channels), int(p.out_height * p.out_width), int(p.out_width), p.kw, p.stride, p.padding,
+                        int(p.out_height * p.out_width), int(p.out_width), p.stride, p.padding,
                         p.pixel_stride, p.height * p.width * p.pixel_stride, p.ldb, p.ldc, p.alpha,
                         p.ldc % 2 == 0 && p.c_batch.outer % 2 == 0 && p.c_batch.inner % 2 == 0 && is_aligned(p.c, 4) &&
                             (!p.residual || is_aligned(p.residual, 4)),
-                        1};
+                        1, FastDivisor(int(p.channels)), FastDivisor(p.kw)};
   // 16-byte loads need every row and batch start of A and B on a 16-byte boundary.
   const bool vector = p.channels % 8 == 0 && p.pixel_stride % 8 == 0 && p.a_batch.outer % 8 == 0 &&
                       p.a_batch.inner % 8 == 0 && is_aligned(p.a, 16) && p.ldb % 8 == 0 && p.b_batch.outer % 8 == 0 &&

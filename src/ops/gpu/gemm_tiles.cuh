@@ -26,6 +26,7 @@
 #include "ops/gpu/gemm.h"
 #include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/async_copy.cuh"
+#include "ops/gpu/fast_divisor.h"
 #include "ops/gpu/mma.cuh"
 #if defined(HD_WITH_CUDNN) || defined(HD_WITH_CUBLASLT)
 #include "ops/gpu/nvidia/vendor_gemm.h"
@@ -43,20 +44,22 @@ constexpr int kVectorsPerRow = kBK / 8;
 struct KernelArgs {  // GemmProblem in the kernel's integer widths
   int m, n, k, inner;
   int64_t a_outer, a_inner, b_outer, b_inner, c_outer, c_inner;
-  int height, width, channels, out_hw, out_width, kw, stride, padding;
+  int height, width, out_hw, out_width, stride, padding;
   int64_t pixel_stride, image_stride, ldb, ldc;
   float alpha;
   bool pairs;  // C rows and batch offsets even: two neighbours are one 32-bit store
   int splits;  // split-K: the k-steps are shared among this many blocks, which write f32 partial sums
+  // k = (kernel row · kw + kernel column) · channels + channel, split at every k-step without a division.
+  FastDivisor by_channels, by_kw;
 };
 
-// 16 bytes from src, or zeros. Written as a branch: `ok ? *src : uint4{}` made clang select between
-// src and the address of a zero temporary on the stack, which put every staged vector in scratch memory
-// on AMD targets.
+// 16 bytes from src, or zeros; src must be readable either way (the callers pass the operand's first
+// vector when !ok). Loaded unconditionally and the value selected: a branch around the load cost AMD
+// targets an exec-mask branch per vector (s_and_saveexec), and `ok ? *src : uint4{}` made clang select
+// between src and the address of a zero temporary on the stack, which put every staged vector in scratch.
 __device__ __forceinline__ uint4 load_or_zero(const uint16_t* src, bool ok) {
-  uint4 v = make_uint4(0, 0, 0, 0);
-  if (ok) v = *reinterpret_cast<const uint4*>(src);
-  return v;
+  const uint4 v = *reinterpret_cast<const uint4*>(src);
+  return make_uint4(ok ? v.x : 0u, ok ? v.y : 0u, ok ? v.z : 0u, ok ? v.w : 0u);
 }
 
 // kStages == 2: the next k-step's tiles wait in registers while the tensor units work on the current
@@ -107,8 +110,10 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   }
   const auto a_element = [&](int i, int k) HD_INLINE -> uint16_t {  // gather path: one element of A
     if (k >= p.k) return 0;
-    const int ch = k % p.channels, kk = k / p.channels;
-    const int iy = a_iy[i] + kk / p.kw, ix = a_ix[i] + kk % p.kw;
+    int kk, ch, ky, kx;
+    p.by_channels.divide(k, kk, ch);
+    p.by_kw.divide(kk, ky, kx);
+    const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
     if (unsigned(iy) >= unsigned(p.height) || unsigned(ix) >= unsigned(p.width)) return 0;
     return a_bits[a_image[i] + (int64_t(iy) * p.width + ix) * p.pixel_stride + ch];
   };
@@ -117,8 +122,9 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   const auto for_each_vector = [&](int k0, auto f, auto g) HD_INLINE {
     const int k = k0 + vec * 8;
     const bool k_ok = k < p.k;
-    const int ch = k_ok ? k % p.channels : 0, kk = k_ok ? k / p.channels : 0;
-    const int ky = kk / p.kw, kx = kk % p.kw;
+    int kk, ch, ky, kx;
+    p.by_channels.divide(k_ok ? k : 0, kk, ch);
+    p.by_kw.divide(kk, ky, kx);
 #pragma unroll
     for (int i = 0; i < kAPasses; ++i) {
       const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
