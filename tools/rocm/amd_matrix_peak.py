@@ -104,12 +104,12 @@ ops cost like any VALU op; `s_delay_alu`, `s_clause`, `s_set_inst_prefetch_dista
 **A bound from the instruction mix only**: no memory or LDS bandwidth, no latency (matrix result latency, the
 `s_waitcnt` after each load), no dependency stalls, no bank conflicts. Real kernels reach less.
 
-Notes column, instructions pointing at fixable code: `v_mul_hi_u32` (division by a runtime value: the implicit
-GEMM's k → kernel row, column, channel split, every k-step); `s_and_saveexec` (exec-mask branches: load_or_zero's
-`if (ok)`, bf16 rounding's NaN test); `ds_read_u16`/`ds_load_u16` (Vᵀ gathered 16 bits at a time,
-load_a_transposed); `v_ldexp_f32` (exp2f's denormal fix-up around each `v_exp_f32`); `v_bfe_u32` (software f32 →
+Notes column, instructions pointing at fixable code: `v_mul_hi_u32` (division by a runtime value: one per
+quotient through FastDivisor, about three per quotient from a general division); `s_and_saveexec` (exec-mask
+branches, e.g. bf16 rounding's NaN test); `ds_read_u16`/`ds_load_u16` (16-bit shared-memory reads, as attention's
+Vᵀ was read before it was stored transposed); `v_ldexp_f32` (exp2f's denormal fix-up around each `v_exp_f32`); `v_bfe_u32` (software f32 →
 bf16 rounding); `buffer_gl0_inv`/`global_inv` (an L0 invalidate at each __syncthreads in WGP mode); `s_cbranch_vccz`
-(attention's per-score `unmasked` test, not hoisted out of the loop).
+(scalar branches inside the loop, as attention's mask test per score was before it was decided per tile).
 
 Sources:"""
 
@@ -251,7 +251,8 @@ def tile(name):
     if m:
         d, keys, groups = map(int, m.group(3, 4, 5))
         lanes = 64 if m.group(1) == "Fragments16x16" else 32
-        return "attention", f"flash d{d}, {keys} keys", m.group(2), (16 * groups + 2 * keys) * (d + 8) * 2, groups * lanes
+        lds = ((16 * groups + keys) * (d + 8) + d * (keys + 8)) * 2  # Q and K in rows, Vᵀ in columns
+        return "attention", f"flash d{d}, {keys} keys", m.group(2), lds, groups * lanes
     return None
 
 

@@ -31,9 +31,49 @@ inline constexpr bool kEmulated = false;  // the instructions, on the targets th
 inline constexpr bool kEmulated = true;
 #endif
 
+// 2^x for the softmax. On AMD the hardware's v_exp_f32 alone: exp2f wraps it in a fix-up for results
+// below 2^-126 (a v_ldexp_f32 and a compare per value, counted by tools/rocm/amd_matrix_peak.py), and a
+// probability that small may as well be 0. Elsewhere (the emulations) exp2f.
+__device__ __forceinline__ float softmax_exp2(float x) {
+#if defined(__HIP_DEVICE_COMPILE__)
+  return __builtin_amdgcn_exp2f(x);
+#else
+  return exp2f(x);
+#endif
+}
+
+// Keys [row0, row0 + kKeyTile) of V's [tokens, head_dim] slice into a shared tile stored transposed,
+// vt[dim][key] with rows kKeyTile + kAttentionPad apart, zeros past the data. Vᵀ is the A operand of
+// Oᵀ = Vᵀ · Pᵀ: stored this way it is read like any A tile, one wide read per register, where reading V
+// as stored took one 16-bit read per value (64 per iteration at head size 64 on MFMA). A thread moves two
+// keys' 8 dims, so that the pair's values of one dim are one 32-bit store, and neighbouring lanes take
+// neighbouring dims, so that eight lanes read two whole rows. Rows and columns past the data are read
+// from the slice's first row and zeroed, not branched around (an exec-mask branch per vector on AMD).
+template <int kD, int kKeyTile, int kThreads, class T>
+__device__ inline void load_attention_columns(uint16_t* vt, const T* src, int64_t row_stride, int row0, int limit,
+                                              int head_dim) {
+  constexpr int kStride = kKeyTile + kAttentionPad, kVectors = kD / 8;
+  const int vectors = head_dim / 8;  // 16-byte vectors of a row that hold data
+  for (int i = int(threadIdx.x); i < (kKeyTile / 2) * kVectors; i += kThreads) {
+    const int key = 2 * (i / kVectors), c = i % kVectors;
+    const bool c_ok = c < vectors, lo_ok = c_ok && row0 + key < limit, hi_ok = c_ok && row0 + key + 1 < limit;
+    const auto* lo_src = reinterpret_cast<const uint4*>(src + (lo_ok ? int64_t(row0 + key) * row_stride + c * 8 : 0));
+    const auto* hi_src = reinterpret_cast<const uint4*>(src + (hi_ok ? int64_t(row0 + key + 1) * row_stride + c * 8 : 0));
+    const uint4 lo = *lo_src, hi = *hi_src;
+    const uint32_t lo_words[4] = {lo_ok ? lo.x : 0u, lo_ok ? lo.y : 0u, lo_ok ? lo.z : 0u, lo_ok ? lo.w : 0u};
+    const uint32_t hi_words[4] = {hi_ok ? hi.x : 0u, hi_ok ? hi.y : 0u, hi_ok ? hi.z : 0u, hi_ok ? hi.w : 0u};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      uint32_t* row = reinterpret_cast<uint32_t*>(vt + (c * 8 + 2 * w) * kStride + key);
+      row[0] = (lo_words[w] & 0xffffu) | hi_words[w] << 16;                      // dim 2w: keys key, key + 1
+      row[kStride / 2] = lo_words[w] >> 16 | (hi_words[w] & 0xffff0000u);        // dim 2w + 1
+    }
+  }
+}
+
 // kD: the head dimension rounded up to a multiple of 16 (zero padding). kGroups fragment groups, 16
 // queries each. One key/value stage: with 64 queries, 64 keys and heads up to 160 the tiles fit the
-// 64 KB of shared memory AMD GPUs have.
+// 64 KB of shared memory AMD GPUs have (shared_bytes).
 template <class Frag, class T, int kD, int kKeyTile, int kGroups>
 __device__ __forceinline__ void flash_attention_block(const T* __restrict__ q, const T* __restrict__ k,
                                                       const T* __restrict__ v, T* __restrict__ out,
@@ -44,7 +84,7 @@ __device__ __forceinline__ void flash_attention_block(const T* __restrict__ q, c
   extern __shared__ uint4 smem_raw[];
   uint16_t* const q_s = reinterpret_cast<uint16_t*>(smem_raw);
   uint16_t* const k_s = q_s + kQueryTile * kStride;
-  uint16_t* const v_s = k_s + kKeyTile * kStride;
+  uint16_t* const vt_s = k_s + kKeyTile * kStride;  // Vᵀ: [kD][kKeyTile + kAttentionPad]
 
   const int group = int(threadIdx.x) / Frag::kLanes, lane = int(threadIdx.x) % Frag::kLanes;
   const int b = int(blockIdx.y) / a.heads, h = int(blockIdx.y) % a.heads;
@@ -82,7 +122,7 @@ __device__ __forceinline__ void flash_attention_block(const T* __restrict__ q, c
   for (int k0 = 0; k0 < key_end; k0 += kKeyTile) {
     __syncthreads();  // the previous tile is no longer read
     load_attention_rows<kD, kThreads>(k_s, k_base, a.kv_row, k0, kKeyTile, a.lk, a.head_dim);
-    load_attention_rows<kD, kThreads>(v_s, v_base, a.kv_row, k0, kKeyTile, a.lk, a.head_dim);
+    load_attention_columns<kD, kKeyTile, kThreads>(vt_s, v_base, a.kv_row, k0, a.lk, a.head_dim);
     __syncthreads();
 
     typename Frag::C s[kKeyTile / 16];  // Sᵀ: s[c].r[r] = score of key k0 + 16c + Frag::c_row(lane, r)
@@ -93,21 +133,29 @@ __device__ __forceinline__ void flash_attention_block(const T* __restrict__ q, c
       for (int kc = 0; kc < kD / 16; ++kc)
         Frag::template mma<T>(s[c], Frag::load_a(k_s, kStride, c * 16, kc * 16), q_operand(kc));
     }
-    const bool unmasked = !a.causal && k0 + kKeyTile <= a.lk;
-    float tile_max = -INFINITY;
+    // The tile's maximum, masking keys past the end and (causal) after the query; decided once per tile
+    // rather than per score, so that whole tiles inside the keys carry no test.
+    const auto tile_max_of = [&]<bool kMasked>() HD_INLINE {
+      float max = -INFINITY;
 #pragma unroll
-    for (int c = 0; c < kKeyTile / 16; ++c) {
+      for (int c = 0; c < kKeyTile / 16; ++c) {
 #pragma unroll
-      for (int r = 0; r < kAcc; ++r) {
-        const int key = k0 + c * 16 + Frag::c_row(lane, r);
-        if (!unmasked && (key >= a.lk || (a.causal && key > query))) s[c].r[r] = -INFINITY;
-        tile_max = fmaxf(tile_max, s[c].r[r]);
+        for (int r = 0; r < kAcc; ++r) {
+          if constexpr (kMasked) {
+            const int key = k0 + c * 16 + Frag::c_row(lane, r);
+            if (key >= a.lk || (a.causal && key > query)) s[c].r[r] = -INFINITY;
+          }
+          max = fmaxf(max, s[c].r[r]);
+        }
       }
-    }
-    tile_max = Frag::column_max(tile_max);
+      return max;
+    };
+    const bool unmasked = !a.causal && k0 + kKeyTile <= a.lk;
+    const float tile_max =
+        Frag::column_max(unmasked ? tile_max_of.template operator()<false>() : tile_max_of.template operator()<true>());
     const float m_new = fmaxf(m, tile_max);
     // A query that has seen only masked keys keeps m = -inf: its weights stay 0 and nothing rescales.
-    const float alpha = m_new == -INFINITY ? 1.f : exp2f((m - m_new) * a.scale_log2);
+    const float alpha = m_new == -INFINITY ? 1.f : softmax_exp2((m - m_new) * a.scale_log2);
     const float m_scaled = m_new == -INFINITY ? 0.f : m_new * a.scale_log2;
     m = m_new;
     l *= alpha;
@@ -121,13 +169,13 @@ __device__ __forceinline__ void flash_attention_block(const T* __restrict__ q, c
       float p[kAcc];
 #pragma unroll
       for (int r = 0; r < kAcc; ++r) {
-        p[r] = exp2f(fmaf(s[c].r[r], a.scale_log2, -m_scaled));  // masked: 2^-inf = 0
+        p[r] = softmax_exp2(fmaf(s[c].r[r], a.scale_log2, -m_scaled));  // masked: 2^-inf = 0
         l += p[r];
       }
       const typename Frag::B p_frag = Frag::template b_from_accumulators<T>(p);
 #pragma unroll
       for (int n = 0; n < kD / 16; ++n)
-        Frag::template mma<T>(o[n], Frag::load_a_transposed(v_s, kStride, n * 16, c * 16), p_frag);
+        Frag::template mma<T>(o[n], Frag::load_a(vt_s, kKeyTile + kAttentionPad, n * 16, c * 16), p_frag);
     }
   }
 
@@ -166,13 +214,20 @@ __global__ void __launch_bounds__(kGroups* Frag::kLanes)
   }
 }
 
+// Q's and K's tiles in rows of kD + kAttentionPad, Vᵀ's in rows of kKeyTile + kAttentionPad
+// (tools/rocm/amd_matrix_peak.py repeats this formula for its occupancy: keep them in step).
+constexpr size_t shared_bytes(int d, int key_tile, int query_tile) {
+  return (size_t(query_tile + key_tile) * (d + kAttentionPad) + size_t(d) * (key_tile + kAttentionPad)) *
+         sizeof(uint16_t);
+}
+
 template <class Frag, class T, int kD>
 void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
   // 64 keys a tile for narrow heads, 32 for wide ones and on gfx11 (whose 16-value operands left no
   // registers for 64 keys' scores: it spilled at head sizes 48 and 64 in bf16).
   constexpr int kKeyTile = kD <= 64 && sizeof(typename Frag::B) <= 16 ? 64 : 32, kGroups = 4;
   constexpr int kQueryTile = 16 * kGroups;
-  const size_t smem = size_t(kQueryTile + 2 * kKeyTile) * (kD + kAttentionPad) * sizeof(uint16_t);
+  const size_t smem = shared_bytes(kD, kKeyTile, kQueryTile);
   const auto kernel = flash_attention_kernel<Frag, T, kD, kKeyTile, kGroups>;
   allow_dynamic_shared_memory(kernel, smem, q.device.index);
   const dim3 grid(unsigned((a.lq + kQueryTile - 1) / kQueryTile), unsigned(q.dim(0) * a.heads));

@@ -280,13 +280,6 @@ struct Fragments16x16 {
     return load4(tile + (r0 + lane % 16) * stride + k0 + 4 * (lane / 16));
   }
   __device__ static B load_b(const uint16_t* tile, int stride, int n0, int k0) { return load_a(tile, stride, n0, k0); }
-  // A = the 16x16 block at (r0, k0) of a matrix stored transposed: element (r, k) at
-  // tile[(k0 + k) * stride + r0 + r] (in attention: Vᵀ, with V stored [keys][dims]).
-  __device__ static A load_a_transposed(const uint16_t* tile, int stride, int r0, int k0) {
-    const int lane = int(threadIdx.x) % kLanes;
-    const uint16_t* p = tile + (k0 + 4 * (lane / 16)) * stride + r0 + lane % 16;
-    return A{{uint32_t(p[0]) | uint32_t(p[stride]) << 16, uint32_t(p[2 * stride]) | uint32_t(p[3 * stride]) << 16}};
-  }
   __device__ static int c_row(int lane, int r) { return 4 * (lane / 16) + r; }
   __device__ static int c_col(int lane, int /*r*/) { return lane % 16; }
   static constexpr bool kRowPairs = true;  // registers 2h and 2h+1 hold neighbouring rows of one column
@@ -421,24 +414,11 @@ struct FragmentsWmma {
   __device__ static int c_col(int lane, int /*r*/) { return lane % 16; }
   static constexpr bool kRowPairs = kGeneration == 12;  // registers 2h and 2h+1 hold neighbouring rows
 
-  // The k of the e-th 16-bit value of this lane's A (or B) fragment, and the inverse map: where element
-  // (row or column `index`, k) lives. gfx11: both halves hold every k (the emulation reads k < 8 from the
-  // lower half, the rest from the upper); gfx12: half (k % 8) / 4, slot 4 (k / 8) + k % 4.
-  __device__ static int k_of(int lane, int e) { return kGeneration == 11 ? e : 8 * (e / 4) + 4 * (lane / 16) + e % 4; }
+  // Where element (row or column `index`, k) of A and B lives: gfx11: both halves hold every k (the
+  // emulation reads k < 8 from the lower half, the rest from the upper); gfx12: half (k % 8) / 4, slot
+  // 4 (k / 8) + k % 4.
   __device__ static int holder(int index, int k) { return index + 16 * (kGeneration == 11 ? k / 8 : (k % 8) / 4); }
   __device__ static int slot(int k) { return kGeneration == 11 ? k : 4 * (k / 8) + k % 4; }
-
-  // A = the 16x16 block at (r0, k0) of a matrix stored transposed: element (r, k) at
-  // tile[(k0 + k) * stride + r0 + r] (in attention: Vᵀ, with V stored [keys][dims]).
-  __device__ static A load_a_transposed(const uint16_t* tile, int stride, int r0, int k0) {
-    const int lane = int(threadIdx.x) % kLanes;
-    const uint16_t* column = tile + k0 * stride + r0 + lane % 16;
-    A f;
-#pragma unroll
-    for (int w = 0; w < kValuesPerLane / 2; ++w)
-      f.r[w] = uint32_t(column[k_of(lane, 2 * w) * stride]) | uint32_t(column[k_of(lane, 2 * w + 1) * stride]) << 16;
-    return f;
-  }
 
   // The two lanes that hold one column of C are lane and lane ^ 16 (both maps): one exchange.
   __device__ static float column_max(float v) { return fmaxf(v, shuffle_xor(v, 16, kLanes)); }
