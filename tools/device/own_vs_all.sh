@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Run on the device machine: our own kernels beside the vendor libraries' in one run on one GPU, the
+# measure of issue 21. Builds the `cuda` preset (hipdiffusion and the tests), runs the gpu tests unless
+# TESTS=0, then `hipdiffusion bench --kernels own` and `--kernels all` for SD1.5 (and SDXL's UNet and VAE
+# unless SDXL=0; SD1.5 unless SD15=0), each with a tuning cache of its own, interleaved, twice; the
+# medians in $OUT/summary.txt. BASELINE=DIR: also build the
+# same sources with DIR's files laid over src/ops/gpu/ (the kernels before a change) and bench it with
+# --kernels own between the others. Logs and JSON in $OUT.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+source "$(dirname "$0")/unpack_deps.sh"
+conf="-DCMAKE_PREFIX_PATH=/tmp/deps/usr -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON ${cudnn_root:+-DHD_CUDNN_ROOT=$cudnn_root}"
+SECONDS=0
+cmake --preset cuda $conf > "$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
+targets=$([ "${TESTS:-1}" = 0 ] && echo "--target hipdiffusion")
+cmake --build --preset cuda -j 16 $targets > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; exit 1; }
+echo "build ${SECONDS}s"
+if [ "${TESTS:-1}" != 0 ]; then
+  ctest --preset cuda-gpu --output-on-failure > "$OUT/ctest-gpu.log" 2>&1
+  echo "gpu tests rc=$? ${SECONDS}s: $(grep 'tests passed' "$OUT/ctest-gpu.log")"
+fi
+builds=(build/cuda)
+if [ -n "${BASELINE:-}" ]; then
+  rm -rf /tmp/baseline && mkdir /tmp/baseline && cp -r CMakeLists.txt CMakePresets.json src tools bench tests data models /tmp/baseline/
+  cp "$BASELINE"/* /tmp/baseline/src/ops/gpu/
+  (cd /tmp/baseline && cmake --preset cuda $conf > "$OUT/configure-baseline.log" 2>&1 &&
+    cmake --build --preset cuda -j 16 --target hipdiffusion > "$OUT/build-baseline.log" 2>&1) ||
+    { tail -30 "$OUT/build-baseline.log"; exit 1; }
+  echo "baseline build ${SECONDS}s"
+  builds+=(/tmp/baseline/build/cuda)
+fi
+bench() {  # build kernels name arch [flags]
+  local build=$1 kernels=$2 name=$3 arch=$4; shift 4
+  HD_TUNE_CACHE="$OUT/tuning-$name.tsv" "$build/hipdiffusion" bench --arch "$arch" --device cuda:0 --kernels "$kernels" \
+    "$@" --json > "$OUT/$name.json" 2> "$OUT/$name.err" || { echo "$name failed"; tail -5 "$OUT/$name.err"; return; }
+  python3 -c "import json; j = json.load(open('$OUT/$name.json')); print('$name', {k: round(v, 2) for k, v in j.items() if k.endswith('_ms') and isinstance(v, (int, float))})" | tee -a "$OUT/summary.txt"
+}
+[ "${SD15:-1}" != 0 ] && for round in 1 2; do
+  bench build/cuda own "sd15-own-$round" sd15 --steps 20 --repeats 5
+  [ -n "${BASELINE:-}" ] && bench /tmp/baseline/build/cuda own "sd15-baseline-own-$round" sd15 --steps 20 --repeats 5
+  bench build/cuda all "sd15-all-$round" sd15 --steps 20 --repeats 5
+done
+if [ "${SDXL:-1}" != 0 ]; then
+  bench build/cuda own sdxl-own sdxl --steps 10 --repeats 3
+  bench build/cuda all sdxl-all sdxl --steps 10 --repeats 3
+fi
+echo "done ${SECONDS}s"
