@@ -7,11 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define HD_HOST_DEVICE __host__ __device__
-#else
-#define HD_HOST_DEVICE
-#endif
+#include "ops/host_device.h"
 
 namespace hd::ops {
 

@@ -5,16 +5,12 @@
 // using multiplication", PLDI 1994): with l = ceil(log2 d) and m = ceil(2^(31+l) / d),
 // x / d = (x · m) >> (31 + l) for every 0 <= x < 2^31, since m·d − 2^(31+l) < d <= 2^l; and m < 2^32,
 // so the product's high word is one 32-bit multiply-high. Plain C++ where no GPU compiler is at work, so
-// that the CPU tests check it exhaustively over its range's edges.
+// that the CPU tests check it at its range's edges and at random.
 #pragma once
 
 #include <cstdint>
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define HD_HOST_DEVICE __host__ __device__
-#else
-#define HD_HOST_DEVICE
-#endif
+#include "ops/host_device.h"
 
 namespace hd::gpu {
 
