@@ -95,15 +95,20 @@ std::optional<hipblasLtMatmulAlgo_t> algorithm_for(const GemmProblem& p) {
     const std::lock_guard lock(mutex);
     if (const auto it = known->find(key); it != known->end()) return it->second;
   }
-  const Descriptors d(p);
-  hipblasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
   // A failing query is "no algorithm" too: hipBLASLt answers an architecture it has no kernels for with
-  // an error status rather than zero results, and that must leave the product to the other candidates.
-  const hipblasStatus_t status = hipblasLtMatmulAlgoGetHeuristic(state_for(p.device).handle, d.op, d.w, d.x, d.c,
-                                                                 d.c, d.preference, 1, &heuristic, &found);
+  // an error status rather than zero results, and that, or a descriptor it refuses, must leave the
+  // product to the other candidates rather than stop a generation.
   std::optional<hipblasLtMatmulAlgo_t> algo;
-  if (status == HIPBLAS_STATUS_SUCCESS && found > 0) algo = heuristic.algo;
+  try {
+    const Descriptors d(p);
+    hipblasLtMatmulHeuristicResult_t heuristic{};
+    int found = 0;
+    const hipblasStatus_t status = hipblasLtMatmulAlgoGetHeuristic(state_for(p.device).handle, d.op, d.w, d.x, d.c,
+                                                                   d.c, d.preference, 1, &heuristic, &found);
+    if (status == HIPBLAS_STATUS_SUCCESS && found > 0) algo = heuristic.algo;
+  } catch (const Error&) {
+    algo.reset();
+  }
   const std::lock_guard lock(mutex);
   return known->emplace(key, algo).first->second;
 }

@@ -106,7 +106,8 @@ ShapeKey shape_of(const GemmProblem& p) {
 }
 
 // MIOpen's ranked solutions for the shape, asked once per shape and process (the candidate list is
-// rebuilt on every uncaptured call).
+// rebuilt on every uncaptured call). A query MIOpen refuses leaves the shape to our kernels, as a shape
+// hipBLASLt has no kernel for does: a library that cannot list candidates must not stop a generation.
 const std::vector<Solution>& solutions_for(const GemmProblem& p) {
   static std::mutex mutex;
   static auto* known = new std::map<ShapeKey, std::vector<Solution>>;
@@ -116,18 +117,23 @@ const std::vector<Solution>& solutions_for(const GemmProblem& p) {
     if (const auto it = known->find(key); it != known->end()) return it->second;
   }
   std::vector<Solution> offered;
-  if (is_plain_convolution(p)) {
-    const Descriptors d(p);
-    miopenHandle_t h = handle_for(p.device.index);
-    size_t count = 0;
-    check(miopenConvolutionForwardGetSolutionCount(h, d.w, d.x, d.conv, d.y, &count), "counting solutions");
-    std::vector<miopenConvSolution_t> ranked(std::max<size_t>(count, 1));
-    size_t returned = 0;
-    check(miopenConvolutionForwardGetSolution(h, d.w, d.x, d.conv, d.y, ranked.size(), &returned, ranked.data()),
-          "ranking solutions");
-    for (size_t i = 0; i < returned && offered.size() < kMaxSolutions; ++i) {  // fastest expected first
-      if (ranked[i].workspace_size <= kMaxWorkspace) offered.push_back({ranked[i].solution_id, ranked[i].workspace_size});
+  try {
+    if (is_plain_convolution(p)) {
+      const Descriptors d(p);
+      miopenHandle_t h = handle_for(p.device.index);
+      size_t count = 0;
+      check(miopenConvolutionForwardGetSolutionCount(h, d.w, d.x, d.conv, d.y, &count), "counting solutions");
+      std::vector<miopenConvSolution_t> ranked(std::max<size_t>(count, 1));
+      size_t returned = 0;
+      check(miopenConvolutionForwardGetSolution(h, d.w, d.x, d.conv, d.y, ranked.size(), &returned, ranked.data()),
+            "ranking solutions");
+      for (size_t i = 0; i < returned && offered.size() < kMaxSolutions; ++i) {  // fastest expected first
+        if (ranked[i].workspace_size <= kMaxWorkspace)
+          offered.push_back({ranked[i].solution_id, ranked[i].workspace_size});
+      }
     }
+  } catch (const Error&) {
+    offered.clear();
   }
   const std::lock_guard lock(mutex);
   return known->emplace(key, std::move(offered)).first->second;
