@@ -39,10 +39,6 @@ TunerState& state() {
   return s;
 }
 
-}  // namespace
-
-namespace {
-
 // -1: not yet read from $HD_KERNELS; else the KernelChoice.
 std::atomic<int> g_kernel_choice{-1};
 
