@@ -19,6 +19,10 @@ Sections:
   sdxl      a tiny SDXL-like UNet (three levels, the first without attention, transformer depths 1/2/3,
             linear projections, text-time conditioning on a pooled embedding and six size ids), f16
             weights perturbed as above, saved as tiny_sdxl/unet, and its outputs at two timesteps.
+  sdxl_pipeline  a tiny SDXL pipeline (both text encoders, head size 16, SDXL's VAE settings) saved as
+            tiny_sdxl_pipeline/, encode_prompt's outputs, the micro-conditioning ids, and whole
+            StableDiffusionXLPipeline runs: samplers, CFG on and off, no negative prompt (zeros), given
+            micro-conditioning, 32x24 (run after "models": it takes their tokenizers).
   img2img   StableDiffusionImg2ImgPipeline runs of those tiny models from a seeded random image, over
             samplers, schedules and strengths (run after "models"; it reads them from tests/fixtures).
   models    two tiny Stable Diffusion pipelines, SD1.x-like (quick_gelu, conv projections, epsilon)
@@ -542,10 +546,137 @@ def sdxl_fixtures(out: Path) -> None:
          out / "models" / "tiny_sdxl_components.safetensors")
 
 
+# ---------------------------------------------------------------------------------------------------
+# a tiny SDXL pipeline: both text encoders, micro-conditioning, whole runs
+
+SDXL_PROMPT = "a red circle on a blue background"
+SDXL_RUNS = [  # (name, sampler, schedule, cfg, negative prompt or None, micro-conditioning)
+    ("euler_discrete_cfg5", "euler", "discrete", 5.0, "blurry, green", {}),
+    ("euler_karras_cfg5", "euler", "karras", 5.0, "blurry, green", {}),
+    ("euler_a_discrete_cfg5", "euler_a", "discrete", 5.0, "blurry, green", {}),
+    ("ddim_discrete_cfg5", "ddim", "discrete", 5.0, "blurry, green", {}),
+    ("dpmpp_2m_karras_cfg5", "dpmpp_2m", "karras", 5.0, "blurry, green", {}),
+    ("euler_discrete_cfg1", "euler", "discrete", 1.0, None, {}),
+    ("dpmpp_2m_discrete_cfg1", "dpmpp_2m", "discrete", 1.0, None, {}),
+    # no negative prompt: force_zeros_for_empty_prompt gives zero context and zero pooled embedding
+    ("euler_discrete_cfg5_zero_negative", "euler", "discrete", 5.0, None, {}),
+    # micro-conditioning given, the negative one too (diffusers uses it only when both sizes are given)
+    ("euler_discrete_cfg5_micro", "euler", "discrete", 5.0, "blurry, green",
+     dict(original_size=(48, 40), crops_coords_top_left=(8, 4), target_size=(24, 32),
+          negative_original_size=(16, 20), negative_crops_coords_top_left=(2, 6), negative_target_size=(24, 32))),
+    # sizes given for the positive side only: the negative side takes the same ids
+    ("euler_a_discrete_cfg5_micro_positive", "euler_a", "discrete", 5.0, "blurry, green",
+     dict(original_size=(1024, 768), crops_coords_top_left=(0, 16), target_size=(20, 28))),
+]
+
+
+def sdxl_pipeline_fixtures(out: Path) -> None:
+    """A tiny SDXL pipeline: CLIP ViT-L-like text_encoder (quick_gelu, pad <|endoftext|>), OpenCLIP
+    bigG-like text_encoder_2 (CLIPTextModelWithProjection: gelu, text_projection, pad "!"), a UNet of
+    SDXL's structure with head size 16, a VAE with SDXL's scaling factor and force_upcast; saved as a
+    diffusers folder; encode_prompt's outputs, the micro-conditioning ids, and whole txt2img runs of
+    diffusers' StableDiffusionXLPipeline (computed in f32 on the f16-stored weights)."""
+    import shutil
+    import diffusers
+    from diffusers import AutoencoderKL, StableDiffusionXLPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, CLIPTokenizer
+
+    # The tiny SD1.x and SD2.x tokenizers (the same 984-entry vocabulary, padded with <|endoftext|> and "!").
+    tokenizer = CLIPTokenizer.from_pretrained("tests/fixtures/models/tiny_sd1/tokenizer")
+    tokenizer_2 = CLIPTokenizer.from_pretrained("tests/fixtures/models/tiny_sd2/tokenizer")
+    assert tokenizer.pad_token == "<|endoftext|>" and tokenizer_2.pad_token == "!"
+    common = dict(vocab_size=1000, max_position_embeddings=77, layer_norm_eps=1e-5, bos_token_id=tokenizer.bos_token_id,
+                  eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(71)
+    text_encoder = CLIPTextModel(CLIPTextConfig(hidden_size=32, intermediate_size=37, num_hidden_layers=3,
+                                                num_attention_heads=4, hidden_act="quick_gelu",
+                                                pad_token_id=tokenizer.pad_token_id, **common)).eval()
+    perturb_(text_encoder, 72)
+    torch.manual_seed(73)
+    text_encoder_2 = CLIPTextModelWithProjection(CLIPTextConfig(
+        hidden_size=48, intermediate_size=53, num_hidden_layers=3, num_attention_heads=3, hidden_act="gelu",
+        projection_dim=24, pad_token_id=tokenizer_2.pad_token_id, **common)).eval()
+    perturb_(text_encoder_2, 74)
+    torch.manual_seed(75)
+    unet = UNet2DConditionModel(
+        sample_size=16, in_channels=4, out_channels=4, layers_per_block=2, block_out_channels=(16, 32, 32),
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"), attention_head_dim=(1, 2, 2),
+        use_linear_projection=True, transformer_layers_per_block=(1, 1, 2), addition_embed_type="text_time",
+        addition_time_embed_dim=8, projection_class_embeddings_input_dim=24 + 6 * 8, cross_attention_dim=32 + 48,
+        norm_num_groups=8).eval()
+    perturb_(unet, 76, scale=0.05)
+    unet = f16_rounded_(unet)
+    torch.manual_seed(77)
+    vae = AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
+                        up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(32, 64), layers_per_block=1,
+                        latent_channels=4, norm_num_groups=16, sample_size=32, scaling_factor=0.13025,
+                        force_upcast=True).eval()
+    perturb_(vae, 78, scale=0.05)
+    vae = f16_rounded_(vae)
+    scheduler = diffusers.EulerDiscreteScheduler(**SD_CONFIG)
+    pipe = StableDiffusionXLPipeline(vae=vae, text_encoder=text_encoder, text_encoder_2=text_encoder_2,
+                                     tokenizer=tokenizer, tokenizer_2=tokenizer_2, unet=unet, scheduler=scheduler,
+                                     force_zeros_for_empty_prompt=True, add_watermarker=False)
+    pipe.set_progress_bar_config(disable=True)
+    folder = out / "models" / "tiny_sdxl_pipeline"
+    if folder.exists():
+        shutil.rmtree(folder)
+    # Stored as SDXL checkpoints are: f16 UNet and VAE, f32 text encoders.
+    unet.to(torch.float16); vae.to(torch.float16)
+    pipe.save_pretrained(str(folder), safe_serialization=True)
+    unet.to(torch.float32); vae.to(torch.float32)
+
+    # Components: what encode_prompt gives for a prompt and for the negative prompt, and the ids.
+    tensors = {}
+    with torch.no_grad():
+        embeds, negative, pooled, negative_pooled = pipe.encode_prompt(
+            SDXL_PROMPT, device="cpu", num_images_per_prompt=1, do_classifier_free_guidance=True,
+            negative_prompt="blurry, green")
+        _, zero_negative, _, zero_negative_pooled = pipe.encode_prompt(
+            SDXL_PROMPT, device="cpu", num_images_per_prompt=1, do_classifier_free_guidance=True)
+    assert not zero_negative.any() and not zero_negative_pooled.any()
+    tensors.update({"prompt_embeds": embeds, "negative_prompt_embeds": negative, "pooled_prompt_embeds": pooled,
+                    "negative_pooled_prompt_embeds": negative_pooled})
+    for i, (tok, enc) in enumerate([(tokenizer, text_encoder), (tokenizer_2, text_encoder_2)]):
+        ids = tok([SDXL_PROMPT, ""], padding="max_length", max_length=77, truncation=True, return_tensors="pt").input_ids
+        with torch.no_grad():
+            o = enc(ids, output_hidden_states=True)
+        tensors[f"encoder{i + 1}.input_ids"] = ids
+        tensors[f"encoder{i + 1}.penultimate"] = o.hidden_states[-2]
+        tensors[f"encoder{i + 1}.last_hidden_state"] = o.last_hidden_state
+        if i == 1:
+            tensors["encoder2.text_embeds"] = o.text_embeds
+    tensors["add_time_ids"] = pipe._get_add_time_ids((48, 40), (8, 4), (24, 32), dtype=torch.float32,
+                                                     text_encoder_projection_dim=24)
+    save(tensors, [{"name": "components", "prompt": SDXL_PROMPT, "negative_prompt": "blurry, green",
+                    "time_ids_args": {"original_size": [48, 40], "crops_coords_top_left": [8, 4],
+                                      "target_size": [24, 32]}}],
+         out / "models" / "tiny_sdxl_pipeline_components.safetensors")
+
+    # Whole runs: 24 high, 32 wide (not square), 5 steps, leading spacing as SDXL's scheduler config.
+    runs, meta = {}, []
+    for name, sampler, schedule, cfg, negative_prompt, micro in SDXL_RUNS:
+        pipe.scheduler = make_scheduler(sampler, schedule, "leading", "epsilon")
+        kwargs = dict(prompt=SDXL_PROMPT, num_inference_steps=5, guidance_scale=cfg, height=24, width=32,
+                      generator=torch.Generator("cpu").manual_seed(42), output_type="latent", **micro)
+        if negative_prompt is not None:
+            kwargs["negative_prompt"] = negative_prompt
+        with torch.no_grad():
+            lat = pipe(**kwargs).images
+            img = (vae.decode(lat / vae.config.scaling_factor).sample / 2 + 0.5).clamp(0, 1)
+        runs[f"{name}.latents"] = lat
+        runs[f"{name}.image"] = img
+        meta.append({"name": name, "sampler": sampler, "schedule": schedule, "cfg": cfg, "steps": 5, "seed": 42,
+                     "prompt": SDXL_PROMPT, "negative_prompt": negative_prompt or "", "width": 32, "height": 24,
+                     **{k: list(v) for k, v in micro.items()}})
+    save(runs, meta, out / "models" / "tiny_sdxl_pipeline_runs.safetensors")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=["sampling", "tokenizer", "models", "img2img", "single_file", "tiled_vae",
-                                                       "sdxl"], default="sampling")
+                                                       "sdxl", "sdxl_pipeline"], default="sampling")
     parser.add_argument("--bpe", type=Path, default=Path(".whl/bpe_simple_vocab_16e6.txt.gz"),
                         help="CLIP's BPE merges, as shipped in the open_clip_torch wheel")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tests/fixtures")))
@@ -569,6 +700,8 @@ def main() -> None:
         tiled_vae_fixtures(args.out)
     if args.only == "sdxl":
         sdxl_fixtures(args.out)
+    if args.only == "sdxl_pipeline":
+        sdxl_pipeline_fixtures(args.out)
 
 
 if __name__ == "__main__":

@@ -164,6 +164,7 @@ void ModelSource::read_side_files(const std::string& folder) {
   if (const fs::path p = root / "scheduler" / "scheduler_config.json"; fs::is_regular_file(p)) {
     scheduler_config_ = read_text_file(p);
   }
+  if (const fs::path p = root / "model_index.json"; fs::is_regular_file(p)) model_index_ = read_text_file(p);
   if (fs::is_regular_file(root / "tokenizer" / "vocab.json") && fs::is_regular_file(root / "tokenizer" / "merges.txt")) {
     tokenizer_files_ = "vocab.json + merges.txt";
   } else if (fs::is_regular_file(root / "tokenizer" / "tokenizer.json")) {

@@ -62,6 +62,8 @@ class ModelSource {
 
   // Text of scheduler/scheduler_config.json and other side files of a diffusers folder, when present.
   const std::optional<std::string>& scheduler_config() const { return scheduler_config_; }
+  // Text of a diffusers folder's model_index.json (the pipeline's own settings), when present.
+  const std::optional<std::string>& model_index() const { return model_index_; }
   // "vocab.json + merges.txt", "tokenizer.json", or empty when the folder has no tokenizer/.
   const std::string& tokenizer_files() const { return tokenizer_files_; }
   // The folder whose tokenizer/ and configs describe the model: the model's own folder, or the config
@@ -79,6 +81,7 @@ class ModelSource {
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::vector<ModelComponent> components_;
   std::optional<std::string> scheduler_config_;
+  std::optional<std::string> model_index_;
   std::string tokenizer_files_;
   std::string config_folder_;
 };

@@ -45,9 +45,10 @@ ArchitectureInfo detect_architecture(const ModelSource& model) {
     const TensorRef* key = find_cross_attention_key(*unet);
     info.context_dim = dim_or_zero(key, 1);
     const bool has_add_embedding = unet->find("add_embedding.linear_1.weight") || unet->find("label_emb.0.0.weight");
-    if (has_add_embedding && info.context_dim == 2048) {
+    if (has_add_embedding) {
+      // SDXL's text-time embedding; the base cross-attends to 2048 wide text, the refiner to 1280.
       info.family = ModelFamily::kSDXL;
-      info.evidence = "UNet has text-time embedding and 2048-wide cross-attention";
+      info.evidence = "UNet has text-time embedding and " + std::to_string(info.context_dim) + "-wide cross-attention";
     } else if (info.context_dim == 768) {
       info.family = ModelFamily::kSD1;
       info.evidence = "UNet cross-attends to 768-wide CLIP ViT-L text embeddings";

@@ -55,6 +55,14 @@ ClipTextConfig ClipTextConfig::detect(const ModelComponent& component) {
       c.quick_gelu = act == "quick_gelu";
     }
     if (j.contains("layer_norm_eps")) c.eps = j["layer_norm_eps"].get<float>();
+    if (j.contains("eos_token_id") && j["eos_token_id"].is_number_integer()) c.eos_token_id = j["eos_token_id"].get<int64_t>();
+  }
+  // CLIPTextModelWithProjection keeps its projection beside text_model., not under it.
+  if (const TensorRef* p = component.find("text_projection.weight")) {
+    const auto shape = p->shape();
+    HD_CHECK(shape.size() == 2 && shape[1] == c.width, component.name,
+             ": text_projection.weight must be a [projection_dim, ", c.width, "] matrix");
+    c.projection_dim = shape[0];
   }
   HD_CHECK(c.heads > 0 && c.width % c.heads == 0, component.name, ": width ", c.width, " does not split into ",
            c.heads, " heads");
@@ -86,13 +94,23 @@ ClipTextEncoder ClipTextEncoder::load(const ModelComponent& component, const ops
                               linear(p + "mlp.fc2", c.width, c.intermediate)});
   }
   e.final_norm_ = norm("final_layer_norm");
+  if (c.projection_dim > 0) {
+    e.projection_ = WeightReader(component, "", placement).load("text_projection.weight", Shape{c.projection_dim, c.width});
+  }
   return e;
 }
 
 OwnedTensor ClipTextEncoder::forward(const Tensor& ids) const {
+  return encode(ids, ClipHiddenState::kLastNormed, false).hidden;
+}
+
+ClipTextOutput ClipTextEncoder::encode(const Tensor& ids, ClipHiddenState state, bool pooled) const {
   const ClipTextConfig& c = config_;
   HD_CHECK(ids.rank() == 2 && ids.dim(1) <= c.max_positions && ids.dtype == DType::kI32, "text encoder: ids ",
            ids.describe(), " must be i32 [batch, <= ", c.max_positions, "]");
+  HD_CHECK(!pooled || c.projection_dim > 0, "text encoder: a pooled embedding needs text_projection.weight, which "
+           "this encoder does not have (SDXL's second text encoder, CLIPTextModelWithProjection, has one)");
+  HD_CHECK(!pooled || ids.device.is_cpu(), "text encoder: ids must be in host memory for a pooled embedding");
   const int64_t b = ids.dim(0), l = ids.dim(1);
   const Tensor& table = token_embedding_.view();
   OwnedTensor x = OwnedTensor::like(table, Shape{b, l, c.width});  // the residual stream
@@ -109,7 +127,16 @@ OwnedTensor ClipTextEncoder::forward(const Tensor& ids) const {
   OwnedTensor h = OwnedTensor::like(x, stream), q = OwnedTensor::like(x, stream), k = OwnedTensor::like(x, stream),
               v = OwnedTensor::like(x, stream), a = OwnedTensor::like(x, stream);
   OwnedTensor mlp = OwnedTensor::like(x, Shape{b, l, c.intermediate});
-  for (const Layer& layer : layers_) {
+  ClipTextOutput out;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (state == ClipHiddenState::kPenultimate && i + 1 == layers_.size()) {
+      // hidden_states[-2]: the stream as the last layer receives it. Without a pooled embedding to make,
+      // the last layer is not needed.
+      out.hidden = OwnedTensor::like(x, stream);
+      ops::copy(x, out.hidden);
+      if (!pooled) return out;
+    }
+    const Layer& layer = layers_[i];
     // Self-attention block, pre-norm, causal: token i sees tokens <= i.
     ops::layer_norm(x, layer.norm1.gamma, layer.norm1.beta, c.eps, h);
     ops::linear(h, layer.q.weight, &layer.q.bias.view(), q);
@@ -127,8 +154,27 @@ OwnedTensor ClipTextEncoder::forward(const Tensor& ids) const {
     }
     ops::linear(mlp, layer.fc2.weight, &layer.fc2.bias.view(), &x.view(), x);
   }
-  OwnedTensor out = OwnedTensor::like(x, stream);
-  ops::layer_norm(x, final_norm_.gamma, final_norm_.beta, c.eps, out);
+  OwnedTensor normed = OwnedTensor::like(x, stream);
+  ops::layer_norm(x, final_norm_.gamma, final_norm_.beta, c.eps, normed);
+  if (pooled) {
+    // The end-of-text token's normed state of each sequence, then the projection (no bias).
+    OwnedTensor rows = OwnedTensor::like(x, Shape{b, c.width});
+    for (int64_t s = 0; s < b; ++s) {
+      const int32_t* row = static_cast<const int32_t*>(ids.data) + s * ids.strides[0];
+      int64_t at = 0;
+      if (c.eos_token_id == 2) {
+        for (int64_t t = 1; t < l; ++t) at = row[t] > row[at] ? t : at;  // the first largest id
+      } else {
+        while (at + 1 < l && row[at] != c.eos_token_id) ++at;
+        HD_CHECK(row[at] == c.eos_token_id, "text encoder: sequence ", s, " holds no end-of-text token (id ",
+                 c.eos_token_id, ") to pool");
+      }
+      ops::copy(normed.view().slice(0, s, 1).slice(1, at, 1).reshape(Shape{1, c.width}), rows.view().slice(0, s, 1));
+    }
+    out.pooled = OwnedTensor::like(x, Shape{b, c.projection_dim});
+    ops::linear(rows, projection_, nullptr, out.pooled);
+  }
+  if (state == ClipHiddenState::kLastNormed) out.hidden = std::move(normed);
   return out;
 }
 

@@ -4,12 +4,13 @@
 #include <chrono>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/layout.h"
 #include "ops/ops.h"
 #include "ops/placement.h"
 #include "pipeline/tiled_decode.h"
-#include "pipeline/tokenizer_files.h"
 #include "sampling/torch_rng.h"
 
 namespace hd {
@@ -49,6 +50,20 @@ void validate(const GenerationParams& p, int64_t vae_scale_factor) {
     HD_CHECK(v > 0 && v % multiple == 0 && v <= 8192, name, " must be a positive multiple of ", multiple,
              " (at most 8192), got ", v);
   }
+  for (const auto& [side, s] : {std::pair{"", &p.sizes}, {"negative ", &p.negative_sizes}}) {
+    for (const auto& [name, size] : {std::pair{"original size", s->original_size}, {"target size", s->target_size}}) {
+      HD_CHECK(!size || ((*size)[0] >= 1 && (*size)[0] <= 16384 && (*size)[1] >= 1 && (*size)[1] <= 16384), "the ",
+               side, name, " must be between 1 and 16384 pixels in each direction, got ", (*size)[1], "x", (*size)[0]);
+    }
+    HD_CHECK(!s->crop_top_left || ((*s->crop_top_left)[0] >= 0 && (*s->crop_top_left)[0] <= 16384 &&
+                                   (*s->crop_top_left)[1] >= 0 && (*s->crop_top_left)[1] <= 16384),
+             "the ", side, "crop's top-left corner must be between 0 and 16384 pixels, got top ",
+             (*s->crop_top_left)[0], ", left ", (*s->crop_top_left)[1]);
+  }
+  // diffusers uses the negative side's ids only when both its sizes are given, and ignores the rest.
+  const SizeConditioning& n = p.negative_sizes;
+  HD_CHECK(n.empty() || (n.original_size && n.target_size), "the negative size conditioning needs both the negative "
+           "original size and the negative target size (with one alone, diffusers ignores the negative side)");
 }
 
 int img2img_first_step(const GenerationParams& p) {
@@ -68,11 +83,7 @@ StableDiffusion StableDiffusion::load(const std::string& model_path, const std::
                                                            : ModelSource::open(model_path));
   const ModelSource& source = *sd.source_;
   sd.arch_ = detect_architecture(source);
-  HD_CHECK_KIND(sd.arch_.family != ModelFamily::kSDXL, ErrorKind::kUnsupported, model_path,
-                ": an SDXL model. SDXL's UNet and VAE are built (`hipdiffusion bench` times them), its two text ",
-                "encoders and generation are not yet");
-  sd.tokenizer_ = ClipTokenizer::load(find_tokenizer_folder(source, sd.arch_.family, vocab_dir));
-  sd.text_encoder_ = ClipTextEncoder::load(require(source, "text_encoder"), placement);
+  sd.text_ = TextConditioning::load(source, sd.arch_.family, vocab_dir, placement);
   sd.unet_ = Unet::load(require(source, "unet"), placement);
   sd.vae_ = Vae::load(require(source, "vae"), placement);
   // A single file without a scheduler config gets SD's own schedule; its prediction type is what its
@@ -82,11 +93,31 @@ StableDiffusion StableDiffusion::load(const std::string& model_path, const std::
   } else if (sd.arch_.prediction == "v_prediction") {
     sd.scheduler_config_.prediction = Prediction::kVPrediction;
   }
-  HD_CHECK(sd.text_encoder_.config().width == sd.unet_.config().context_dim, model_path, ": the text encoder's width ",
-           sd.text_encoder_.config().width, " does not match the UNet's context width ", sd.unet_.config().context_dim);
-  HD_CHECK(sd.text_encoder_.config().vocab >= int64_t(sd.tokenizer_.vocab_size()), model_path,
-           ": the tokenizer's vocabulary (", sd.tokenizer_.vocab_size(), ") exceeds the text encoder's (",
-           sd.text_encoder_.config().vocab, ")");
+  const UnetConfig& u = sd.unet_.config();
+  HD_CHECK(sd.text_.context_width() == u.context_dim, model_path, ": the text encoders' width ",
+           sd.text_.context_width(), " does not match the UNet's context width ", u.context_dim);
+  HD_CHECK(u.text_time() == (sd.text_.pooled_width() > 0), model_path,
+           u.text_time() ? ": the UNet takes a pooled text embedding (SDXL's) that the text encoders do not give"
+                         : ": the text encoders give a pooled embedding that the UNet does not take");
+  if (u.text_time()) {
+    // SDXL base: six size ids. The refiner's five (with the aesthetic score) are another conditioning.
+    HD_CHECK_KIND(u.addition_embed_input_dim == sd.text_.pooled_width() + 6 * u.addition_time_embed_dim,
+                  ErrorKind::kUnsupported, model_path, ": the UNet's add_embedding takes ", u.addition_embed_input_dim,
+                  " inputs, not the pooled embedding (", sd.text_.pooled_width(), ") and six size ids of width ",
+                  u.addition_time_embed_dim, " as SDXL's base model does; a refiner's aesthetic-score conditioning ",
+                  "is not supported yet");
+    // diffusers' StableDiffusionXLPipeline default; model_index.json may say otherwise.
+    sd.force_zeros_for_empty_prompt_ = true;
+    if (const auto& index = source.model_index()) {
+      const auto j = nlohmann::json::parse(*index, nullptr, false);
+      HD_CHECK(!j.is_discarded() && j.is_object(), model_path, ": model_index.json is not a JSON object");
+      if (j.contains("force_zeros_for_empty_prompt")) {
+        HD_CHECK(j["force_zeros_for_empty_prompt"].is_boolean(), model_path,
+                 ": model_index.json's force_zeros_for_empty_prompt is not true or false");
+        sd.force_zeros_for_empty_prompt_ = j["force_zeros_for_empty_prompt"].get<bool>();
+      }
+    }
+  }
   return sd;
 }
 
@@ -94,14 +125,47 @@ std::string StableDiffusion::description() const {
   return family_name(arch_.family) + (scheduler_config_.prediction == Prediction::kVPrediction ? " (v_prediction)" : " (epsilon)");
 }
 
-OwnedTensor StableDiffusion::encode_prompts(const std::string& text, int batch) const {
-  // Every sample of the batch has the same prompt: encode it once, then repeat the embedding.
-  const std::vector<int32_t> ids = tokenizer_.encode(text);
-  OwnedTensor tokens(Shape{1, ClipTokenizer::kContextLength}, DType::kI32);
-  std::copy(ids.begin(), ids.end(), tokens.ptr<int32_t>());
-  const OwnedTensor one = text_encoder_.forward(tokens);  // [1, 77, width]
-  OwnedTensor out = OwnedTensor::like(one, Shape{batch, one.view().dim(1), one.view().dim(2)});
-  for (int b = 0; b < batch; ++b) ops::copy(one, out.view().slice(0, b, 1));
+StableDiffusion::Conditioning StableDiffusion::condition(const GenerationParams& p, bool guided) const {
+  const int n = p.batch;
+  PromptConditioning cond = text_.encode(p.prompt, n);
+  Conditioning out;
+  if (!guided) {
+    out.context = std::move(cond.context);
+    out.pooled = std::move(cond.pooled);
+  } else {
+    const PromptConditioning uncond = p.negative_prompt.empty() && force_zeros_for_empty_prompt_
+                                          ? text_.zeros(n)
+                                          : text_.encode(p.negative_prompt, n);
+    // [unconditional; conditional], as diffusers concatenates them.
+    const auto stacked = [&](const OwnedTensor& u, const OwnedTensor& c) {
+      Shape shape = c.view().shape;
+      shape[0] = 2 * n;
+      OwnedTensor both = OwnedTensor::like(c, shape);
+      ops::copy(u, both.view().slice(0, 0, n));
+      ops::copy(c, both.view().slice(0, n, n));
+      return both;
+    };
+    out.context = stacked(uncond.context, cond.context);
+    if (text_.pooled_width() > 0) out.pooled = stacked(uncond.pooled, cond.pooled);
+  }
+  if (!unet_.config().text_time()) return out;
+  // SDXL's size ids per sample: original (h, w), crop (top, left), target (h, w); diffusers' defaults are
+  // the image size and (0, 0). The negative side has its own only when both its sizes are given.
+  const auto ids_of = [&](const SizeConditioning& s) {
+    const std::array<int, 2> image{p.height, p.width};
+    const auto o = s.original_size.value_or(image), c = s.crop_top_left.value_or(std::array<int, 2>{0, 0}),
+               t = s.target_size.value_or(image);
+    return std::array<float, 6>{float(o[0]), float(o[1]), float(c[0]), float(c[1]), float(t[0]), float(t[1])};
+  };
+  const auto positive = ids_of(p.sizes);
+  const auto negative = p.negative_sizes.empty() ? positive : ids_of(p.negative_sizes);
+  const int rows = guided ? 2 * n : n;
+  OwnedTensor ids(Shape{rows, 6}, DType::kF32);
+  for (int r = 0; r < rows; ++r) {
+    const auto& row = guided && r < n ? negative : positive;
+    std::copy(row.begin(), row.end(), ids.ptr<float>() + 6 * r);
+  }
+  out.time_ids = ops::place(ids, ops::Placement{placement().device, DType::kF32});
   return out;
 }
 
@@ -126,15 +190,12 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
              "init image ", init_image->shape.to_string(), " must be [1, ", p.height, ", ", p.width, ", 3]");
   }
 
-  // Context: [unconditional; conditional] when guided, as diffusers concatenates them.
-  const OwnedTensor cond = encode_prompts(p.prompt, p.batch);
-  OwnedTensor context;
-  if (guided) {
-    const OwnedTensor uncond = encode_prompts(p.negative_prompt, p.batch);
-    context = OwnedTensor::like(cond, Shape{2 * n, cond.view().dim(1), cond.view().dim(2)});
-    ops::copy(uncond, context.view().slice(0, 0, n));
-    ops::copy(cond, context.view().slice(0, n, n));
-  }
+  HD_CHECK(unet_.config().text_time() || (p.sizes.empty() && p.negative_sizes.empty()),
+           "size conditioning (original size, crop, target size) is SDXL's; this model is ", family_name(arch_.family));
+  const Conditioning conditioning = condition(p, guided);
+  const std::optional<TextTimeConditioning> added =
+      unet_.config().text_time() ? std::optional(TextTimeConditioning{conditioning.pooled, conditioning.time_ids})
+                                 : std::nullopt;
   const Device& device = placement().device;
   ops::synchronize(device);
   times.text_encoding = ms_since(start);
@@ -174,8 +235,8 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
   for (int i = first_step; i < sampler->steps(); ++i) {
     const auto step_start = std::chrono::steady_clock::now();
     ops::sampler_input(sample, sampler->input_divisor(i), model_input);
-    const OwnedTensor prediction =
-        unet_graphs_.forward(unet_, model_input, sampler->timestep(i), guided ? context.view() : cond.view());
+    const OwnedTensor prediction = unet_graphs_.forward(unet_, model_input, sampler->timestep(i), conditioning.context,
+                                                        added ? &*added : nullptr);
     ops::SamplerUpdate update = sampler->update(i);
     if (guided) update.guidance_scale = p.cfg_scale;
     OwnedTensor noise;

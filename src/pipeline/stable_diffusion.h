@@ -1,9 +1,11 @@
-// Text-to-image with Stable Diffusion 1.x/2.x on the CPU or a GPU, step for step as diffusers'
-// StableDiffusionPipeline: prompt and negative prompt encoded, initial noise from torch's generator,
-// classifier-free guidance ([unconditional, conditional] in one UNet batch, skipped at scale <= 1),
-// the chosen sampler, and the VAE decode of latents / scaling_factor.
+// Text-to-image with Stable Diffusion 1.x/2.x and SDXL on the CPU or a GPU, step for step as diffusers'
+// StableDiffusionPipeline and StableDiffusionXLPipeline: prompt and negative prompt encoded (SDXL: by
+// both text encoders, with the pooled embedding and the micro-conditioning ids), initial noise from
+// torch's generator, classifier-free guidance ([unconditional, conditional] in one UNet batch, skipped
+// at scale <= 1), the chosen sampler, and the VAE decode of latents / scaling_factor.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -14,13 +16,12 @@
 #include "core/tensor.h"
 #include "io/model_source.h"
 #include "models/architecture.h"
-#include "models/clip_text_encoder.h"
 #include "models/unet.h"
 #include "models/unet_graphs.h"
 #include "models/vae.h"
 #include "sampling/noise_schedule.h"
+#include "pipeline/text_conditioning.h"
 #include "sampling/sampler.h"
-#include "text/clip_tokenizer.h"
 
 namespace hd {
 
@@ -30,6 +31,13 @@ namespace hd {
 // (src/pipeline/tiled_decode.h, as diffusers' enable_tiling: each tile normalised on its own, so tiles
 // differ from the whole decode; for matching diffusers' tiled output).
 enum class VaeTiling { kAuto, kExact, kBlended };
+
+// SDXL's micro-conditioning, in pixels, as diffusers' original_size, crops_coords_top_left and
+// target_size: (height, width), (top, left), (height, width). Unset: the image's size and (0, 0).
+struct SizeConditioning {
+  std::optional<std::array<int, 2>> original_size, crop_top_left, target_size;
+  bool empty() const { return !original_size && !crop_top_left && !target_size; }
+};
 
 struct GenerationParams {
   std::string prompt;
@@ -48,6 +56,9 @@ struct GenerationParams {
   // (a progress callback waits too).
   bool time_each_step = false;
   VaeTiling vae_tiling = VaeTiling::kAuto;
+  // SDXL only. The negative side takes the positive side's ids unless both its sizes are given (as
+  // diffusers' negative_original_size and negative_target_size).
+  SizeConditioning sizes, negative_sizes;
 };
 
 // Validates the parameters against each other and the model (sizes, steps, CFG): every failure is an
@@ -97,6 +108,7 @@ class StableDiffusion {
   const SchedulerConfig& scheduler_config() const { return scheduler_config_; }
   int64_t vae_scale_factor() const { return int64_t(1) << (vae_.config().block_out_channels.size() - 1); }
   std::string description() const;  // "SD1.x (epsilon)"
+  ModelFamily family() const { return arch_.family; }
   // The picture size the model was trained for, as diffusers picks it: the UNet's sample_size times the
   // VAE's scale factor (512 for SD1.x and the shapes model's 64).
   int default_image_size() const { return int(unet_.config().sample_size * vae_scale_factor()); }
@@ -114,11 +126,16 @@ class StableDiffusion {
   OwnedTensor decode(const Tensor& latents, DecodeReport* report, VaeTiling tiling = VaeTiling::kAuto) const;
 
  private:
-  OwnedTensor encode_prompts(const std::string& text, int batch) const;  // [batch, 77, width], placed
+  // The UNet's conditioning for a batch of n: context, and SDXL's pooled embedding and size ids
+  // ([unconditional; conditional] when guided).
+  struct Conditioning {
+    OwnedTensor context, pooled, time_ids;
+  };
+  Conditioning condition(const GenerationParams& p, bool guided) const;
 
   ArchitectureInfo arch_;
-  ClipTokenizer tokenizer_;
-  ClipTextEncoder text_encoder_;
+  TextConditioning text_;
+  bool force_zeros_for_empty_prompt_ = false;  // SDXL: an empty negative prompt is zeros, not encoded
   Unet unet_;
   Vae vae_;
   mutable UnetGraphs unet_graphs_;        // on a GPU, the denoising loop replays a captured UNet

@@ -26,12 +26,14 @@ std::optional<fs::path> hub_cache() {
 }
 
 // Snapshot folders of the repositories whose tokenizer a family uses, with the sub-folder to look in.
-std::vector<fs::path> cached_candidates(ModelFamily family) {
+std::vector<fs::path> cached_candidates(ModelFamily family, const std::string& subfolder) {
   std::vector<fs::path> out;
   const auto cache = hub_cache();
   if (!cache) return out;
   std::vector<std::pair<std::string, std::string>> repos;
-  if (family == ModelFamily::kSD2) {
+  if (family == ModelFamily::kSDXL) {
+    repos = {{"models--stabilityai--stable-diffusion-xl-base-1.0", subfolder}};
+  } else if (family == ModelFamily::kSD2) {
     repos = {{"models--stabilityai--stable-diffusion-2-1", "tokenizer"},
              {"models--stabilityai--stable-diffusion-2-1-base", "tokenizer"}};
   } else {
@@ -51,7 +53,7 @@ std::vector<fs::path> cached_candidates(ModelFamily family) {
 }  // namespace
 
 std::string find_tokenizer_folder(const ModelSource& source, ModelFamily family,
-                                  const std::optional<std::string>& vocab_dir) {
+                                  const std::optional<std::string>& vocab_dir, const std::string& subfolder) {
   const std::string& model_path = source.path();
   if (vocab_dir) {
     HD_CHECK(has_tokenizer_files(*vocab_dir), *vocab_dir,
@@ -60,19 +62,19 @@ std::string find_tokenizer_folder(const ModelSource& source, ModelFamily family,
   }
   std::vector<fs::path> candidates;
   const fs::path model(model_path);
-  if (!source.config_folder().empty()) candidates.push_back(fs::path(source.config_folder()) / "tokenizer");
+  if (!source.config_folder().empty()) candidates.push_back(fs::path(source.config_folder()) / subfolder);
   if (!fs::is_directory(model)) {
-    candidates.push_back(model.parent_path() / "tokenizer");
-    candidates.push_back(model.parent_path() / model.stem() / "tokenizer");
+    candidates.push_back(model.parent_path() / subfolder);
+    candidates.push_back(model.parent_path() / model.stem() / subfolder);
   }
-  for (const auto& c : cached_candidates(family)) candidates.push_back(c);
+  for (const auto& c : cached_candidates(family, subfolder)) candidates.push_back(c);
   std::string searched;
   for (const auto& c : candidates) {
     if (has_tokenizer_files(c)) return c.string();
     searched += (searched.empty() ? "" : ", ") + c.string();
   }
   throw Error(ErrorKind::kInvalidInput,
-              str_cat(model_path, ": no tokenizer found (looked in ", searched.empty() ? "nothing" : searched,
+              str_cat(model_path, ": no ", subfolder, " found (looked in ", searched.empty() ? "nothing" : searched,
                       " and the Hugging Face cache); pass --vocab DIR, a folder with vocab.json + merges.txt or "
                       "tokenizer.json"));
 }

@@ -34,6 +34,39 @@ void check_family(const std::string& family, bool quick_gelu) {
 TEST(ClipTextEncoder, Sd1MatchesTransformers) { check_family("sd1", true); }
 TEST(ClipTextEncoder, Sd2MatchesTransformers) { check_family("sd2", false); }
 
+// SDXL's two encoders (tiny_sdxl_pipeline): the penultimate hidden state (transformers'
+// hidden_states[-2]), the last one, and encoder 2's projected pooled embedding (text_embeds).
+TEST(ClipTextEncoder, SdxlEncodersMatchTransformers) {
+  const ModelSource model = ModelSource::open(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sdxl_pipeline");
+  const test::Fixture fixture("models/tiny_sdxl_pipeline_components.safetensors");
+  for (const char* name : {"encoder1", "encoder2"}) {
+    const bool second = std::string(name) == "encoder2";
+    const ClipTextEncoder encoder = ClipTextEncoder::load(*model.component(second ? "text_encoder_2" : "text_encoder"));
+    EXPECT_EQ(encoder.config().projection_dim, second ? 24 : 0);
+    EXPECT_EQ(encoder.config().quick_gelu, !second);
+    const std::vector<int64_t> ids64 = fixture.ints(std::string(name) + ".input_ids");
+    OwnedTensor ids(Shape{2, 77}, DType::kI32);
+    for (size_t i = 0; i < ids64.size(); ++i) ids.ptr<int32_t>()[i] = int32_t(ids64[i]);
+    const ClipTextOutput penultimate = encoder.encode(ids, ClipHiddenState::kPenultimate, second);
+    const ClipTextOutput last = encoder.encode(ids, ClipHiddenState::kLastNormed, false);
+    const double err_penultimate =
+        test::relative_l2(penultimate.hidden, test::as_reference(fixture.tensor(std::string(name) + ".penultimate")));
+    const double err_last =
+        test::relative_l2(last.hidden, test::as_reference(fixture.tensor(std::string(name) + ".last_hidden_state")));
+    std::printf("%s: penultimate rel. L2 %.2e, last %.2e\n", name, err_penultimate, err_last);
+    EXPECT_LT(err_penultimate, 1e-4);
+    EXPECT_LT(err_last, 1e-4);
+    EXPECT_EQ(last.pooled.view().data, nullptr);
+    if (second) {
+      const double err_pooled = test::relative_l2(penultimate.pooled, test::as_reference(fixture.tensor("encoder2.text_embeds")));
+      std::printf("%s: pooled rel. L2 %.2e\n", name, err_pooled);
+      EXPECT_LT(err_pooled, 1e-4);
+    } else {
+      EXPECT_THROW(encoder.encode(ids, ClipHiddenState::kPenultimate, true), Error);  // no text_projection
+    }
+  }
+}
+
 TEST(ClipTextEncoder, WrongShapesAndOpenClipNamesAreClearErrors) {
   test::TempDir dir;
   // A token embedding that disagrees with the position embedding's width.

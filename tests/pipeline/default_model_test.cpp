@@ -154,12 +154,9 @@ TEST(DefaultModel, DrawsWhatDiffusersDrawsWithTheSameWeights) {
     const std::string name = c["name"];
     SCOPED_TRACE(name);
     const GenerationParams p = test::recorded_run_params(c);
-    const GenerationResult r = sd.generate(p);
-    const double latent_err = test::relative_l2(r.latents, test::as_reference(fixture.nhwc(name + ".latents")));
-    const double db = test::psnr(r.image, test::as_reference(fixture.nhwc(name + ".image")));
-    std::printf("%s: latents rel. L2 %.2e, image PSNR %.1f dB\n", name.c_str(), latent_err, db);
-    EXPECT_LT(latent_err, 1e-3);
-    EXPECT_GE(db, 40.0);
+    const test::RunDistance d = test::distance_to_recording(sd.generate(p), fixture, name, "default model");
+    EXPECT_LT(d.latents_relative_l2, 1e-3);
+    EXPECT_GE(d.image_psnr_db, 40.0);
     ++runs;
   }
   EXPECT_EQ(runs, 2);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "core/error.h"
 #include "fixture_util.h"
@@ -21,28 +22,25 @@ namespace {
 // The bound for a picture made in 16-bit storage against one made in f32: 30 dB PSNR.
 constexpr double kMinPsnr = 30.0;
 
+// SD1.x, SD2.x and SDXL (both text encoders, size conditioning, zeros for no negative prompt).
 TEST(GpuPipeline, TinyPipelinesMatchDiffusersRecordedRuns) {
-  for (const std::string family : {"sd1", "sd2"}) {
+  for (const auto& [family, recording, count] : {std::tuple{"sd1", "tiny_sd1_pipeline", 12},
+                                                  {"sd2", "tiny_sd2_pipeline", 12},
+                                                  {"sdxl_pipeline", "tiny_sdxl_pipeline_runs", 10}}) {
     const StableDiffusion sd = StableDiffusion::load(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_" + family,
                                                      std::nullopt, std::nullopt, {test::gpu0(), DType::kF16});
-    const test::Fixture fixture("models/tiny_" + family + "_pipeline.safetensors");
+    const test::Fixture fixture(std::string("models/") + recording + ".safetensors");
     int runs = 0;
     for (const auto& c : fixture.cases()) {
       const std::string name = c["name"];
-      SCOPED_TRACE(family + " " + name);
+      SCOPED_TRACE(std::string(family) + " " + name);
       GenerationParams p = test::recorded_run_params(c);
       p.spacing = TimestepSpacing::kLeading;  // the runs were recorded with leading spacing
-      p.width = c["width"];
-      p.height = c["height"];
-      const GenerationResult r = sd.generate(p);
-      const double latent_err = test::relative_l2(r.latents, test::as_reference(fixture.nhwc(name + ".latents")));
-      const double db = test::psnr(r.image, test::as_reference(fixture.nhwc(name + ".image")));
-      std::printf("%s %-26s on the GPU (f16): latents rel. L2 %.2e, image PSNR %.1f dB\n", family.c_str(), name.c_str(),
-                  latent_err, db);
-      EXPECT_GE(db, kMinPsnr);
+      const test::RunDistance d = test::distance_to_recording(sd.generate(p), fixture, name, std::string(family) + " f16");
+      EXPECT_GE(d.image_psnr_db, kMinPsnr);
       ++runs;
     }
-    EXPECT_EQ(runs, 12);
+    EXPECT_EQ(runs, count);
   }
 }
 

@@ -1,6 +1,9 @@
 #include "pipeline/recorded_run.h"
 
+#include <cstdio>
 #include <string>
+
+#include "test_util.h"
 
 namespace hd::test {
 
@@ -15,7 +18,23 @@ GenerationParams recorded_run_params(const nlohmann::json& c) {
   p.seed = c["seed"];
   if (c.contains("width")) p.width = c["width"];
   if (c.contains("height")) p.height = c["height"];
+  const auto pair_of = [&](const char* key) -> std::optional<std::array<int, 2>> {
+    if (!c.contains(key)) return std::nullopt;
+    return std::array<int, 2>{c[key][0].get<int>(), c[key][1].get<int>()};
+  };
+  p.sizes = {pair_of("original_size"), pair_of("crops_coords_top_left"), pair_of("target_size")};
+  p.negative_sizes = {pair_of("negative_original_size"), pair_of("negative_crops_coords_top_left"),
+                      pair_of("negative_target_size")};
   return p;
+}
+
+RunDistance distance_to_recording(const GenerationResult& result, const Fixture& fixture, const std::string& name,
+                                  const std::string& label) {
+  const RunDistance d{relative_l2(result.latents, as_reference(fixture.nhwc(name + ".latents"))),
+                      psnr(result.image, as_reference(fixture.nhwc(name + ".image")))};
+  std::printf("%s %-38s latents rel. L2 %.2e, image PSNR %.1f dB\n", label.c_str(), name.c_str(), d.latents_relative_l2,
+              d.image_psnr_db);
+  return d;
 }
 
 }  // namespace hd::test

@@ -26,12 +26,9 @@ GenerationParams params_of(const nlohmann::json& c) {
 // Runs `generate` and compares latents (relative L2 <= 1e-3) and image (>= 40 dB PSNR) with the fixture.
 void check_run(const StableDiffusion& sd, const test::Fixture& fixture, const std::string& label, const std::string& name,
                const GenerationParams& p, const Tensor* init_image) {
-  const GenerationResult r = sd.generate(p, {}, init_image);
-  const double latent_err = test::relative_l2(r.latents, test::as_reference(fixture.nhwc(name + ".latents")));
-  const double db = test::psnr(r.image, test::as_reference(fixture.nhwc(name + ".image")));
-  std::printf("%s %-26s latents rel. L2 %.2e, image PSNR %.1f dB\n", label.c_str(), name.c_str(), latent_err, db);
-  EXPECT_LT(latent_err, 1e-3);
-  EXPECT_GE(db, 40.0);
+  const test::RunDistance d = test::distance_to_recording(sd.generate(p, {}, init_image), fixture, name, label);
+  EXPECT_LT(d.latents_relative_l2, 1e-3);
+  EXPECT_GE(d.image_psnr_db, 40.0);
 }
 
 

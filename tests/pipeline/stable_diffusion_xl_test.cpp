@@ -1,0 +1,64 @@
+// Whole SDXL txt2img runs against diffusers' StableDiffusionXLPipeline on the tiny SDXL pipeline
+// (tests/fixtures/models/tiny_sdxl_pipeline_runs.safetensors, from tools/make_fixtures.py --only
+// sdxl_pipeline): samplers and schedules, CFG on and off, no negative prompt (zeros, as
+// force_zeros_for_empty_prompt says), given micro-conditioning, a 32x24 image.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "fixture_util.h"
+#include "pipeline/recorded_run.h"
+#include "pipeline/stable_diffusion.h"
+#include "test_util.h"
+
+namespace hd {
+namespace {
+
+const std::string kSdxl = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sdxl_pipeline";
+
+TEST(StableDiffusionXl, TinyPipelineMatchesDiffusers) {
+  const StableDiffusion sd = StableDiffusion::load(kSdxl, std::nullopt);
+  EXPECT_EQ(sd.family(), ModelFamily::kSDXL);
+  const test::Fixture fixture("models/tiny_sdxl_pipeline_runs.safetensors");
+  int runs = 0;
+  for (const auto& c : fixture.cases()) {
+    const std::string name = c["name"];
+    SCOPED_TRACE(name);
+    GenerationParams p = test::recorded_run_params(c);
+    p.spacing = TimestepSpacing::kLeading;
+    const test::RunDistance d = test::distance_to_recording(sd.generate(p), fixture, name, "sdxl");
+    EXPECT_LT(d.latents_relative_l2, 1e-3);
+    EXPECT_GE(d.image_psnr_db, 40.0);
+    ++runs;
+  }
+  EXPECT_EQ(runs, 10);
+}
+
+TEST(StableDiffusionXl, BadSizeConditioningIsAClearError) {
+  GenerationParams p;
+  p.negative_sizes.crop_top_left = std::array<int, 2>{4, 4};  // diffusers would ignore it
+  EXPECT_THROW(validate(p, 8), Error);
+  p = GenerationParams{};
+  p.negative_sizes.original_size = std::array<int, 2>{64, 64};  // without the negative target size
+  EXPECT_THROW(validate(p, 8), Error);
+  p = GenerationParams{};
+  p.sizes.original_size = std::array<int, 2>{0, 64};
+  EXPECT_THROW(validate(p, 8), Error);
+  p = GenerationParams{};
+  p.sizes.crop_top_left = std::array<int, 2>{-1, 0};
+  EXPECT_THROW(validate(p, 8), Error);
+  // An SD1.x model has no size conditioning.
+  const StableDiffusion sd1 = StableDiffusion::load(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sd1", std::nullopt);
+  p = GenerationParams{};
+  p.width = p.height = 32;
+  p.steps = 1;
+  p.sizes.target_size = std::array<int, 2>{32, 32};
+  try {
+    sd1.generate(p);
+    FAIL() << "size conditioning accepted by an SD1.x model";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("SDXL"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hd
