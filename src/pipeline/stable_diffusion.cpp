@@ -191,7 +191,7 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
   }
 
   HD_CHECK(unet_.config().text_time() || (p.sizes.empty() && p.negative_sizes.empty()),
-           "size conditioning (original size, crop, target size) is SDXL's; this model is ", family_name(arch_.family));
+           "size conditioning (original size, crop, target size) is SDXL's; this model's UNet does not take it");
   const Conditioning conditioning = condition(p, guided);
   const std::optional<TextTimeConditioning> added =
       unet_.config().text_time() ? std::optional(TextTimeConditioning{conditioning.pooled, conditioning.time_ids})

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_runner.h"
+#include "fixture_util.h"
 #include "io/png.h"
 #include "io/safetensors.h"
 #include "test_util.h"
@@ -71,6 +72,49 @@ TEST(GenerateCli, SingleFileWithConfigFolder) {
   EXPECT_EQ(read_png(png.string()).width, 32);
   const auto bad = test::run_cli("generate --model " + kModel + ".safetensors --prompt x --prediction sample --output /dev/null");
   EXPECT_EQ(bad.exit_code, 1) << bad.out;
+}
+
+// SDXL through the command line, size conditioning given by flags: the latents are diffusers' recorded
+// run (tiny_sdxl_pipeline_runs.safetensors, case euler_discrete_cfg5_micro).
+TEST(GenerateCli, SdxlWithSizeConditioningMatchesDiffusers) {
+  test::TempDir dir;
+  const auto png = dir.path() / "out.png";
+  const auto latents = dir.path() / "latents.safetensors";
+  const auto r = test::run_cli(
+      "generate --model " + std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sdxl_pipeline --prompt "
+      "'a red circle on a blue background' --negative-prompt 'blurry, green' --steps 5 --cfg-scale 5 --width 32 "
+      "--timestep-spacing leading "
+      "--height 24 --seed 42 --original-size 40x48 --crop-top-left 4,8 --target-size 32x24 --negative-original-size "
+      "20x16 --negative-crop-top-left 6,2 --negative-target-size 32x24 --output " + test::quoted(png) +
+      " --save-latents " + test::quoted(latents));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("SDXL"), std::string::npos) << r.out;
+  const auto text = read_png_text(png.string());
+  ASSERT_EQ(text.size(), 1u);
+  EXPECT_NE(text[0].second.find("original size: 40x48, crop top-left: 4,8, target size: 32x24, Negative original size: "
+                                "20x16, Negative crop top-left: 6,2"), std::string::npos) << text[0].second;
+  const auto st = SafetensorsFile::open(latents.string());
+  const auto& entry = st.at("latents");
+  ASSERT_EQ(entry.shape, (std::vector<int64_t>{1, 4, 12, 16}));
+  const OwnedTensor saved = st.load(entry, DType::kF32);
+  const std::vector<float> got(saved.ptr<float>(), saved.ptr<float>() + saved.view().numel());
+  const test::Fixture fixture("models/tiny_sdxl_pipeline_runs.safetensors");
+  const std::vector<float> expected = fixture.floats("euler_discrete_cfg5_micro.latents");
+  const double err = test::relative_l2(got, std::vector<double>(expected.begin(), expected.end()));
+  EXPECT_LT(err, 1e-3);
+
+  const auto bad_crop = test::run_cli("generate --model " + std::string(HD_SOURCE_DIR) +
+                                      "/tests/fixtures/models/tiny_sdxl_pipeline --prompt x --crop-top-left 4");
+  EXPECT_EQ(bad_crop.exit_code, 1) << bad_crop.out;
+  EXPECT_NE(bad_crop.out.find("--crop-top-left must be X,Y"), std::string::npos) << bad_crop.out;
+  const auto half_negative = test::run_cli("generate --model " + std::string(HD_SOURCE_DIR) +
+                                           "/tests/fixtures/models/tiny_sdxl_pipeline --prompt x --negative-target-size 32x32");
+  EXPECT_EQ(half_negative.exit_code, 1) << half_negative.out;
+  EXPECT_NE(half_negative.out.find("both the negative original size and the negative target size"), std::string::npos)
+      << half_negative.out;
+  const auto not_sdxl = test::run_cli("generate --model " + kModel + " --prompt x --steps 1 --original-size 64x64");
+  EXPECT_EQ(not_sdxl.exit_code, 1) << not_sdxl.out;
+  EXPECT_NE(not_sdxl.out.find("is SDXL's; this model's UNet does not take it"), std::string::npos) << not_sdxl.out;
 }
 
 TEST(GenerateCli, BadInputsAreOneLineErrors) {

@@ -1,6 +1,7 @@
 #include "tools/cli/flags.h"
 
 #include <algorithm>
+#include <array>
 
 #include "ops/ops.h"
 #include "tools/cli/commands.h"
@@ -52,6 +53,36 @@ void apply_device_memory_limit(const Flags& flags, const ops::Placement& placeme
 ops::KernelChoice apply_kernel_choice(const Flags& flags) {
   if (const auto v = flags.get("--kernels")) ops::set_kernel_choice(ops::parse_kernel_choice(*v, "--kernels"));
   return ops::kernel_choice();
+}
+
+const std::vector<std::string> kSizeConditioningFlags = {
+    "--original-size", "--crop-top-left", "--target-size", "--negative-original-size", "--negative-crop-top-left",
+    "--negative-target-size"};
+
+namespace {
+
+// "AxB" (sep 'x') or "A,B" (sep ','): two non-negative integers, returned as {B, A} (the second first:
+// diffusers takes (height, width) and (top, left)).
+std::array<int, 2> parse_swapped_pair(const std::string& flag, const std::string& text, char sep, const char* form) {
+  const size_t at = text.find(sep);
+  HD_CHECK(at != std::string::npos && at > 0 && at + 1 < text.size(), flag, " must be ", form, ", got '", text, "'");
+  const std::string first = text.substr(0, at), second = text.substr(at + 1);
+  for (const std::string* part : {&first, &second}) {
+    HD_CHECK(part->find_first_not_of("0123456789") == std::string::npos && part->size() <= 6, flag, " must be ", form,
+             " with whole numbers of pixels, got '", text, "'");
+  }
+  return {std::stoi(second), std::stoi(first)};
+}
+
+}  // namespace
+
+void read_size_conditioning(const Flags& flags, GenerationParams& p) {
+  for (const auto& [prefix, s] : {std::pair{"--", &p.sizes}, {"--negative-", &p.negative_sizes}}) {
+    const std::string pre(prefix);
+    if (auto v = flags.get(pre + "original-size")) s->original_size = parse_swapped_pair(pre + "original-size", *v, 'x', "WxH");
+    if (auto v = flags.get(pre + "crop-top-left")) s->crop_top_left = parse_swapped_pair(pre + "crop-top-left", *v, ',', "X,Y");
+    if (auto v = flags.get(pre + "target-size")) s->target_size = parse_swapped_pair(pre + "target-size", *v, 'x', "WxH");
+  }
 }
 
 VaeTiling vae_tiling_of(const Flags& flags) {

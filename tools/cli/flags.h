@@ -37,6 +37,13 @@ void apply_device_memory_limit(const Flags& flags, const ops::Placement& placeme
 // --kernels own|all: whether the vendor libraries are candidates of the autotuner (ops::set_kernel_choice);
 // without it $HD_KERNELS, else all. Validated (the variable too), and returned.
 ops::KernelChoice apply_kernel_choice(const Flags& flags);
+// SDXL's size conditioning: --original-size WxH, --crop-top-left X,Y (pixels from the left, from the
+// top), --target-size WxH, and the same with --negative-. Parsed (not validated against each other:
+// the pipeline's validate does that) into (height, width) and (top, left) as diffusers takes them.
+void read_size_conditioning(const Flags& flags, GenerationParams& p);
+// The flags read_size_conditioning reads.
+extern const std::vector<std::string> kSizeConditioningFlags;
+
 // --vae-tiling (exact tiles) or --vae-tiling-blended (diffusers' tiles), not both; kAuto without either.
 VaeTiling vae_tiling_of(const Flags& flags);
 

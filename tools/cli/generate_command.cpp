@@ -27,10 +27,14 @@ namespace hd::cli {
 
 namespace {
 
-const std::vector<std::string> kFlags = {
+std::vector<std::string> generate_flags() {
+  std::vector<std::string> flags = {
     "--model", "--prompt", "--negative-prompt", "--steps", "--cfg-scale", "--sampler", "--schedule", "--seed",
-    "--width", "--height", "--batch", "--init-image", "--strength", "--vocab", "--config", "--prediction", "--output",
+    "--width", "--height", "--batch", "--init-image", "--strength", "--vocab", "--config", "--prediction", "--timestep-spacing", "--output",
     "--save-latents", "--device", "--dtype", "--tune-cache", "--threads", "--max-device-memory", "--kernels"};
+  flags.insert(flags.end(), kSizeConditioningFlags.begin(), kSizeConditioningFlags.end());
+  return flags;
+}
 
 std::string a1111_sampler_name(SamplerKind kind) {
   switch (kind) {
@@ -52,6 +56,12 @@ std::string parameters_text(const GenerationParams& p, const std::string& model)
   s += str_cat("Steps: ", p.steps, ", Sampler: ", a1111_sampler_name(p.sampler), ", Schedule type: ",
                p.schedule == SigmaSchedule::kKarras ? "Karras" : "Automatic", ", CFG scale: ", cfg, ", Seed: ", p.seed,
                ", Size: ", p.width, "x", p.height, ", Model: ", model, denoise);
+  // SDXL's size conditioning, when given, in the flags' own forms (A1111 has no keys for them).
+  for (const auto& [prefix, c] : {std::pair{"", &p.sizes}, {"Negative ", &p.negative_sizes}}) {
+    if (c->original_size) s += str_cat(", ", prefix, "original size: ", (*c->original_size)[1], "x", (*c->original_size)[0]);
+    if (c->crop_top_left) s += str_cat(", ", prefix, "crop top-left: ", (*c->crop_top_left)[1], ",", (*c->crop_top_left)[0]);
+    if (c->target_size) s += str_cat(", ", prefix, "target size: ", (*c->target_size)[1], "x", (*c->target_size)[0]);
+  }
   return s;
 }
 
@@ -82,7 +92,7 @@ class ProgressBar {
 }  // namespace
 
 int run_generate(std::span<const std::string_view> args) {
-  const Flags flags("generate", args, kFlags, {"--vae-tiling", "--vae-tiling-blended"});
+  const Flags flags("generate", args, generate_flags(), {"--vae-tiling", "--vae-tiling-blended"});
   const auto get = [&](const char* flag) { return flags.get(flag); };
   if (!get("--prompt")) throw UsageError{"generate: --prompt TEXT is required"};
 
@@ -98,6 +108,8 @@ int run_generate(std::span<const std::string_view> args) {
   if (auto v = get("--height")) p.height = parse_number<int>("--height", *v);
   if (auto v = get("--batch")) p.batch = parse_number<int>("--batch", *v);
   if (auto v = get("--prediction")) p.prediction = parse_prediction(*v);
+  if (auto v = get("--timestep-spacing")) p.spacing = parse_timestep_spacing(*v);
+  read_size_conditioning(flags, p);
   p.vae_tiling = vae_tiling_of(flags);
   validate(p, 8);
   check_sampler_schedule(p.sampler, p.schedule);
