@@ -14,16 +14,16 @@ and random weights (speed does not depend on their values), and the ratios.
 3. The VAE decode of a 1024x1024 image, whole and in tiles (diffusers' enable_tiling; our --vae-tiling,
    exact tiles that give the whole decode's picture, and --vae-tiling-blended, enable_tiling's algorithm):
    median time and the decode's own peak device memory (above what was allocated before it).
-4. SDXL (unless --no-sdxl): one UNet step, batch 2, 128x128 latent, f16, with the text-time conditioning
-   (pooled embedding, size ids), diffusers eager (CUDA events, median of 20) against `hipdiffusion bench
-   --arch sdxl --json` (graph replay, each step waited for; UNet and VAE only, SDXL's text encoders are
-   not built), and the 1024x1024 decode with SDXL's VAE config.
+4. SDXL (unless --no-sdxl): a whole 1024x1024 image, 30 Euler steps, CFG 5, f16: diffusers'
+   StableDiffusionXLPipeline with SDXL base's configs and random weights (both text encoders, the VAE
+   upcast to f32 as its force_upcast says), eager and (with --compile) its UNet under torch.compile,
+   against `hipdiffusion bench --arch sdxl --json`; stages and peak device memory.
 
 With --json-out PATH, every number above is also written there (tools/plot_stages.py draws the chart of
 BENCHMARKS.md from it).
 
     python3 bench/compare_diffusers.py [--compile] [--arch sd15|sd21] [--steps N] [--build build/cuda]
-                                       [--no-sdxl] [--json-out PATH]
+                                       [--no-sdxl | --sdxl-only] [--json-out PATH]
 """
 import argparse
 import json
@@ -127,11 +127,21 @@ def main():
     parser.add_argument("--arch", default="sd15", choices=["sd15", "sd21"], help="the whole-generation comparison")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--build", default="build/cuda")
-    parser.add_argument("--no-sdxl", action="store_true", help="skip the SDXL UNet step")
+    parser.add_argument("--no-sdxl", action="store_true", help="skip the SDXL whole-image comparison")
+    parser.add_argument("--sdxl-only", action="store_true", help="only the SDXL whole-image comparison (4.)")
     parser.add_argument("--json-out", help="also write every number to this JSON file")
     args = parser.parse_args()
     report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
               "date": time.strftime("%Y-%m-%d"), "arch": args.arch, "steps": args.steps}
+    if args.sdxl_only:
+        from diffusers.utils import logging
+        logging.set_verbosity_error()
+        print("device:", torch.cuda.get_device_name(), "torch", torch.__version__)
+        report["sdxl"] = sdxl_comparison(args.build, args.compile)
+        if args.json_out:
+            with open(args.json_out, "w") as f:
+                json.dump(report, f, indent=1)
+        return
     from diffusers import AutoencoderKL, EulerDiscreteScheduler, UNet2DConditionModel
     from diffusers.utils import logging
     logging.set_verbosity_error()
@@ -234,55 +244,106 @@ def main():
     if not args.no_sdxl:
         del vae
         torch.cuda.empty_cache()
-        report["sdxl"] = sdxl_comparison(args.build)
+        report["sdxl"] = sdxl_comparison(args.build, args.compile)
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(report, f, indent=1)
 
 
-def sdxl_comparison(build):
-    """4. SDXL's UNet step and VAE decode, diffusers eager beside `hipdiffusion bench --arch sdxl`."""
-    from diffusers import AutoencoderKL, UNet2DConditionModel
+def sdxl_pipeline(folder):
+    """diffusers' StableDiffusionXLPipeline with SDXL base's configs (stabilityai/stable-diffusion-xl-base-1.0)
+    and random weights, f16 on the GPU; the tokenizers from `folder`, the random model `hipdiffusion bench
+    --arch sdxl` wrote (the built-in model's small vocabulary: text length and speed do not depend on it)."""
+    from diffusers import AutoencoderKL, EulerDiscreteScheduler, StableDiffusionXLPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, CLIPTokenizer
 
-    # SDXL base's UNet config (stabilityai/stable-diffusion-xl-base-1.0/unet/config.json), random weights.
     unet = UNet2DConditionModel(
         sample_size=128, block_out_channels=(320, 640, 1280), layers_per_block=2, cross_attention_dim=2048,
         down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
         up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"), attention_head_dim=(5, 10, 20),
         use_linear_projection=True, transformer_layers_per_block=(1, 2, 10), addition_embed_type="text_time",
-        addition_time_embed_dim=256, projection_class_embeddings_input_dim=2816).to("cuda", torch.float16).eval()
-    sample = torch.randn(2, 4, 128, 128, device="cuda", dtype=torch.float16)
-    context = torch.randn(2, 77, 2048, device="cuda", dtype=torch.float16)
-    added = {"text_embeds": torch.randn(2, 1280, device="cuda", dtype=torch.float16),
-             "time_ids": torch.tensor([[1024.0, 1024, 0, 0, 1024, 1024]] * 2, device="cuda", dtype=torch.float16)}
-    t = torch.tensor(500, device="cuda")
-    with torch.inference_mode():
-        eager = median_ms(lambda: unet(sample, t, context, added_cond_kwargs=added).sample)
-    params = sum(p.numel() for p in unet.parameters())
-    del unet
-    torch.cuda.empty_cache()
+        addition_time_embed_dim=256, projection_class_embeddings_input_dim=2816)
     vae = AutoencoderKL(block_out_channels=[128, 256, 512, 512], down_block_types=["DownEncoderBlock2D"] * 4,
                         up_block_types=["UpDecoderBlock2D"] * 4, layers_per_block=2, latent_channels=4,
-                        sample_size=1024, scaling_factor=0.13025).to("cuda", torch.float16).eval()
-    z = torch.randn(1, 4, 128, 128, device="cuda", dtype=torch.float16)
-    with torch.inference_mode():
-        decode = lambda: (vae.decode(z).sample / 2 + 0.5).clamp(0, 1).float().cpu()
-        decode()
-        vae_ms = statistics.median(timed(decode)[1] for _ in range(5))
-    del vae
-    torch.cuda.empty_cache()
-    mine = hipdiffusion_bench(build, "--arch", "sdxl", "--steps", "10", "--repeats", "3")
+                        sample_size=1024, scaling_factor=0.13025, force_upcast=True)
+    common = dict(max_position_embeddings=77, vocab_size=49408)
+    encoder = CLIPTextModel(CLIPTextConfig(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                                           num_attention_heads=12, hidden_act="quick_gelu", **common))
+    encoder_2 = CLIPTextModelWithProjection(CLIPTextConfig(hidden_size=1280, intermediate_size=5120,
+                                                           num_hidden_layers=32, num_attention_heads=20,
+                                                           hidden_act="gelu", projection_dim=1280, **common))
+    scheduler = EulerDiscreteScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                                       steps_offset=1, timestep_spacing="leading")
+    pipe = StableDiffusionXLPipeline(
+        vae=vae, text_encoder=encoder, text_encoder_2=encoder_2,
+        tokenizer=CLIPTokenizer.from_pretrained(f"{folder}/tokenizer"),
+        tokenizer_2=CLIPTokenizer.from_pretrained(f"{folder}/tokenizer_2"), unet=unet, scheduler=scheduler,
+        add_watermarker=False)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe.to("cuda", torch.float16)
+
+
+def sdxl_generation(pipe, steps, cfg):
+    """One StableDiffusionXLPipeline call, 1024x1024, to a host image: the whole time and the stages, read
+    from the step callback (each step waited for): text encoding and set-up (up to the first step's start),
+    the median step, the loop, and the decode with post-processing (after the last step)."""
+    marks = []
+
+    def on_step_end(_pipe, _i, _t, kwargs):
+        torch.cuda.synchronize()
+        marks.append(time.perf_counter())
+        return kwargs
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    pipe(prompt="a photograph of an astronaut riding a horse", negative_prompt="blurry", num_inference_steps=steps,
+         guidance_scale=cfg, height=1024, width=1024, output_type="np", callback_on_step_end=on_step_end,
+         generator=torch.Generator("cuda").manual_seed(0))
+    torch.cuda.synchronize()
+    end = time.perf_counter()
+    step = statistics.median(b - a for a, b in zip(marks, marks[1:]))
+    first_step_start = marks[0] - step
+    return {"text": 1e3 * (first_step_start - start), "step": 1e3 * step, "loop": 1e3 * (marks[-1] - first_step_start),
+            "decode": 1e3 * (end - marks[-1]), "image": 1e3 * (end - start)}
+
+
+def sdxl_comparison(build, compile_too, steps=30, cfg=5.0):
+    """4. A whole SDXL 1024x1024 image: diffusers' StableDiffusionXLPipeline eager (and with its UNet under
+    torch.compile) beside `hipdiffusion bench --arch sdxl`, stages and peak device memory."""
+    import tempfile
+
+    mine = hipdiffusion_bench(build, "--arch", "sdxl", "--steps", str(steps), "--cfg-scale", str(cfg), "--repeats", "3")
     print(f"\nhipdiffusion bench --arch sdxl: {json.dumps(mine)}")
-    print(f"\nSDXL UNet ({params / 1e9:.3f} B parameters) step, batch 2, 128x128 latent, f16; VAE decode 1024x1024")
-    print(f"{'':32s} {'diffusers eager':>16s} {'hipDiffusion':>13s} {'ratio':>6s}")
-    print(f"{'UNet step, ms':32s} {eager:16.2f} {mine['unet_step_ms']:13.2f} {mine['unet_step_ms'] / eager:6.2f}")
-    ours = mine["vae_decode_ms"]
-    print(f"{'VAE decode to host, ms':32s} {vae_ms:16.2f} {ours:13.2f} {ours / vae_ms:6.2f}")
-    print(f"hipDiffusion: {mine['steps']} steps back to back {mine['unet_steps_back_to_back_ms']:.1f} ms; "
-          f"peak device memory {mine['peak_device_memory_bytes'] / 2**30:.2f} GiB")
-    return {"unet_step_ms": {"diffusers eager": eager, "hipDiffusion graph": mine["unet_step_ms"]},
-            "vae_decode_ms": {"diffusers eager": vae_ms, "hipDiffusion": mine["vae_decode_ms"]},
-            "unet_parameters": params, "hipdiffusion": mine}
+    pipe = sdxl_pipeline(f"{tempfile.gettempdir()}/hipdiffusion-random-sdxl")
+    peers = {}
+    with torch.inference_mode():
+        for name in ["diffusers eager"] + (["diffusers + torch.compile"] if compile_too else []):
+            if name != "diffusers eager":
+                pipe.unet = torch.compile(pipe.unet)
+            sdxl_generation(pipe, steps, cfg)  # warm-up (and compilation)
+            torch.cuda.reset_peak_memory_stats()
+            runs = [sdxl_generation(pipe, steps, cfg) for _ in range(3)]
+            peers[name] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            peers[name]["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    print(f"\nSDXL 1024x1024, {steps} Euler steps, CFG {cfg}, f16, ms (median of 3); diffusers decodes in f32 "
+          "(the VAE's force_upcast), hipDiffusion in f16 (bf16 on overflow)")
+    stages = [("text encoding (+ set-up)", "text", "text_encoding_ms"),
+              ("UNet step (batch 2 + sampler)", "step", "unet_step_ms"),
+              (f"denoising loop ({steps} steps)", "loop", "denoising_ms"), ("VAE decode (+ to host)", "decode", "vae_decode_ms"),
+              ("whole image", "image", "image_ms")]
+    print(f"{'stage':32s} {'hipDiffusion':>12s}" + "".join(f" {n:>26s} {'ratio':>6s}" for n in peers))
+    for label, peer_key, our_key in stages:
+        print(f"{label:32s} {mine[our_key]:12.2f}" +
+              "".join(f" {t[peer_key]:26.2f} {mine[our_key] / t[peer_key]:6.2f}" for t in peers.values()))
+    ours_gib = mine["peak_device_memory_bytes"] / 2**30
+    print(f"{'peak device memory, GiB':32s} {ours_gib:12.2f}" +
+          "".join(f" {t['peak_gib']:26.2f} {ours_gib / t['peak_gib']:6.2f}" for t in peers.values()))
+    del pipe
+    torch.cuda.empty_cache()
+    report = {"hipDiffusion": {label: mine[key] for label, _, key in stages}, "hipdiffusion": mine}
+    report["hipDiffusion"]["peak_gib"] = ours_gib
+    for name, t in peers.items():
+        report[name] = dict({label: t[key] for label, key, _ in stages}, peak_gib=t["peak_gib"])
+    return report
 
 
 if __name__ == "__main__":

@@ -20,6 +20,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A CLIP text encoder's numbers before the width divisor (the heads stay: their width shrinks).
+struct TextEncoderNumbers {
+  int64_t width, layers, intermediate, heads;
+  bool quick_gelu;
+  int64_t projection = 0;  // text_projection's width (CLIPTextModelWithProjection); 0: none
+};
+
+// CLIP ViT-L/14 (SD1.x, SDXL's first); OpenCLIP ViT-H/14 without its last layer (SD2.x, as transformers
+// stores it); OpenCLIP ViT-bigG/14 with its projection (SDXL's second).
+constexpr TextEncoderNumbers kClipL{768, 12, 3072, 12, true};
+constexpr TextEncoderNumbers kOpenClipH{1024, 23, 4096, 16, false};
+constexpr TextEncoderNumbers kOpenClipBigG{1280, 32, 5120, 20, false, 1280};
+
 // The architectures' numbers before the width divisor.
 struct ArchNumbers {
   std::vector<int64_t> channels;  // UNet levels
@@ -31,9 +44,7 @@ struct ArchNumbers {
   // SDXL's text-time conditioning: the pooled text width and the size/crop ids (0: none).
   int64_t pooled_width = 0, time_ids = 0, time_id_width = 0;
   float vae_scaling = 0.18215f;
-  // The text encoder (none for SDXL: its two encoders are not built yet).
-  int64_t text_width = 0, text_layers = 0, text_intermediate = 0, text_heads = 0;
-  bool quick_gelu = false;
+  std::vector<TextEncoderNumbers> text;  // text_encoder, then (SDXL) text_encoder_2
 };
 
 ArchNumbers numbers_of(RandomModelArch arch) {
@@ -42,16 +53,16 @@ ArchNumbers numbers_of(RandomModelArch arch) {
     a = {{320, 640, 1280}, {0, 2, 10}, 2048, {5, 10, 20}, true, false, 128};
     a.pooled_width = 1280, a.time_ids = 6, a.time_id_width = 256;
     a.vae_scaling = 0.13025f;
+    a.text = {kClipL, kOpenClipBigG};
     return a;
   }
   if (arch == RandomModelArch::kSD15) {
     a = {{320, 640, 1280, 1280}, {1, 1, 1, 0}, 768, {8, 8, 8, 8}, false, false, 64};
-    a.text_width = 768, a.text_layers = 12, a.text_intermediate = 3072, a.text_heads = 12, a.quick_gelu = true;
+    a.text = {kClipL};
     return a;
   }
-  // SD2.1: OpenCLIP ViT-H/14 without its last layer, as transformers stores SD2's text encoder.
   a = {{320, 640, 1280, 1280}, {1, 1, 1, 0}, 1024, {5, 10, 20, 20}, true, true, 64};
-  a.text_width = 1024, a.text_layers = 23, a.text_intermediate = 4096, a.text_heads = 16;
+  a.text = {kOpenClipH};
   return a;
 }
 
@@ -145,8 +156,6 @@ std::string_view random_model_arch_name(RandomModelArch arch) {
   }
   return "sdxl";
 }
-
-bool random_model_has_text_encoder(RandomModelArch arch) { return numbers_of(arch).text_layers > 0; }
 
 TensorShapes random_unet_shapes(const RandomModelSpec& spec) {
   const ArchNumbers a = numbers_of(spec.arch);
@@ -244,23 +253,26 @@ TensorShapes random_vae_decoder_shapes(const RandomModelSpec& spec) {
   return s.take();
 }
 
-TensorShapes random_text_encoder_shapes(const RandomModelSpec& spec) {
-  const ArchNumbers a = numbers_of(spec.arch);
-  if (a.text_layers == 0) return {};
-  const int64_t width = a.text_width / spec.width_divisor, inner = a.text_intermediate / spec.width_divisor;
-  ShapeList s;
-  s.add("text_model.embeddings.token_embedding.weight", {49408, width});
-  s.add("text_model.embeddings.position_embedding.weight", {77, width});
-  for (int64_t i = 0; i < a.text_layers; ++i) {
-    const std::string p = "text_model.encoder.layers." + std::to_string(i) + ".";
-    s.norm(p + "layer_norm1", width);
-    for (const char* n : {"q_proj", "k_proj", "v_proj", "out_proj"}) s.linear(p + "self_attn." + n, width, width);
-    s.norm(p + "layer_norm2", width);
-    s.linear(p + "mlp.fc1", inner, width);
-    s.linear(p + "mlp.fc2", width, inner);
+std::vector<RandomComponent> random_text_encoders(const RandomModelSpec& spec) {
+  std::vector<RandomComponent> out;
+  for (const TextEncoderNumbers& t : numbers_of(spec.arch).text) {
+    const int64_t width = t.width / spec.width_divisor, inner = t.intermediate / spec.width_divisor;
+    ShapeList s;
+    s.add("text_model.embeddings.token_embedding.weight", {49408, width});
+    s.add("text_model.embeddings.position_embedding.weight", {77, width});
+    for (int64_t i = 0; i < t.layers; ++i) {
+      const std::string p = "text_model.encoder.layers." + std::to_string(i) + ".";
+      s.norm(p + "layer_norm1", width);
+      for (const char* n : {"q_proj", "k_proj", "v_proj", "out_proj"}) s.linear(p + "self_attn." + n, width, width);
+      s.norm(p + "layer_norm2", width);
+      s.linear(p + "mlp.fc1", inner, width);
+      s.linear(p + "mlp.fc2", width, inner);
+    }
+    s.norm("text_model.final_layer_norm", width);
+    if (t.projection > 0) s.linear("text_projection", t.projection / spec.width_divisor, width, false);
+    out.push_back({out.empty() ? "text_encoder" : "text_encoder_2", s.take()});
   }
-  s.norm("text_model.final_layer_norm", width);
-  return s.take();
+  return out;
 }
 
 std::string random_model_folder(const RandomModelSpec& spec) {
@@ -275,8 +287,10 @@ int64_t write_random_model(const RandomModelSpec& spec, const std::string& folde
   const ArchNumbers a = numbers_of(spec.arch);
   const fs::path folder(folder_name);
   // The marker says which spec the folder holds; it is written last, so a partial folder is redone.
+  // (The text encoders' count is in it: SDXL folders written before its encoders existed are redone.)
   const std::string marker_text = str_cat("hipdiffusion random model ", random_model_arch_name(spec.arch), " / ",
-                                          spec.width_divisor, " groups ", spec.norm_groups, "\n");
+                                          spec.width_divisor, " groups ", spec.norm_groups, " text encoders ",
+                                          a.text.size(), "\n");
   const fs::path marker = folder / "random_model.txt";
   {
     std::ifstream in(marker);
@@ -289,9 +303,12 @@ int64_t write_random_model(const RandomModelSpec& spec, const std::string& folde
   }
   std::error_code ec;
   fs::remove(marker, ec);
-  const bool text = a.text_layers > 0;
+  const std::vector<RandomComponent> text_encoders = random_text_encoders(spec);
   std::vector<std::string> subfolders = {"unet", "vae", "scheduler"};
-  if (text) subfolders.insert(subfolders.end(), {"text_encoder", "tokenizer"});
+  for (size_t i = 0; i < text_encoders.size(); ++i) {
+    subfolders.push_back(text_encoders[i].name);
+    subfolders.push_back(i == 0 ? "tokenizer" : "tokenizer_2");
+  }
   for (const std::string& sub : subfolders) {
     fs::create_directories(folder / sub, ec);
     HD_CHECK_KIND(!ec, ErrorKind::kRuntime, (folder / sub).string(), ": cannot create: ", ec.message());
@@ -323,38 +340,54 @@ int64_t write_random_model(const RandomModelSpec& spec, const std::string& folde
                                              {"norm_num_groups", spec.norm_groups},
                                              {"sample_size", 8 * a.sample_size},
                                              {"scaling_factor", a.vae_scaling}});
-  if (text) {
-    write_json(folder / "text_encoder" / "config.json", {{"architectures", {"CLIPTextModel"}},
-                                                        {"hidden_act", a.quick_gelu ? "quick_gelu" : "gelu"},
-                                                        {"hidden_size", a.text_width / d},
-                                                        {"num_attention_heads", a.text_heads},
-                                                        {"num_hidden_layers", a.text_layers}});
+  for (size_t i = 0; i < text_encoders.size(); ++i) {
+    const TextEncoderNumbers& t = a.text[i];
+    nlohmann::json config = {{"architectures", {t.projection > 0 ? "CLIPTextModelWithProjection" : "CLIPTextModel"}},
+                             {"hidden_act", t.quick_gelu ? "quick_gelu" : "gelu"},
+                             {"hidden_size", t.width / d},
+                             {"intermediate_size", t.intermediate / d},
+                             {"num_attention_heads", t.heads},
+                             {"num_hidden_layers", t.layers}};
+    if (t.projection > 0) config["projection_dim"] = t.projection / d;
+    write_json(folder / text_encoders[i].name / "config.json", config);
   }
   // SD's training schedule (SDXL's too); the samplers' spacing as diffusers' default scheduler for these models.
   write_json(folder / "scheduler" / "scheduler_config.json",
              {{"_class_name", "EulerDiscreteScheduler"}, {"beta_start", 0.00085}, {"beta_end", 0.012},
               {"beta_schedule", "scaled_linear"}, {"num_train_timesteps", 1000}, {"steps_offset", 1},
               {"timestep_spacing", "leading"}, {"prediction_type", a.v_prediction ? "v_prediction" : "epsilon"}});
-  nlohmann::json index = {{"_class_name", text ? "StableDiffusionPipeline" : "StableDiffusionXLPipeline"},
+  const bool xl = text_encoders.size() == 2;
+  nlohmann::json index = {{"_class_name", xl ? "StableDiffusionXLPipeline" : "StableDiffusionPipeline"},
                           {"unet", {"diffusers", "UNet2DConditionModel"}},
                           {"vae", {"diffusers", "AutoencoderKL"}},
                           {"scheduler", {"diffusers", "EulerDiscreteScheduler"}}};
-  if (text) {
-    index["text_encoder"] = {"transformers", "CLIPTextModel"};
-    index["tokenizer"] = {"transformers", "CLIPTokenizer"};
+  if (xl) index["force_zeros_for_empty_prompt"] = true;
+  for (size_t i = 0; i < text_encoders.size(); ++i) {
+    const std::string tokenizer_name = i == 0 ? "tokenizer" : "tokenizer_2";
+    index[text_encoders[i].name] = {"transformers", a.text[i].projection > 0 ? "CLIPTextModelWithProjection" : "CLIPTextModel"};
+    index[tokenizer_name] = {"transformers", "CLIPTokenizer"};
     // A real CLIP vocabulary is not needed to time a model: the built-in model's small one (its ids fit
-    // the 49408-row embedding).
+    // the 49408-row embedding). SDXL's second tokenizer pads with "!", as OpenCLIP's does.
     const fs::path tokenizer = fs::path(default_model_folder()) / "tokenizer";
     for (const auto& entry : fs::directory_iterator(tokenizer)) {
-      fs::copy_file(entry.path(), folder / "tokenizer" / entry.path().filename(),
-                    fs::copy_options::overwrite_existing, ec);
+      const fs::path to = folder / tokenizer_name / entry.path().filename();
+      if (i > 0 && entry.path().filename() == "tokenizer_config.json") {
+        std::ifstream in(entry.path());
+        nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
+        HD_CHECK_KIND(config.is_object(), ErrorKind::kRuntime, entry.path().string(), ": not a JSON object");
+        config["pad_token"] = "!";
+        write_json(to, config);
+        continue;
+      }
+      fs::copy_file(entry.path(), to, fs::copy_options::overwrite_existing, ec);
       HD_CHECK_KIND(!ec, ErrorKind::kRuntime, entry.path().string(), ": cannot copy: ", ec.message());
     }
   }
   write_json(folder / "model_index.json", index);
   int64_t params = write_weights(random_unet_shapes(spec), folder / "unet" / "diffusion_pytorch_model.safetensors", 1);
   params += write_weights(random_vae_decoder_shapes(spec), folder / "vae" / "diffusion_pytorch_model.safetensors", 2);
-  if (text) params += write_weights(random_text_encoder_shapes(spec), folder / "text_encoder" / "model.safetensors", 3);
+  uint64_t seed = 3;
+  for (const RandomComponent& t : text_encoders) params += write_weights(t.shapes, folder / t.name / "model.safetensors", seed++);
   const std::string count = std::to_string(params) + "\n";
   write_file(folder / "parameters.txt", count.data(), count.size());
   write_file(marker, marker_text.data(), marker_text.size());

@@ -2,8 +2,9 @@
 // times when no model is given (speed does not depend on the weights' values) and what the benchmarks
 // load, through the same path a real checkpoint takes. The tensor names and shapes are diffusers' and
 // transformers' for SD1.5 (CLIP ViT-L text encoder) and SD2.1 (OpenCLIP ViT-H as transformers stores it,
-// linear transformer projections, v-prediction); SDXL's UNet (three levels, transformer depths 0/2/10,
-// text-time conditioning) and VAE, without text encoders (not built yet). The VAE is SD's, decoder only.
+// linear transformer projections, v-prediction); SDXL base (three UNet levels, transformer depths 0/2/10,
+// text-time conditioning; CLIP ViT-L and OpenCLIP ViT-bigG with its projection). The VAE is SD's, decoder
+// only.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +20,6 @@ enum class RandomModelArch { kSD15, kSD21, kSDXL };
 // "sd15", "sd21" or "sdxl"; throws an Error naming the choices otherwise.
 RandomModelArch parse_random_model_arch(std::string_view name);
 std::string_view random_model_arch_name(RandomModelArch arch);
-// Whether the model has a text encoder (SDXL's two are not built yet, so its random model has none and
-// runs as components: UNet steps and the VAE decode).
-bool random_model_has_text_encoder(RandomModelArch arch);
 
 struct RandomModelSpec {
   RandomModelArch arch = RandomModelArch::kSD15;
@@ -33,16 +31,24 @@ struct RandomModelSpec {
 
 using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
-// The components' tensors, diffusers' names and PyTorch's shapes (no text encoder tensors for SDXL).
+struct RandomComponent {
+  std::string name;  // "text_encoder", "text_encoder_2"
+  TensorShapes shapes;
+};
+
+// The components' tensors, diffusers' names and PyTorch's shapes.
 TensorShapes random_unet_shapes(const RandomModelSpec& spec);
 TensorShapes random_vae_decoder_shapes(const RandomModelSpec& spec);
-TensorShapes random_text_encoder_shapes(const RandomModelSpec& spec);
+// SD1.x/2.x: text_encoder; SDXL: text_encoder (CLIP ViT-L) and text_encoder_2 (OpenCLIP ViT-bigG with its
+// text projection).
+std::vector<RandomComponent> random_text_encoders(const RandomModelSpec& spec);
 
 // Where the benchmarks keep a spec's model between runs: a folder under the system's temporary directory.
 std::string random_model_folder(const RandomModelSpec& spec);
 
-// Writes the model (unet/, vae/, text_encoder/ (not for SDXL) with f16 weights drawn uniformly with standard deviation
-// 0.02, their config.json, scheduler/, the built-in model's tokenizer/, model_index.json) into `folder`,
+// Writes the model (unet/, vae/, text_encoder/ (and SDXL's text_encoder_2/) with f16 weights drawn uniformly with standard deviation
+// 0.02, their config.json, scheduler/, the built-in model's vocabulary as tokenizer/ (and tokenizer_2/,
+// padded with "!"), model_index.json) into `folder`,
 // unless a model of the same spec is already there. Returns the number of parameters.
 int64_t write_random_model(const RandomModelSpec& spec, const std::string& folder);
 

@@ -15,6 +15,7 @@
 #include "models/vae.h"
 #include "pipeline/stable_diffusion.h"
 #include "test_util.h"
+#include "text/clip_tokenizer.h"
 
 namespace hd {
 namespace {
@@ -30,17 +31,23 @@ int64_t parameters(const TensorShapes& shapes) {
 }
 
 // Published sizes: UNet2DConditionModel of SD1.5 859,520,964 and of SD2.1 865,910,724 parameters;
-// CLIPTextModel ViT-L/14 (SD1.x) 123,060,480; SD2.x's text encoder (OpenCLIP ViT-H/14, 23 layers as
-// transformers stores it) 340,387,840; AutoencoderKL's decoder 49,490,179 plus post_quant_conv's 20;
-// SDXL base's UNet 2,567,463,684.
+// CLIPTextModel ViT-L/14 (SD1.x, SDXL's text_encoder) 123,060,480; SD2.x's text encoder (OpenCLIP
+// ViT-H/14, 23 layers as transformers stores it) 340,387,840; AutoencoderKL's decoder 49,490,179 plus
+// post_quant_conv's 20; SDXL base's UNet 2,567,463,684 and its text_encoder_2 (CLIPTextModelWithProjection,
+// OpenCLIP ViT-bigG/14) 694,659,840.
 TEST(RandomModel, FullSizeShapesHaveThePublishedParameterCounts) {
   const RandomModelSpec sd15{RandomModelArch::kSD15}, sd21{RandomModelArch::kSD21}, sdxl{RandomModelArch::kSDXL};
   EXPECT_EQ(parameters(random_unet_shapes(sd15)), 859520964);
   EXPECT_EQ(parameters(random_unet_shapes(sd21)), 865910724);
   EXPECT_EQ(parameters(random_unet_shapes(sdxl)), 2567463684);
-  EXPECT_TRUE(random_text_encoder_shapes(sdxl).empty());  // SDXL's two text encoders are not built yet
-  EXPECT_EQ(parameters(random_text_encoder_shapes(sd15)), 123060480);
-  EXPECT_EQ(parameters(random_text_encoder_shapes(sd21)), 340387840);
+  ASSERT_EQ(random_text_encoders(sd15).size(), 1u);
+  ASSERT_EQ(random_text_encoders(sd21).size(), 1u);
+  ASSERT_EQ(random_text_encoders(sdxl).size(), 2u);
+  EXPECT_EQ(parameters(random_text_encoders(sd15)[0].shapes), 123060480);
+  EXPECT_EQ(parameters(random_text_encoders(sd21)[0].shapes), 340387840);
+  EXPECT_EQ(parameters(random_text_encoders(sdxl)[0].shapes), 123060480);
+  EXPECT_EQ(parameters(random_text_encoders(sdxl)[1].shapes), 694659840);
+  EXPECT_EQ(random_text_encoders(sdxl)[1].name, "text_encoder_2");
   EXPECT_EQ(parameters(random_vae_decoder_shapes(sd15)), 49490179 + 20);
 }
 
@@ -52,7 +59,7 @@ TEST(RandomModel, ReducedWidthModelsLoadAndGenerate) {
     const std::string folder = (dir.path() / "model").string();
     const int64_t params = write_random_model(spec, folder);
     EXPECT_EQ(params, parameters(random_unet_shapes(spec)) + parameters(random_vae_decoder_shapes(spec)) +
-                          parameters(random_text_encoder_shapes(spec)));
+                          parameters(random_text_encoders(spec)[0].shapes));
     EXPECT_EQ(write_random_model(spec, folder), params);  // found in place, not written again
 
     const ModelSource source = ModelSource::open(folder);
@@ -91,16 +98,17 @@ TEST(RandomModel, ReducedWidthModelsLoadAndGenerate) {
   }
 }
 
-// SDXL's random model is its UNet and VAE: they load through the real loaders with the structure SDXL
-// has (levels, attention depths, text-time conditioning); the pipeline needs text encoders it lacks.
-TEST(RandomModel, ReducedWidthSdxlLoadsItsUnetAndVae) {
+// SDXL's random model loads through the real loaders with the structure SDXL has (levels, attention
+// depths, text-time conditioning, two text encoders, the second with its projection and "!" padding)
+// and generates a finite picture.
+TEST(RandomModel, ReducedWidthSdxlLoadsAndGenerates) {
   test::TempDir dir;
   const RandomModelSpec spec{RandomModelArch::kSDXL, 8, 8};
   const std::string folder = (dir.path() / "model").string();
   const int64_t params = write_random_model(spec, folder);
-  EXPECT_EQ(params, parameters(random_unet_shapes(spec)) + parameters(random_vae_decoder_shapes(spec)));
+  EXPECT_EQ(params, parameters(random_unet_shapes(spec)) + parameters(random_vae_decoder_shapes(spec)) +
+                        parameters(random_text_encoders(spec)[0].shapes) + parameters(random_text_encoders(spec)[1].shapes));
   const ModelSource source = ModelSource::open(folder);
-  EXPECT_EQ(source.component("text_encoder"), nullptr);
   const Unet unet = Unet::load(*source.component("unet"));
   const UnetConfig& c = unet.config();
   EXPECT_EQ(c.block_out_channels, (std::vector<int64_t>{40, 80, 160}));
@@ -114,14 +122,28 @@ TEST(RandomModel, ReducedWidthSdxlLoadsItsUnetAndVae) {
   const VaeConfig vae = VaeConfig::detect(*source.component("vae"));
   EXPECT_FLOAT_EQ(vae.scaling_factor, 0.13025f);
   EXPECT_EQ(vae.sample_size, 1024);
-  EXPECT_THROW(StableDiffusion::load(folder, std::nullopt), Error);
+  const ClipTextConfig second = ClipTextConfig::detect(*source.component("text_encoder_2"));
+  EXPECT_EQ(second.layers, 32);
+  EXPECT_EQ(second.projection_dim, 160);
+  EXPECT_FALSE(second.quick_gelu);
+  EXPECT_EQ(ClipTokenizer::load(folder + "/tokenizer_2").pad_id(), 0);  // "!"
+
+  const StableDiffusion sd = StableDiffusion::load(folder, std::nullopt);
+  EXPECT_EQ(sd.family(), ModelFamily::kSDXL);
+  GenerationParams p;
+  p.prompt = "a red circle";
+  p.steps = 1;
+  p.width = p.height = 64;
+  const GenerationResult r = sd.generate(p);
+  ASSERT_EQ(r.image.view().shape, (Shape{1, 64, 64, 3}));
+  const float* px = r.image.ptr<float>();
+  for (int64_t i = 0; i < r.image.view().numel(); ++i) ASSERT_TRUE(std::isfinite(px[i])) << i;
 }
 
 TEST(RandomModel, ArchitectureNamesAreChecked) {
   EXPECT_EQ(parse_random_model_arch("sd15"), RandomModelArch::kSD15);
   EXPECT_EQ(parse_random_model_arch("sd21"), RandomModelArch::kSD21);
   EXPECT_EQ(parse_random_model_arch("sdxl"), RandomModelArch::kSDXL);
-  EXPECT_FALSE(random_model_has_text_encoder(RandomModelArch::kSDXL));
   try {
     parse_random_model_arch("sd3");
     FAIL() << "sd3 accepted";

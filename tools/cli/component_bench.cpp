@@ -50,7 +50,8 @@ OwnedTensor random_input(const Shape& shape, const ops::Placement& placement, st
 bool needs_component_bench(const std::string& path) {
   const ModelSource source = ModelSource::open(path);
   const ModelComponent* unet = source.component("unet");
-  return unet != nullptr && unet->find("add_embedding.linear_1.weight") != nullptr;
+  return unet != nullptr && unet->find("add_embedding.linear_1.weight") != nullptr &&
+         source.component("text_encoder_2") == nullptr;
 }
 
 int run_component_bench(const ComponentBench& b, const Flags& flags) {

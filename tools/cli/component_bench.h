@@ -21,7 +21,7 @@ struct ComponentBench {
 };
 
 // Whether the model at `path` can only be benchmarked by components (its UNet takes SDXL's text-time
-// conditioning).
+// conditioning and the model lacks SDXL's text encoders: a UNet and a VAE).
 bool needs_component_bench(const std::string& path);
 
 // Times, after a warm-up: one UNet step (median; each step waited for), `steps` UNet steps back to back,
