@@ -254,33 +254,45 @@ def sdxl_pipeline(folder):
     """diffusers' StableDiffusionXLPipeline with SDXL base's configs (stabilityai/stable-diffusion-xl-base-1.0)
     and random weights, f16 on the GPU; the tokenizers from `folder`, the random model `hipdiffusion bench
     --arch sdxl` wrote (the built-in model's small vocabulary: text length and speed do not depend on it)."""
-    from diffusers import AutoencoderKL, EulerDiscreteScheduler, StableDiffusionXLPipeline, UNet2DConditionModel
-    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, CLIPTokenizer
+    from diffusers import EulerDiscreteScheduler, StableDiffusionXLPipeline
+    from transformers import CLIPTokenizer
+
+    # The random initialisation on the GPU (seconds, not minutes on the host). A `with` block around the
+    # models only, not torch.set_default_device: that leaves a device mode intercepting every later torch
+    # call, which slowed diffusers' eager UNet step by a further 15% in a first try.
+    with torch.device("cuda"):
+        models = sdxl_models()
+    scheduler = EulerDiscreteScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                                       steps_offset=1, timestep_spacing="leading")
+    pipe = StableDiffusionXLPipeline(
+        **models, tokenizer=CLIPTokenizer.from_pretrained(f"{folder}/tokenizer"),
+        tokenizer_2=CLIPTokenizer.from_pretrained(f"{folder}/tokenizer_2"), scheduler=scheduler, add_watermarker=False)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe.to("cuda", torch.float16)
+
+
+def sdxl_models():
+    from diffusers import AutoencoderKL, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
 
     unet = UNet2DConditionModel(
         sample_size=128, block_out_channels=(320, 640, 1280), layers_per_block=2, cross_attention_dim=2048,
         down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
         up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"), attention_head_dim=(5, 10, 20),
         use_linear_projection=True, transformer_layers_per_block=(1, 2, 10), addition_embed_type="text_time",
-        addition_time_embed_dim=256, projection_class_embeddings_input_dim=2816)
+        addition_time_embed_dim=256, projection_class_embeddings_input_dim=2816).half()
     vae = AutoencoderKL(block_out_channels=[128, 256, 512, 512], down_block_types=["DownEncoderBlock2D"] * 4,
                         up_block_types=["UpDecoderBlock2D"] * 4, layers_per_block=2, latent_channels=4,
-                        sample_size=1024, scaling_factor=0.13025, force_upcast=True)
+                        sample_size=1024, scaling_factor=0.13025, force_upcast=True).half()
     common = dict(max_position_embeddings=77, vocab_size=49408)
     encoder = CLIPTextModel(CLIPTextConfig(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
-                                           num_attention_heads=12, hidden_act="quick_gelu", **common))
+                                           num_attention_heads=12, hidden_act="quick_gelu", **common)).half()
     encoder_2 = CLIPTextModelWithProjection(CLIPTextConfig(hidden_size=1280, intermediate_size=5120,
                                                            num_hidden_layers=32, num_attention_heads=20,
-                                                           hidden_act="gelu", projection_dim=1280, **common))
-    scheduler = EulerDiscreteScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
-                                       steps_offset=1, timestep_spacing="leading")
-    pipe = StableDiffusionXLPipeline(
-        vae=vae, text_encoder=encoder, text_encoder_2=encoder_2,
-        tokenizer=CLIPTokenizer.from_pretrained(f"{folder}/tokenizer"),
-        tokenizer_2=CLIPTokenizer.from_pretrained(f"{folder}/tokenizer_2"), unet=unet, scheduler=scheduler,
-        add_watermarker=False)
-    pipe.set_progress_bar_config(disable=True)
-    return pipe.to("cuda", torch.float16)
+                                                           hidden_act="gelu", projection_dim=1280, **common)).half()
+    # In eval mode, as from_pretrained leaves them (a module built directly is in training mode, where its
+    # dropouts, p = 0, still run: diffusers' eager UNet step took 123 ms instead of 72).
+    return {name: m.eval() for name, m in dict(unet=unet, vae=vae, text_encoder=encoder, text_encoder_2=encoder_2).items()}
 
 
 def sdxl_generation(pipe, steps, cfg):
@@ -316,6 +328,28 @@ def sdxl_comparison(build, compile_too, steps=30, cfg=5.0):
     pipe = sdxl_pipeline(f"{tempfile.gettempdir()}/hipdiffusion-random-sdxl")
     peers = {}
     with torch.inference_mode():
+        # The UNet alone as the pipeline calls it, CUDA events: a check on the step read from the callbacks.
+        sample = torch.randn(2, 4, 128, 128, device="cuda", dtype=torch.float16)
+        context = torch.randn(2, 77, 2048, device="cuda", dtype=torch.float16)
+        added = {"text_embeds": torch.randn(2, 1280, device="cuda", dtype=torch.float16),
+                 "time_ids": torch.tensor([[1024.0, 1024, 0, 0, 1024, 1024]] * 2, device="cuda", dtype=torch.float16)}
+        timestep = torch.tensor(500, device="cuda")
+        forward = lambda: pipe.unet(sample, timestep, context, added_cond_kwargs=added).sample
+        unet_alone = median_ms(forward)
+        # The same kernels replayed from a captured graph: their GPU time without Python's launching.
+        # Where the eager step is far above it, diffusers is bound by the host's launch rate.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            forward(), forward()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            forward()
+        unet_kernels = median_ms(graph.replay)
+        del graph
+        print(f"diffusers' UNet alone, batch 2, CUDA events: eager {unet_alone:.2f} ms; its kernels replayed from a "
+              f"captured graph {unet_kernels:.2f} ms")
         for name in ["diffusers eager"] + (["diffusers + torch.compile"] if compile_too else []):
             if name != "diffusers eager":
                 pipe.unet = torch.compile(pipe.unet)
@@ -339,7 +373,8 @@ def sdxl_comparison(build, compile_too, steps=30, cfg=5.0):
           "".join(f" {t['peak_gib']:26.2f} {ours_gib / t['peak_gib']:6.2f}" for t in peers.values()))
     del pipe
     torch.cuda.empty_cache()
-    report = {"hipDiffusion": {label: mine[key] for label, _, key in stages}, "hipdiffusion": mine}
+    report = {"hipDiffusion": {label: mine[key] for label, _, key in stages}, "hipdiffusion": mine,
+              "diffusers_unet_alone_ms": unet_alone, "diffusers_unet_kernels_ms": unet_kernels}
     report["hipDiffusion"]["peak_gib"] = ours_gib
     for name, t in peers.items():
         report[name] = dict({label: t[key] for label, key, _ in stages}, peak_gib=t["peak_gib"])
