@@ -12,8 +12,9 @@ Sections:
             package ships, which is the vocabulary of openai/clip-vit-large-patch14) saved as
             vocab.json + merges.txt, and transformers' CLIPTokenizer ids for tricky prompts, with both
             pad tokens that Stable Diffusion uses (SD1.x pads with <|endoftext|>, SD2.x with "!").
-  single_file  the tiny models written as single-file LDM checkpoints (SD2.x's text encoder in OpenCLIP
-            form), each verified by loading it with diffusers' from_single_file.
+  single_file  the tiny models written as single-file LDM checkpoints (SD2.x's text encoder and SDXL's
+            second in OpenCLIP form), each verified by loading it with diffusers' from_single_file
+            (run after "models" and "sdxl_pipeline").
   tiled_vae diffusers' AutoencoderKL decode of the built-in shapes model's VAE, whole and tiled
             (enable_tiling), on seeded latents larger than one tile.
   sdxl      a tiny SDXL-like UNet (three levels, the first without attention, transformer depths 1/2/3,
@@ -361,6 +362,36 @@ def img2img_fixtures(out: Path) -> None:
         save(tensors, meta, out / "models" / f"tiny_{family}_img2img.safetensors")
 
 
+def open_clip_names(te: dict, m: str, extra_layer: bool, g) -> dict:
+    """A transformers CLIP text encoder's weights under OpenCLIP's names (prefix m): fused q/k/v, and
+    text_projection as OpenCLIP applies it (x @ P, the transpose of transformers' weight). SD2.x's file
+    has one layer more than transformers keeps (SD2.x conditions on the penultimate): random, so that
+    using it would show; without a text projection in `te` (SD2.x), a random one (unused)."""
+    te = {(k[len("text_model."):] if k.startswith("text_model.") else k): v for k, v in te.items()}
+    layers = sum(1 for k in te if k.endswith("layer_norm1.weight"))
+    width = te["embeddings.token_embedding.weight"].shape[1]
+    out = {m + "token_embedding.weight": te["embeddings.token_embedding.weight"],
+           m + "positional_embedding": te["embeddings.position_embedding.weight"],
+           m + "ln_final.weight": te["final_layer_norm.weight"], m + "ln_final.bias": te["final_layer_norm.bias"]}
+    for i in range(layers + (1 if extra_layer else 0)):
+        src = f"encoder.layers.{min(i, layers - 1)}."
+        r = f"{m}transformer.resblocks.{i}."
+        extra = i == layers
+
+        def get(name):
+            t = te[src + name]
+            return torch.randn(t.shape, generator=g) if extra else t
+        out[r + "attn.in_proj_weight"] = torch.cat([get("self_attn.q_proj.weight"), get("self_attn.k_proj.weight"), get("self_attn.v_proj.weight")])
+        out[r + "attn.in_proj_bias"] = torch.cat([get("self_attn.q_proj.bias"), get("self_attn.k_proj.bias"), get("self_attn.v_proj.bias")])
+        for ours, theirs in [("attn.out_proj", "self_attn.out_proj"), ("ln_1", "layer_norm1"), ("ln_2", "layer_norm2"),
+                             ("mlp.c_fc", "mlp.fc1"), ("mlp.c_proj", "mlp.fc2")]:
+            out[r + ours + ".weight"] = get(theirs + ".weight")
+            out[r + ours + ".bias"] = get(theirs + ".bias")
+    projection = te.get("text_projection.weight")
+    out[m + "text_projection"] = projection.T if projection is not None else torch.randn((width, width), generator=g)
+    return out
+
+
 def to_ldm_single_file(folder: Path, family: str) -> dict:
     """The tiny pipeline's weights under single-file (LDM) names, written from diffusers' names by the
     inverse of the usual conversion. Checked below by diffusers' own single-file loader."""
@@ -385,6 +416,8 @@ def to_ldm_single_file(folder: Path, family: str) -> dict:
         p = k.split(".")
         if k.startswith("time_embedding.linear_1."): n = "time_embed.0." + p[-1]
         elif k.startswith("time_embedding.linear_2."): n = "time_embed.2." + p[-1]
+        elif k.startswith("add_embedding.linear_1."): n = "label_emb.0.0." + p[-1]  # SDXL's text-time embedding
+        elif k.startswith("add_embedding.linear_2."): n = "label_emb.0.2." + p[-1]
         elif k.startswith("conv_in."): n = "input_blocks.0.0." + p[-1]
         elif k.startswith("conv_norm_out."): n = "out.0." + p[-1]
         elif k.startswith("conv_out."): n = "out.2." + p[-1]
@@ -438,33 +471,17 @@ def to_ldm_single_file(folder: Path, family: str) -> dict:
             n = k
         out["first_stage_model." + n] = v
 
+    g = torch.Generator("cpu").manual_seed(61)
     if family == "sd1":
         for k, v in te.items():
             out["cond_stage_model.transformer." + (k if k.startswith("text_model.") else "text_model." + k)] = v
-    else:
-        te = {(k[len("text_model."):] if k.startswith("text_model.") else k): v for k, v in te.items()}
-        layers = sum(1 for k in te if k.endswith("layer_norm1.weight"))
-        width = te["embeddings.token_embedding.weight"].shape[1]
-        m = "cond_stage_model.model."
-        out[m + "token_embedding.weight"] = te["embeddings.token_embedding.weight"]
-        out[m + "positional_embedding"] = te["embeddings.position_embedding.weight"]
-        out[m + "ln_final.weight"] = te["final_layer_norm.weight"]
-        out[m + "ln_final.bias"] = te["final_layer_norm.bias"]
-        g = torch.Generator("cpu").manual_seed(61)
-        for i in range(layers + 1):  # OpenCLIP has one layer more: SD2.x conditions on the penultimate
-            src = f"encoder.layers.{min(i, layers - 1)}."
-            r = f"{m}transformer.resblocks.{i}."
-            extra = i == layers  # the unused last layer: random, so that using it would show
-            def get(name):
-                t = te[src + name]
-                return torch.randn(t.shape, generator=g) if extra else t
-            out[r + "attn.in_proj_weight"] = torch.cat([get("self_attn.q_proj.weight"), get("self_attn.k_proj.weight"), get("self_attn.v_proj.weight")])
-            out[r + "attn.in_proj_bias"] = torch.cat([get("self_attn.q_proj.bias"), get("self_attn.k_proj.bias"), get("self_attn.v_proj.bias")])
-            for ours, theirs in [("attn.out_proj", "self_attn.out_proj"), ("ln_1", "layer_norm1"), ("ln_2", "layer_norm2"),
-                                 ("mlp.c_fc", "mlp.fc1"), ("mlp.c_proj", "mlp.fc2")]:
-                out[r + ours + ".weight"] = get(theirs + ".weight")
-                out[r + ours + ".bias"] = get(theirs + ".bias")
-        out[m + "text_projection"] = torch.randn((width, width), generator=g)
+    elif family == "sd2":
+        out.update(open_clip_names(te, "cond_stage_model.model.", True, g))
+    else:  # SDXL: CLIP ViT-L in transformers' names, OpenCLIP ViT-bigG (all its layers) in OpenCLIP's
+        for k, v in te.items():
+            out["conditioner.embedders.0.transformer." + (k if k.startswith("text_model.") else "text_model." + k)] = v
+        te2 = load_file(str(folder / "text_encoder_2" / "model.safetensors"))
+        out.update(open_clip_names(te2, "conditioner.embedders.1.model.", False, g))
     return {k: v.contiguous() for k, v in out.items()}
 
 
@@ -473,17 +490,19 @@ def single_file_fixtures(out: Path) -> None:
     import diffusers
     from safetensors.torch import save_file
 
-    for family in FAMILIES:
-        folder = Path(f"tests/fixtures/models/tiny_{family}")
+    for family in list(FAMILIES) + ["sdxl"]:
+        name = "sdxl_pipeline" if family == "sdxl" else family
+        folder = Path(f"tests/fixtures/models/tiny_{name}")
         state = to_ldm_single_file(folder, family)
-        path = out / "models" / f"tiny_{family}.safetensors"
+        path = out / "models" / f"tiny_{name}.safetensors"
         path.parent.mkdir(parents=True, exist_ok=True)
         save_file(state, str(path))
         # Independent check: diffusers' own converter must read back exactly the pipeline's weights.
-        ref = diffusers.StableDiffusionPipeline.from_pretrained(str(folder), torch_dtype=torch.float32)
-        single = diffusers.StableDiffusionPipeline.from_single_file(str(path), config=str(folder),
-                                                                    torch_dtype=torch.float32, local_files_only=True)
-        for component in ["unet", "vae", "text_encoder"]:
+        cls = diffusers.StableDiffusionXLPipeline if family == "sdxl" else diffusers.StableDiffusionPipeline
+        ref = cls.from_pretrained(str(folder), torch_dtype=torch.float32)
+        single = cls.from_single_file(str(path), config=str(folder), torch_dtype=torch.float32, local_files_only=True)
+        components = ["unet", "vae", "text_encoder"] + (["text_encoder_2"] if family == "sdxl" else [])
+        for component in components:
             a, b = getattr(ref, component).state_dict(), getattr(single, component).state_dict()
             a = {k: v for k, v in a.items() if "position_ids" not in k}
             b = {k: v for k, v in b.items() if "position_ids" not in k}

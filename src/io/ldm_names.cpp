@@ -53,6 +53,8 @@ std::vector<TensorRef> map_unet(std::vector<TensorRef> tensors) {
     std::string& n = t.name;
     if (replace_prefix(n, "time_embed.0.", "time_embedding.linear_1.") ||
         replace_prefix(n, "time_embed.2.", "time_embedding.linear_2.") ||
+        replace_prefix(n, "label_emb.0.0.", "add_embedding.linear_1.") ||  // SDXL's text-time embedding
+        replace_prefix(n, "label_emb.0.2.", "add_embedding.linear_2.") ||
         replace_prefix(n, "input_blocks.0.0.", "conv_in.") || replace_prefix(n, "out.0.", "conv_norm_out.") ||
         replace_prefix(n, "out.2.", "conv_out.")) {
       continue;
@@ -132,8 +134,10 @@ std::vector<TensorRef> map_vae(std::vector<TensorRef> tensors) {
   return tensors;
 }
 
-// ---- text encoder: OpenCLIP (SD2.x) -> CLIPTextModel ----
-std::vector<TensorRef> map_open_clip(std::vector<TensorRef> tensors) {
+// ---- text encoder: OpenCLIP (SD2.x; SDXL's second) -> CLIPTextModel(WithProjection) ----
+// `whole`: every layer and the text projection (SDXL reads the penultimate layer and pools after the
+// last one); otherwise SD2.x's reading: the last layer dropped, as transformers stores SD2.x's encoder.
+std::vector<TensorRef> map_open_clip(std::vector<TensorRef> tensors, bool whole) {
   static const std::regex block(R"(^model\.transformer\.resblocks\.(\d+)\.(.*)$)");
   int64_t layers = 0;
   for (const auto& t : tensors) {
@@ -155,7 +159,7 @@ std::vector<TensorRef> map_open_clip(std::vector<TensorRef> tensors) {
       out.back().name = n;
     } else if (std::regex_match(n, m, block)) {
       const int64_t i = parse_index(m[1]);
-      if (i == layers - 1) continue;  // SD2.x conditions on the penultimate layer: the last one is unused
+      if (i == layers - 1 && !whole) continue;  // SD2.x conditions on the penultimate layer: the last one is unused
       const std::string layer = "text_model.encoder.layers." + std::to_string(i) + ".";
       std::string rest = m[2];
       if (rest == "attn.in_proj_weight" || rest == "attn.in_proj_bias") {
@@ -177,8 +181,12 @@ std::vector<TensorRef> map_open_clip(std::vector<TensorRef> tensors) {
       }
       out.push_back(t);
       out.back().name = layer + rest;
+    } else if (n == "model.text_projection" && whole) {  // applied as x · P: transformers holds Pᵀ
+      out.push_back(t);
+      out.back().name = "text_projection.weight";
+      out.back().transposed = true;
     }
-    // text_projection and logit_scale belong to CLIP's image-text head, which SD does not use.
+    // SD2.x does not use text_projection; logit_scale belongs to CLIP's image-text head.
   }
   return out;
 }
@@ -188,11 +196,15 @@ std::vector<TensorRef> map_open_clip(std::vector<TensorRef> tensors) {
 std::vector<TensorRef> ldm_to_diffusers_names(std::string_view component, std::vector<TensorRef> tensors) {
   if (component == "unet") return map_unet(std::move(tensors));
   if (component == "vae") return map_vae(std::move(tensors));
-  if (component == "text_encoder") {
+  if (component == "text_encoder" || component == "text_encoder_2") {
     bool open_clip = false;
     for (const auto& t : tensors) open_clip = open_clip || t.name.starts_with("model.transformer.resblocks.");
-    if (open_clip) return map_open_clip(std::move(tensors));
-    for (auto& t : tensors) replace_prefix(t.name, "transformer.text_model.", "text_model.");  // SD1.x: HF's CLIP inside
+    if (open_clip) return map_open_clip(std::move(tensors), component == "text_encoder_2");
+    // HF's CLIP inside (SD1.x; SDXL's first), as "transformer.text_model.*", or, as some converters
+    // (diffusers' own script among them) write it, "transformer.*" without text_model.
+    for (auto& t : tensors) {
+      if (!replace_prefix(t.name, "transformer.text_model.", "text_model.")) replace_prefix(t.name, "transformer.", "text_model.");
+    }
     return tensors;
   }
   return tensors;

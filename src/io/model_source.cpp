@@ -95,6 +95,7 @@ std::vector<fs::path> component_weight_files(const fs::path& dir) {
 std::vector<int64_t> TensorRef::shape() const {
   std::vector<int64_t> s = entry->shape;
   if (row_count > 0 && !s.empty()) s[0] = row_count;
+  if (transposed && s.size() == 2) std::swap(s[0], s[1]);
   return s;
 }
 

@@ -26,8 +26,11 @@ struct TensorRef {
   // Rows [first, first + count) of the stored tensor's first dimension, where one stored tensor holds
   // several of diffusers' (OpenCLIP's fused q/k/v projection); count 0 means the whole tensor.
   int64_t first_row = 0, row_count = 0;
+  // A matrix stored transposed: OpenCLIP's text_projection, applied as x · P where transformers holds
+  // Pᵀ. shape() and WeightReader give it as diffusers holds it.
+  bool transposed = false;
 
-  std::vector<int64_t> shape() const;  // after the row selection
+  std::vector<int64_t> shape() const;  // after the row selection and the transposition
 };
 
 struct ModelComponent {

@@ -41,8 +41,17 @@ OwnedTensor WeightReader::load(std::string_view name, const Shape& expected) con
   HD_CHECK(fits && actual == expected, component_.name, ": tensor '", component_.prefix, prefix_, name, "'",
            component_.mapped_from_ldm ? " (mapped from the single file's names)" : "", " has shape ",
            fits ? actual.to_string() : "of rank > 6", ", expected ", expected.to_string());
-  if (t.row_count == 0) return placed(t.file->load(*t.entry, DType::kF32));
-  return placed(t.file->load_rows(*t.entry, t.first_row, t.row_count, DType::kF32));  // one of OpenCLIP's fused q/k/v
+  if (t.row_count > 0) return placed(t.file->load_rows(*t.entry, t.first_row, t.row_count, DType::kF32));  // one of OpenCLIP's fused q/k/v
+  OwnedTensor stored_tensor = t.file->load(*t.entry, DType::kF32);
+  if (!t.transposed) return placed(std::move(stored_tensor));
+  HD_CHECK(expected.rank() == 2, component_.name, ": only a matrix can be stored transposed ('", name, "')");
+  OwnedTensor flipped(expected, DType::kF32);
+  const int64_t rows = expected[0], cols = expected[1];
+  const float* src = stored_tensor.ptr<float>();  // [cols, rows]
+  float* dst = flipped.ptr<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = src[c * rows + r];
+  return placed(std::move(flipped));
 }
 
 OwnedTensor WeightReader::load_conv(std::string_view name, int64_t out, int64_t in, int64_t kh, int64_t kw) const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 #include "core/error.h"
 #include "ops/ops.h"
@@ -48,7 +49,11 @@ TextConditioning TextConditioning::load(const ModelSource& model, ModelFamily fa
     HD_CHECK(component != nullptr, model.path(), ": the model has no ", encoder_name,
              family == ModelFamily::kSDXL ? " (SDXL conditions on two text encoders, text_encoder and text_encoder_2)"
                                           : "");
-    Encoder e{ClipTokenizer::load(find_tokenizer_folder(model, family, vocab_dir, tokenizer_name)),
+    // SDXL's second tokenizer is CLIP's vocabulary padded with "!" (OpenCLIP's padding); a --vocab folder
+    // gives the vocabulary for both, so that padding is set here.
+    const bool open_clip_padding = vocab_dir && std::string_view(tokenizer_name) == "tokenizer_2";
+    Encoder e{ClipTokenizer::load(find_tokenizer_folder(model, family, vocab_dir, tokenizer_name),
+                                  open_clip_padding ? std::optional<std::string>("!") : std::nullopt),
               ClipTextEncoder::load(*component, placement)};
     HD_CHECK(e.model.config().vocab >= int64_t(e.tokenizer.vocab_size()), model.path(), ": the ", tokenizer_name,
              "'s vocabulary (", e.tokenizer.vocab_size(), ") exceeds ", encoder_name, "'s (", e.model.config().vocab, ")");

@@ -27,7 +27,8 @@ struct PromptConditioning {
 class TextConditioning {
  public:
   // The family's encoders and tokenizers from `model` (see tokenizer_files.h for where tokenizers are
-  // looked for; `vocab_dir` overrides). Errors name the missing component.
+  // looked for; `vocab_dir` overrides, for SDXL both tokenizers, the second padded with "!"). Errors name
+  // the missing component.
   static TextConditioning load(const ModelSource& model, ModelFamily family, const std::optional<std::string>& vocab_dir,
                                const ops::Placement& placement);
 

@@ -178,12 +178,13 @@ ClipTokenizer ClipTokenizer::from_vocab_and_merges(const std::string& vocab_json
   return t;
 }
 
-ClipTokenizer ClipTokenizer::load(const std::string& folder) {
+ClipTokenizer ClipTokenizer::load(const std::string& folder, const std::optional<std::string>& pad_override) {
   const fs::path dir(folder);
   HD_CHECK(fs::is_directory(dir), folder, ": no tokenizer folder");
   // The pad token: SD2.x saves "!" in special_tokens_map.json / tokenizer_config.json.
   std::string pad_token(kEos);
   for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
+    if (pad_override) break;
     const fs::path p = dir / name;
     if (!fs::is_regular_file(p)) continue;
     const auto j = nlohmann::json::parse(read_file(p), nullptr, false);
@@ -194,6 +195,7 @@ ClipTokenizer ClipTokenizer::load(const std::string& folder) {
     if (pad.is_object() && pad.contains("content") && pad["content"].is_string()) pad_token = pad["content"].get<std::string>();
     break;
   }
+  if (pad_override) pad_token = *pad_override;
   const auto with_context = [&](const fs::path& p, auto&& fn) {
     try {
       return fn();

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,7 +25,8 @@ class ClipTokenizer {
   static constexpr int kContextLength = 77;
 
   // `folder` holds vocab.json + merges.txt or tokenizer.json; throws Error naming what is missing.
-  static ClipTokenizer load(const std::string& folder);
+  // `pad_override` replaces the pad token the folder's files say.
+  static ClipTokenizer load(const std::string& folder, const std::optional<std::string>& pad_override = std::nullopt);
   // From the two files' contents (tests, and tokenizer.json after extraction).
   static ClipTokenizer from_vocab_and_merges(const std::string& vocab_json, const std::vector<std::string>& merges,
                                              const std::string& pad_token);

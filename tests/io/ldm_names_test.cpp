@@ -1,11 +1,14 @@
 // The LDM -> diffusers name table against diffusers itself: the tiny single-file checkpoints
-// (tests/fixtures/models/tiny_sd{1,2}.safetensors, which diffusers' from_single_file reads back into
+// (tests/fixtures/models/tiny_sd{1,2}.safetensors and tiny_sdxl_pipeline.safetensors, with SDXL's text
+// encoders under conditioner.embedders.{0,1}, which diffusers' from_single_file reads back into
 // exactly the folder's weights) must map onto the folder's own names and shapes, tensor for tensor.
 #include "io/ldm_names.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
+#include <vector>
 
 #include "io/model_source.h"
 
@@ -32,7 +35,9 @@ void check(const std::string& family) {
   const ModelSource folder = ModelSource::open(base);
   const ModelSource single = ModelSource::open(base + ".safetensors");
   EXPECT_EQ(single.layout(), ModelLayout::kSingleFileLdm);
-  for (const char* component : {"unet", "vae", "text_encoder"}) {
+  std::vector<std::string> components = {"unet", "vae", "text_encoder"};
+  if (family == "sdxl_pipeline") components.push_back("text_encoder_2");
+  for (const std::string& component : components) {
     SCOPED_TRACE(family + " " + component);
     ASSERT_NE(single.component(component), nullptr);
     EXPECT_EQ(names_and_shapes(*single.component(component)), names_and_shapes(*folder.component(component)));
@@ -41,6 +46,7 @@ void check(const std::string& family) {
 
 TEST(LdmNames, Sd1SingleFileMapsOntoTheDiffusersFolder) { check("sd1"); }
 TEST(LdmNames, Sd2OpenClipSingleFileMapsOntoTheDiffusersFolder) { check("sd2"); }
+TEST(LdmNames, SdxlSingleFileMapsOntoTheDiffusersFolder) { check("sdxl_pipeline"); }
 
 }  // namespace
 }  // namespace hd

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "fixture_util.h"
 #include "io/png.h"
+#include "io/safetensors.h"
 #include "pipeline/recorded_run.h"
 #include "test_util.h"
 
@@ -80,6 +81,33 @@ TEST(StableDiffusion, Sd1TinyPipelineMatchesDiffusers) { check_family("sd1"); }
 TEST(StableDiffusion, Sd2TinyPipelineMatchesDiffusers) { check_family("sd2"); }
 
 TEST(StableDiffusion, Sd1TinySingleFileMatchesDiffusers) { check_family("sd1", true); }
+
+// Converters differ in the CLIP names they write: diffusers' own conversion script and others leave
+// "text_model." out (cond_stage_model.transformer.embeddings...). Such a file generates the same runs.
+TEST(StableDiffusion, Sd1SingleFileWithoutTextModelInItsClipNamesMatchesDiffusers) {
+  const std::string base = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sd1";
+  const SafetensorsFile original = SafetensorsFile::open(base + ".safetensors");
+  std::vector<SafetensorsWriteItem> items;
+  int renamed = 0;
+  for (const auto& e : original.entries()) {
+    std::string name = e.name;
+    const std::string from = "cond_stage_model.transformer.text_model.";
+    if (name.starts_with(from)) {
+      name = "cond_stage_model.transformer." + name.substr(from.size());
+      ++renamed;
+    }
+    const auto raw = original.raw(e);
+    items.push_back({name, e.dtype_name, e.shape, std::vector<uint8_t>(raw.begin(), raw.end())});
+  }
+  EXPECT_GT(renamed, 10);
+  test::TempDir dir;
+  const auto path = dir.write("variant.safetensors", serialize_safetensors(std::move(items)));
+  const StableDiffusion sd = StableDiffusion::load(path.string(), std::nullopt, base);
+  const test::Fixture fixture("models/tiny_sd1_pipeline.safetensors");
+  const auto& c = fixture.cases()[0];
+  GenerationParams p = params_of(c);
+  check_run(sd, fixture, "sd1 variant", c["name"], p, nullptr);
+}
 TEST(StableDiffusion, Sd2TinyOpenClipSingleFileMatchesDiffusers) { check_family("sd2", true); }
 
 TEST(StableDiffusion, BadParametersAreClearErrors) {

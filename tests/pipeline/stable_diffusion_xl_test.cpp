@@ -4,6 +4,8 @@
 // force_zeros_for_empty_prompt says), given micro-conditioning, a 32x24 image.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "core/error.h"
 #include "fixture_util.h"
 #include "pipeline/recorded_run.h"
@@ -15,8 +17,12 @@ namespace {
 
 const std::string kSdxl = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sdxl_pipeline";
 
-TEST(StableDiffusionXl, TinyPipelineMatchesDiffusers) {
-  const StableDiffusion sd = StableDiffusion::load(kSdxl, std::nullopt);
+// The folder, and the single file (conditioner.embedders.0 in transformers' names, .1 in OpenCLIP's,
+// written by tools/make_fixtures.py and read back identically by diffusers' from_single_file) with the
+// folder's configs and tokenizers, as from_single_file(config=) takes them.
+void check_recorded_runs(bool single_file) {
+  const StableDiffusion sd = single_file ? StableDiffusion::load(kSdxl + ".safetensors", std::nullopt, kSdxl)
+                                         : StableDiffusion::load(kSdxl, std::nullopt);
   EXPECT_EQ(sd.family(), ModelFamily::kSDXL);
   const test::Fixture fixture("models/tiny_sdxl_pipeline_runs.safetensors");
   int runs = 0;
@@ -25,12 +31,42 @@ TEST(StableDiffusionXl, TinyPipelineMatchesDiffusers) {
     SCOPED_TRACE(name);
     GenerationParams p = test::recorded_run_params(c);
     p.spacing = TimestepSpacing::kLeading;
-    const test::RunDistance d = test::distance_to_recording(sd.generate(p), fixture, name, "sdxl");
+    const test::RunDistance d =
+        test::distance_to_recording(sd.generate(p), fixture, name, single_file ? "sdxl single file" : "sdxl");
     EXPECT_LT(d.latents_relative_l2, 1e-3);
     EXPECT_GE(d.image_psnr_db, 40.0);
     ++runs;
   }
   EXPECT_EQ(runs, 10);
+}
+
+TEST(StableDiffusionXl, TinyPipelineMatchesDiffusers) { check_recorded_runs(false); }
+TEST(StableDiffusionXl, TinySingleFileMatchesDiffusers) { check_recorded_runs(true); }
+
+// --vocab gives both tokenizers one vocabulary; the second must still pad with "!" as SDXL's tokenizer_2
+// does (given the first tokenizer's folder, which pads with <|endoftext|>, the runs still match).
+TEST(StableDiffusionXl, VocabFolderPadsTheSecondTokenizerWithExclamationMarks) {
+  const StableDiffusion sd = StableDiffusion::load(kSdxl + ".safetensors", kSdxl + "/tokenizer", kSdxl);
+  const test::Fixture fixture("models/tiny_sdxl_pipeline_runs.safetensors");
+  const auto& c = fixture.cases()[0];
+  GenerationParams p = test::recorded_run_params(c);
+  p.spacing = TimestepSpacing::kLeading;
+  const test::RunDistance d = test::distance_to_recording(sd.generate(p), fixture, c["name"], "sdxl --vocab");
+  EXPECT_LT(d.latents_relative_l2, 1e-3);
+}
+
+// A single file alone has no tokenizers: the error says which one is missing and what to pass.
+TEST(StableDiffusionXl, SingleFileWithoutTokenizersIsAClearError) {
+  test::TempDir dir;
+  std::filesystem::copy_file(kSdxl + ".safetensors", dir.path() / "model.safetensors");
+  try {
+    StableDiffusion::load((dir.path() / "model.safetensors").string(), std::nullopt);
+    FAIL() << "loaded without tokenizers";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no tokenizer"), std::string::npos) << what;
+    EXPECT_NE(what.find("--vocab"), std::string::npos) << what;
+  }
 }
 
 TEST(StableDiffusionXl, BadSizeConditioningIsAClearError) {
