@@ -23,7 +23,9 @@ Sections:
   sdxl_pipeline  a tiny SDXL pipeline (both text encoders, head size 16, SDXL's VAE settings) saved as
             tiny_sdxl_pipeline/, encode_prompt's outputs, the micro-conditioning ids, and whole
             StableDiffusionXLPipeline runs: samplers, CFG on and off, no negative prompt (zeros), given
-            micro-conditioning, 32x24 (run after "models": it takes their tokenizers).
+            micro-conditioning, 32x24, Turbo-style runs (trailing spacing, 1-4 steps, no guidance), and
+            StableDiffusionXLImg2ImgPipeline runs of the base model (run after "models" and "img2img": it
+            takes their tokenizers and init image).
   img2img   StableDiffusionImg2ImgPipeline runs of those tiny models from a seeded random image, over
             samplers, schedules and strengths (run after "models"; it reads them from tests/fixtures).
   models    two tiny Stable Diffusion pipelines, SD1.x-like (quick_gelu, conv projections, epsilon)
@@ -587,6 +589,12 @@ SDXL_RUNS = [  # (name, sampler, schedule, cfg, negative prompt or None, micro-c
     ("euler_a_discrete_cfg5_micro_positive", "euler_a", "discrete", 5.0, "blurry, green",
      dict(original_size=(1024, 768), crops_coords_top_left=(0, 16), target_size=(20, 28))),
 ]
+# SDXL-Turbo's way: trailing spacing, one to four steps, no guidance (guidance_scale 0).
+SDXL_TURBO_RUNS = [  # (name, sampler, steps)
+    ("turbo_euler_a_trailing_1step", "euler_a", 1),
+    ("turbo_euler_a_trailing_4steps", "euler_a", 4),
+    ("turbo_euler_trailing_2steps", "euler", 2),
+]
 
 
 def sdxl_pipeline_fixtures(out: Path) -> None:
@@ -688,8 +696,45 @@ def sdxl_pipeline_fixtures(out: Path) -> None:
         runs[f"{name}.image"] = img
         meta.append({"name": name, "sampler": sampler, "schedule": schedule, "cfg": cfg, "steps": 5, "seed": 42,
                      "prompt": SDXL_PROMPT, "negative_prompt": negative_prompt or "", "width": 32, "height": 24,
-                     **{k: list(v) for k, v in micro.items()}})
+                     "spacing": "leading", **{k: list(v) for k, v in micro.items()}})
+    for name, sampler, steps in SDXL_TURBO_RUNS:
+        pipe.scheduler = make_scheduler(sampler, "discrete", "trailing", "epsilon")
+        with torch.no_grad():
+            lat = pipe(prompt=SDXL_PROMPT, num_inference_steps=steps, guidance_scale=0.0, height=24, width=32,
+                       generator=torch.Generator("cpu").manual_seed(42), output_type="latent").images
+            img = (vae.decode(lat / vae.config.scaling_factor).sample / 2 + 0.5).clamp(0, 1)
+        runs[f"{name}.latents"] = lat
+        runs[f"{name}.image"] = img
+        meta.append({"name": name, "sampler": sampler, "schedule": "discrete", "cfg": 0.0, "steps": steps, "seed": 42,
+                     "prompt": SDXL_PROMPT, "negative_prompt": "", "width": 32, "height": 24, "spacing": "trailing"})
     save(runs, meta, out / "models" / "tiny_sdxl_pipeline_runs.safetensors")
+
+    # img2img with the base model (StableDiffusionXLImg2ImgPipeline: no aesthetic score), from the seeded
+    # random image the SD img2img runs use (tests/fixtures/models/img2img_init.png, 24 wide, 32 high).
+    from PIL import Image
+    img2img = diffusers.StableDiffusionXLImg2ImgPipeline(
+        vae=vae, text_encoder=text_encoder, text_encoder_2=text_encoder_2, tokenizer=tokenizer, tokenizer_2=tokenizer_2,
+        unet=unet, scheduler=scheduler, requires_aesthetics_score=False, force_zeros_for_empty_prompt=True,
+        add_watermarker=False)
+    img2img.set_progress_bar_config(disable=True)
+    init = Image.open("tests/fixtures/models/img2img_init.png").convert("RGB")
+    tensors, meta = {}, []
+    for sampler, schedule, strength, negative in [("euler", "discrete", 0.6, "blurry"), ("dpmpp_2m", "karras", 0.8, None),
+                                                  ("euler_a", "discrete", 1.0, "blurry")]:
+        img2img.scheduler = make_scheduler(sampler, schedule, "leading", "epsilon")
+        name = f"{sampler}_{schedule}_s{strength}"
+        kwargs = dict(prompt=SDXL_PROMPT, image=init, strength=strength, num_inference_steps=6, guidance_scale=5.0,
+                      generator=torch.Generator("cpu").manual_seed(77), output_type="latent")
+        if negative is not None:
+            kwargs["negative_prompt"] = negative
+        with torch.no_grad():
+            lat = img2img(**kwargs).images
+            img = (vae.decode(lat / vae.config.scaling_factor).sample / 2 + 0.5).clamp(0, 1)
+        tensors[f"{name}.latents"] = lat
+        tensors[f"{name}.image"] = img
+        meta.append({"name": name, "sampler": sampler, "schedule": schedule, "strength": strength, "steps": 6, "cfg": 5.0,
+                     "seed": 77, "prompt": SDXL_PROMPT, "negative_prompt": negative or "", "spacing": "leading"})
+    save(tensors, meta, out / "models" / "tiny_sdxl_pipeline_img2img.safetensors")
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ GenerationParams recorded_run_params(const nlohmann::json& c) {
   p.seed = c["seed"];
   if (c.contains("width")) p.width = c["width"];
   if (c.contains("height")) p.height = c["height"];
+  if (c.contains("spacing")) p.spacing = parse_timestep_spacing(c["spacing"].get<std::string>());
   const auto pair_of = [&](const char* key) -> std::optional<std::array<int, 2>> {
     if (!c.contains(key)) return std::nullopt;
     return std::array<int, 2>{c[key][0].get<int>(), c[key][1].get<int>()};

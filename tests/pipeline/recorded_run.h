@@ -1,6 +1,7 @@
 // The generation parameters of a run recorded in a pipeline fixture's case list (tools/make_fixtures.py,
 // tools/train_tiny/reference.py): prompt, negative prompt, steps, CFG, sampler, schedule, seed, the
-// size and SDXL's size conditioning when the case gives them; and how far a run is from its recording.
+// size, the timestep spacing and SDXL's size conditioning when the case gives them; and how far a run is
+// from its recording.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,13 +1,15 @@
-// Whole SDXL txt2img runs against diffusers' StableDiffusionXLPipeline on the tiny SDXL pipeline
-// (tests/fixtures/models/tiny_sdxl_pipeline_runs.safetensors, from tools/make_fixtures.py --only
-// sdxl_pipeline): samplers and schedules, CFG on and off, no negative prompt (zeros, as
-// force_zeros_for_empty_prompt says), given micro-conditioning, a 32x24 image.
+// Whole SDXL runs against diffusers on the tiny SDXL pipeline (tests/fixtures/models/tiny_sdxl_pipeline_*,
+// from tools/make_fixtures.py --only sdxl_pipeline): StableDiffusionXLPipeline's txt2img over samplers and
+// schedules, CFG on and off, no negative prompt (zeros, as force_zeros_for_empty_prompt says), given
+// micro-conditioning, a 32x24 image, SDXL-Turbo's way (trailing spacing, 1-4 steps, guidance 0); and
+// StableDiffusionXLImg2ImgPipeline's img2img with the base model.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "core/error.h"
 #include "fixture_util.h"
+#include "io/png.h"
 #include "pipeline/recorded_run.h"
 #include "pipeline/stable_diffusion.h"
 #include "test_util.h"
@@ -29,19 +31,40 @@ void check_recorded_runs(bool single_file) {
   for (const auto& c : fixture.cases()) {
     const std::string name = c["name"];
     SCOPED_TRACE(name);
-    GenerationParams p = test::recorded_run_params(c);
-    p.spacing = TimestepSpacing::kLeading;
+    const GenerationParams p = test::recorded_run_params(c);  // leading spacing, or Turbo's trailing
     const test::RunDistance d =
         test::distance_to_recording(sd.generate(p), fixture, name, single_file ? "sdxl single file" : "sdxl");
     EXPECT_LT(d.latents_relative_l2, 1e-3);
     EXPECT_GE(d.image_psnr_db, 40.0);
     ++runs;
   }
-  EXPECT_EQ(runs, 10);
+  EXPECT_EQ(runs, 13);
 }
 
 TEST(StableDiffusionXl, TinyPipelineMatchesDiffusers) { check_recorded_runs(false); }
 TEST(StableDiffusionXl, TinySingleFileMatchesDiffusers) { check_recorded_runs(true); }
+
+TEST(StableDiffusionXl, TinyImg2ImgMatchesDiffusers) {
+  const StableDiffusion sd = StableDiffusion::load(kSdxl, std::nullopt);
+  const RgbImage png = read_png(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png");
+  OwnedTensor init(Shape{1, png.height, png.width, 3}, DType::kF32);
+  for (size_t i = 0; i < png.pixels.size(); ++i) init.ptr<float>()[i] = 2.0f * (float(png.pixels[i]) / 255.0f) - 1.0f;
+  const test::Fixture fixture("models/tiny_sdxl_pipeline_img2img.safetensors");
+  int runs = 0;
+  for (const auto& c : fixture.cases()) {
+    const std::string name = c["name"];
+    SCOPED_TRACE(name);
+    GenerationParams p = test::recorded_run_params(c);
+    p.strength = c["strength"];
+    p.width = png.width;
+    p.height = png.height;
+    const test::RunDistance d = test::distance_to_recording(sd.generate(p, {}, &init.view()), fixture, name, "sdxl img2img");
+    EXPECT_LT(d.latents_relative_l2, 1e-3);
+    EXPECT_GE(d.image_psnr_db, 40.0);
+    ++runs;
+  }
+  EXPECT_EQ(runs, 3);
+}
 
 // --vocab gives both tokenizers one vocabulary; the second must still pad with "!" as SDXL's tokenizer_2
 // does (given the first tokenizer's folder, which pads with <|endoftext|>, the runs still match).
@@ -49,8 +72,7 @@ TEST(StableDiffusionXl, VocabFolderPadsTheSecondTokenizerWithExclamationMarks) {
   const StableDiffusion sd = StableDiffusion::load(kSdxl + ".safetensors", kSdxl + "/tokenizer", kSdxl);
   const test::Fixture fixture("models/tiny_sdxl_pipeline_runs.safetensors");
   const auto& c = fixture.cases()[0];
-  GenerationParams p = test::recorded_run_params(c);
-  p.spacing = TimestepSpacing::kLeading;
+  const GenerationParams p = test::recorded_run_params(c);
   const test::RunDistance d = test::distance_to_recording(sd.generate(p), fixture, c["name"], "sdxl --vocab");
   EXPECT_LT(d.latents_relative_l2, 1e-3);
 }
