@@ -311,12 +311,18 @@ OwnedTensor StableDiffusion::decode(const Tensor& latents, DecodeReport* report,
     const float* v = t.ptr<float>();
     return std::all_of(v, v + t.view().numel(), [](float x) { return std::isfinite(x); });
   };
-  if (vae_.placement().dtype != DType::kF16 || finite(image)) return image;
+  if (finite(image)) return image;
+  // No picture of NaN leaves the engine: where nothing wider is left to try, it is an error.
+  HD_CHECK_KIND(vae_.placement().dtype == DType::kF16, ErrorKind::kRuntime, "the VAE decode gave NaN or infinity in ",
+                dtype_name(vae_.placement().dtype), " (are the latents finite?)");
   // f16 tops out at 65504; SDXL's VAE (and some fine-tunes) exceed it inside the decoder. bf16 has f32's
   // range: the same decode again, with the VAE's weights loaded a second time in bf16.
   if (!vae_bf16_) vae_bf16_ = Vae::load(require(*source_, "vae"), ops::Placement{vae_.placement().device, DType::kBF16});
   report->retried_in_bf16 = true;
-  return decode_with(*vae_bf16_);
+  image = decode_with(*vae_bf16_);
+  HD_CHECK_KIND(finite(image), ErrorKind::kRuntime, "the VAE decode gave NaN or infinity in f16 and again in bf16 ",
+                "(are the latents finite?)");
+  return image;
 }
 
 }  // namespace hd

@@ -110,6 +110,22 @@ TEST(StableDiffusion, Sd1SingleFileWithoutTextModelInItsClipNamesMatchesDiffuser
 }
 TEST(StableDiffusion, Sd2TinyOpenClipSingleFileMatchesDiffusers) { check_family("sd2", true); }
 
+// No picture of NaN leaves the engine: a decode that gives one, with nothing wider to retry in (f32 on
+// the CPU), is an error.
+TEST(StableDiffusion, NonFiniteDecodeIsAnError) {
+  const StableDiffusion sd = StableDiffusion::load(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sd1", std::nullopt);
+  OwnedTensor latents(Shape{1, 4, 4, 4}, DType::kF32);
+  for (int64_t i = 0; i < latents.view().numel(); ++i) latents.ptr<float>()[i] = i == 5 ? NAN : 0.1f;
+  DecodeReport report;
+  try {
+    sd.decode(latents, &report);
+    FAIL() << "a NaN picture was returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kRuntime);
+    EXPECT_NE(std::string(e.what()).find("NaN"), std::string::npos) << e.what();
+  }
+}
+
 TEST(StableDiffusion, BadParametersAreClearErrors) {
   GenerationParams p;
   p.width = 100;  // not a multiple of 8
