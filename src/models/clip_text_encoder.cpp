@@ -100,6 +100,29 @@ ClipTextEncoder ClipTextEncoder::load(const ModelComponent& component, const ops
   return e;
 }
 
+template <typename Fn>
+void ClipTextEncoder::for_each_weight(Fn&& fn) {
+  const auto norm = [&](Norm& n) { fn(n.gamma), fn(n.beta); };
+  const auto linear = [&](Linear& l) { fn(l.weight), fn(l.bias); };
+  fn(token_embedding_), fn(position_embedding_);
+  for (Layer& layer : layers_) {
+    norm(layer.norm1), norm(layer.norm2);
+    for (Linear* l : {&layer.q, &layer.k, &layer.v, &layer.out, &layer.fc1, &layer.fc2}) linear(*l);
+  }
+  norm(final_norm_);
+  if (config_.projection_dim > 0) fn(projection_);
+}
+
+void ClipTextEncoder::move_weights(const Device& device) {
+  for_each_weight([&](OwnedTensor& t) {
+    if (t.view().device == device) return;
+    OwnedTensor moved(t.view().shape, t.view().dtype, device);
+    ops::copy(t, moved);
+    t = std::move(moved);
+  });
+  ops::synchronize(placement_.device);  // the old copies are freed only after the transfers
+}
+
 OwnedTensor ClipTextEncoder::forward(const Tensor& ids) const {
   return encode(ids, ClipHiddenState::kLastNormed, false).hidden;
 }

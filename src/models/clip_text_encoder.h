@@ -52,6 +52,10 @@ class ClipTextEncoder {
   // The chosen hidden state, and the projected pooled embedding when `pooled` (which needs a text
   // projection: an Error otherwise). `ids` must be host memory when `pooled` (the token positions are read).
   ClipTextOutput encode(const Tensor& ids, ClipHiddenState state, bool pooled) const;
+  // Moves every weight to `device` as it is (same dtype): to host memory to free a GPU between uses, and
+  // back to the placement's device before encoding (encode needs them there).
+  void move_weights(const Device& device);
+  bool weights_on(const Device& device) const { return token_embedding_.view().device == device; }
 
  private:
   struct Linear {
@@ -71,6 +75,8 @@ class ClipTextEncoder {
   std::vector<Layer> layers_;
   Norm final_norm_;
   OwnedTensor projection_;  // [projection_dim, width], no bias; empty without one
+  template <typename Fn>
+  void for_each_weight(Fn&& fn);
 };
 
 }  // namespace hd

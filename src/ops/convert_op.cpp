@@ -97,6 +97,27 @@ void set_device_memory_limit(const Device& device, size_t bytes) {
 #endif
 }
 
+size_t device_memory_budget(const Device& device) {
+  if (device.is_cpu()) return 0;
+#if defined(HD_WITH_GPU)
+  if (const size_t limit = gpu::memory_stats(device).limit) return limit;
+  size_t free_bytes = 0, total_bytes = 0;
+  gpu::device_memory_info(device, &free_bytes, &total_bytes);
+  return total_bytes;
+#else
+  no_kernel("device_memory_budget", device);
+#endif
+}
+
+size_t device_memory_in_use(const Device& device) {
+  if (device.is_cpu()) return 0;
+#if defined(HD_WITH_GPU)
+  return gpu::memory_stats(device).in_use;
+#else
+  no_kernel("device_memory_in_use", device);
+#endif
+}
+
 size_t mark_device_memory(const Device& device) {
   if (device.is_cpu()) return 0;
 #if defined(HD_WITH_GPU)

@@ -39,6 +39,10 @@ size_t mark_device_memory(const Device& device);
 // past it fails as running out of device memory does, so that a smaller card's budget can be kept on a
 // larger one (and what happens when memory runs out, tested). Throws for the CPU.
 void set_device_memory_limit(const Device& device, size_t bytes);
+// What the process may hold on a GPU: set_device_memory_limit's cap, else the device's total memory;
+// and what its tensors hold now. 0 for the CPU.
+size_t device_memory_budget(const Device& device);
+size_t device_memory_in_use(const Device& device);
 
 // ---- convolution and matrix products ----
 

@@ -93,6 +93,13 @@ StableDiffusion StableDiffusion::load(const std::string& model_path, const std::
   } else if (sd.arch_.prediction == "v_prediction") {
     sd.scheduler_config_.prediction = Prediction::kVPrediction;
   }
+  // A small GPU: when the weights take more than 60% of what the process may hold (the device's memory,
+  // or --max-device-memory), the text encoders, needed only at each generation's start, wait in host
+  // memory, leaving their room to the UNet's activations and the VAE decode (SDXL: 1.6 GB of 6.9).
+  if (placement.device.is_gpu()) {
+    const size_t held = ops::device_memory_in_use(placement.device), budget = ops::device_memory_budget(placement.device);
+    if (budget > 0 && double(held) > 0.6 * double(budget)) sd.text_.keep_off_device(true);
+  }
   const UnetConfig& u = sd.unet_.config();
   HD_CHECK(sd.text_.context_width() == u.context_dim, model_path, ": the text encoders' width ",
            sd.text_.context_width(), " does not match the UNet's context width ", u.context_dim);

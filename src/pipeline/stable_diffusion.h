@@ -109,6 +109,9 @@ class StableDiffusion {
   int64_t vae_scale_factor() const { return int64_t(1) << (vae_.config().block_out_channels.size() - 1); }
   std::string description() const;  // "SD1.x (epsilon)"
   ModelFamily family() const { return arch_.family; }
+  // The text encoders' weights wait in host memory between generations (a GPU short of memory for the
+  // whole model); each generation moves them to the device to encode, then back.
+  bool text_encoders_off_device() const { return text_.kept_off_device(); }
   // The picture size the model was trained for, as diffusers picks it: the UNet's sample_size times the
   // VAE's scale factor (512 for SD1.x and the shapes model's 64).
   int default_image_size() const { return int(unet_.config().sample_size * vae_scale_factor()); }

@@ -52,15 +52,17 @@ TextConditioning TextConditioning::load(const ModelSource& model, ModelFamily fa
     // SDXL's second tokenizer is CLIP's vocabulary padded with "!" (OpenCLIP's padding); a --vocab folder
     // gives the vocabulary for both, so that padding is set here.
     const bool open_clip_padding = vocab_dir && std::string_view(tokenizer_name) == "tokenizer_2";
-    Encoder e{ClipTokenizer::load(find_tokenizer_folder(model, family, vocab_dir, tokenizer_name),
-                                  open_clip_padding ? std::optional<std::string>("!") : std::nullopt),
-              ClipTextEncoder::load(*component, placement)};
-    HD_CHECK(e.model.config().vocab >= int64_t(e.tokenizer.vocab_size()), model.path(), ": the ", tokenizer_name,
-             "'s vocabulary (", e.tokenizer.vocab_size(), ") exceeds ", encoder_name, "'s (", e.model.config().vocab, ")");
+    auto e = std::make_unique<Encoder>(
+        Encoder{ClipTokenizer::load(find_tokenizer_folder(model, family, vocab_dir, tokenizer_name),
+                                    open_clip_padding ? std::optional<std::string>("!") : std::nullopt),
+                ClipTextEncoder::load(*component, placement)});
+    HD_CHECK(e->model.config().vocab >= int64_t(e->tokenizer.vocab_size()), model.path(), ": the ", tokenizer_name,
+             "'s vocabulary (", e->tokenizer.vocab_size(), ") exceeds ", encoder_name, "'s (", e->model.config().vocab,
+             ")");
     t.encoders_.push_back(std::move(e));
   }
   if (t.pooled_) {
-    HD_CHECK(t.encoders_.back().model.config().projection_dim > 0, model.path(),
+    HD_CHECK(t.encoders_.back()->model.config().projection_dim > 0, model.path(),
              ": text_encoder_2 has no text_projection.weight; SDXL's pooled text embedding comes from it");
   }
   return t;
@@ -68,12 +70,12 @@ TextConditioning TextConditioning::load(const ModelSource& model, ModelFamily fa
 
 int64_t TextConditioning::context_width() const {
   int64_t width = 0;
-  for (const Encoder& e : encoders_) width += e.model.config().width;
+  for (const auto& e : encoders_) width += e->model.config().width;
   return width;
 }
 
 int64_t TextConditioning::pooled_width() const {
-  return pooled_ ? encoders_.back().model.config().projection_dim : 0;
+  return pooled_ ? encoders_.back()->model.config().projection_dim : 0;
 }
 
 PromptConditioning TextConditioning::encode(const std::string& prompt, int batch) const {
@@ -81,12 +83,14 @@ PromptConditioning TextConditioning::encode(const std::string& prompt, int batch
   std::vector<OwnedTensor> hidden;
   OwnedTensor pooled;
   for (size_t i = 0; i < encoders_.size(); ++i) {
-    const Encoder& e = encoders_[i];
+    Encoder& e = *encoders_[i];
     const std::vector<int32_t> ids = e.tokenizer.encode(prompt);
     OwnedTensor tokens(Shape{1, int64_t(ids.size())}, DType::kI32);
     std::copy(ids.begin(), ids.end(), tokens.ptr<int32_t>());
     const bool last = i + 1 == encoders_.size();
+    if (off_device_) e.model.move_weights(placement_.device);  // one encoder's weights on the device at a time
     ClipTextOutput out = e.model.encode(tokens, state_, pooled_ && last);
+    if (off_device_) e.model.move_weights(Device::cpu());
     hidden.push_back(std::move(out.hidden));
     if (pooled_ && last) pooled = std::move(out.pooled);
   }
@@ -101,6 +105,11 @@ PromptConditioning TextConditioning::encode(const std::string& prompt, int batch
   c.context = repeated(context, batch);
   if (pooled_) c.pooled = repeated(pooled, batch);
   return c;
+}
+
+void TextConditioning::keep_off_device(bool off) {
+  off_device_ = off && placement_.device.is_gpu();
+  for (auto& e : encoders_) e->model.move_weights(off_device_ ? Device::cpu() : placement_.device);
 }
 
 PromptConditioning TextConditioning::zeros(int batch) const {

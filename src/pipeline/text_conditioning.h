@@ -6,6 +6,7 @@
 // with the same prompt for both encoders.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,11 @@ class TextConditioning {
   // model says force_zeros_for_empty_prompt.
   PromptConditioning zeros(int batch) const;
 
+  // Keeps the encoders' weights in host memory between encodes (moved to the device for each), to free
+  // device memory for the UNet and the VAE on a small GPU; false moves them back to stay.
+  void keep_off_device(bool off);
+  bool kept_off_device() const { return off_device_; }
+
   int64_t context_width() const;  // the encoders' widths summed
   int64_t pooled_width() const;   // 0 without a pooled embedding
   const ops::Placement& placement() const { return placement_; }
@@ -47,10 +53,13 @@ class TextConditioning {
     ClipTokenizer tokenizer;
     ClipTextEncoder model;
   };
-  std::vector<Encoder> encoders_;
+  // Held through pointers: encode moves the weights of encoders kept off the device (and the stage is
+  // otherwise const).
+  std::vector<std::unique_ptr<Encoder>> encoders_;
   ClipHiddenState state_ = ClipHiddenState::kLastNormed;
   bool pooled_ = false;  // the last encoder gives the pooled embedding
   ops::Placement placement_;
+  bool off_device_ = false;
 };
 
 }  // namespace hd

@@ -13,6 +13,7 @@
 #include "ops/ops.h"
 #include "pipeline/default_model.h"
 #include "pipeline/recorded_run.h"
+#include "pipeline/text_conditioning.h"
 #include "pipeline/stable_diffusion.h"
 #include "test_util.h"
 
@@ -159,6 +160,51 @@ TEST(GpuPipeline, TiledVaeDecodeBoundsPeakMemory) {
   }
   ops::set_device_memory_limit(test::gpu0(), 0);
   gpu.decode(small, &fallback, VaeTiling::kAuto);
+}
+
+// A small GPU's text encoders wait in host memory between encodes: the device memory they held is
+// given back, and what they compute is bit for bit what they computed on the device.
+TEST(GpuPipeline, TextEncodersKeptOffTheDeviceGiveTheSameConditioning) {
+  const std::string folder = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sdxl_pipeline";
+  const ModelSource model = ModelSource::open(folder);
+  const Device gpu = test::gpu0();
+  const size_t before = ops::device_memory_in_use(gpu);
+  TextConditioning text = TextConditioning::load(model, ModelFamily::kSDXL, std::nullopt, {gpu, DType::kF16});
+  const size_t weights = ops::device_memory_in_use(gpu) - before;  // loading allocates the weights only
+  const PromptConditioning on = text.encode("a red circle on a blue background", 2);
+  const std::vector<double> context = test::as_reference(ops::to_host_f32(on.context));
+  const std::vector<double> pooled = test::as_reference(ops::to_host_f32(on.pooled));
+  const size_t held_on = ops::device_memory_in_use(gpu);
+  text.keep_off_device(true);
+  EXPECT_TRUE(text.kept_off_device());
+  const size_t held_off = ops::device_memory_in_use(gpu);
+  std::printf("text encoders: %zu bytes of weights; moving them off gave back %zu\n", weights, held_on - held_off);
+  EXPECT_GT(weights, 500000u);
+  EXPECT_EQ(held_on - held_off, weights);
+  const PromptConditioning off = text.encode("a red circle on a blue background", 2);
+  EXPECT_LT(ops::device_memory_in_use(gpu) - held_off, weights / 4);  // the outputs only: the weights left again
+  EXPECT_EQ(test::relative_l2(ops::to_host_f32(off.context), context), 0.0);
+  EXPECT_EQ(test::relative_l2(ops::to_host_f32(off.pooled), pooled), 0.0);
+}
+
+// The pipeline keeps them off the device by itself when its weights take more than 60% of the budget.
+TEST(GpuPipeline, ShortDeviceMemoryKeepsTheTextEncodersOffTheDevice) {
+  const std::string folder = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sdxl_pipeline";
+  const Device gpu = test::gpu0();
+  {
+    const StableDiffusion roomy = StableDiffusion::load(folder, std::nullopt, std::nullopt, {gpu, DType::kF16});
+    EXPECT_FALSE(roomy.text_encoders_off_device());
+  }
+  const size_t before = ops::device_memory_in_use(gpu);
+  size_t weights = 0;
+  {
+    const StableDiffusion sd = StableDiffusion::load(folder, std::nullopt, std::nullopt, {gpu, DType::kF16});
+    weights = ops::device_memory_in_use(gpu) - before;
+  }
+  ops::set_device_memory_limit(gpu, before + weights + weights / 2);  // the weights: 67% of it
+  const StableDiffusion tight = StableDiffusion::load(folder, std::nullopt, std::nullopt, {gpu, DType::kF16});
+  ops::set_device_memory_limit(gpu, 0);
+  EXPECT_TRUE(tight.text_encoders_off_device());
 }
 
 }  // namespace

@@ -153,6 +153,9 @@ int run_generate(std::span<const std::string_view> args) {
   validate(p, sd.vae_scale_factor());
   std::fprintf(stderr, "model: %s, %s, %dx%d, %d steps of %s on %s\n", model.c_str(), sd.description().c_str(),
                p.width, p.height, p.steps, std::string(sampler_name(p.sampler)).c_str(), placement.to_string().c_str());
+  if (sd.text_encoders_off_device())
+    std::fprintf(stderr, "note: device memory is short for the whole model; its text encoders wait in host memory "
+                         "and visit the device only to encode\n");
   ProgressBar bar;
   const GenerationResult result = sd.generate(p, std::ref(bar), init_image ? &init_image->view() : nullptr);
   if (result.vae_retried_in_bf16) std::fprintf(stderr, "note: the VAE overflowed in f16; decoded again in bf16\n");

@@ -171,7 +171,9 @@ const DeviceAllocator* caching_allocator() { return &kCachingAllocator; }
 MemoryStats memory_stats(const Device& device) {
   Pools& p = pools();
   const std::lock_guard lock(p.mutex);
-  return pool_of(p, device).stats;
+  MemoryStats stats = pool_of(p, device).stats;
+  stats.limit = pool_of(p, device).limit;
+  return stats;
 }
 
 void mark_peak(const Device& device) {

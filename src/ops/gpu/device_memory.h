@@ -27,6 +27,7 @@ const DeviceAllocator* caching_allocator();
 struct MemoryStats {
   size_t in_use = 0, peak_in_use = 0, cached = 0;  // bytes handed out, their maximum, bytes held free
   size_t peak_since_mark = 0;                      // the maximum of in_use since mark_peak
+  size_t limit = 0;                                // set_memory_limit's cap, or 0
 };
 MemoryStats memory_stats(const Device& device);
 // Starts a new peak_since_mark window (at what is in use now).
