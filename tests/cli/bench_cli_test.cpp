@@ -72,8 +72,8 @@ TEST(BenchCli, PrintsATableByDefault) {
   EXPECT_NE(r.out.find("whole image"), std::string::npos) << r.out;
 }
 
-// A model whose UNet takes SDXL's text-time conditioning is timed by components (its text encoders are
-// not built): the tiny SDXL-structured UNet fixture with the tiny SD1.x fixture's VAE.
+// A folder with an SDXL UNet and a VAE but no text encoders is timed by components: the tiny
+// SDXL-structured UNet fixture with the tiny SD1.x fixture's VAE.
 TEST(BenchCli, TimesTheUnetAndVaeOfAnSdxlModel) {
   namespace fs = std::filesystem;
   const test::TempDir dir;

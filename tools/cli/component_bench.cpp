@@ -75,7 +75,7 @@ int run_component_bench(const ComponentBench& b, const Flags& flags) {
   const bool guided = b.cfg_scale > 1.0f;
   const int64_t n = guided ? 2 : 1, h = height / scale, w = width / scale;
   std::fprintf(stderr,
-               "%s: UNet and VAE only (its text encoders are not built), %dx%d, UNet batch %lld, %s, kernels: %s: 1 "
+               "%s: UNet and VAE only (the model has no text encoders), %dx%d, UNet batch %lld, %s, kernels: %s: 1 "
                "warm-up + %d timed runs of %d steps\n",
                b.description.c_str(), width, height, (long long)n, b.placement.to_string().c_str(),
                ops::kernel_choice_name(ops::kernel_choice()), b.repeats, b.steps);
@@ -197,7 +197,7 @@ int run_component_bench(const ComponentBench& b, const Flags& flags) {
     std::printf("%s\n", j.dump(1).c_str());
     return kExitOk;
   }
-  std::printf("%s: UNet and VAE only; text encoding and whole images need its text encoders (not built)\n",
+  std::printf("%s: UNet and VAE only; text encoding and whole images need text encoders the model lacks\n",
               b.description.c_str());
   std::printf("%-40s %10s\n", "stage (median)", "ms");
   std::printf("%-40s %10.2f\n", str_cat("UNet step (batch ", n, ")").c_str(), median(steps));

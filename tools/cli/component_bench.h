@@ -1,6 +1,6 @@
-// `hipdiffusion bench` for a model whose whole generation is not built yet (SDXL: its two text encoders
-// are missing): the UNet and the VAE timed on their own, from random inputs of the shapes a generation
-// gives them (prompt embeddings, pooled embedding and size ids for a text-time UNet).
+// `hipdiffusion bench` for a folder holding an SDXL UNet and a VAE without SDXL's text encoders (no whole
+// generation is possible): the UNet and the VAE timed on their own, from random inputs of the shapes a
+// generation gives them (prompt embeddings, pooled embedding and size ids for a text-time UNet).
 #pragma once
 
 #include <cstdint>
