@@ -120,7 +120,9 @@ void ClipTextEncoder::move_weights(const Device& device) {
     ops::copy(t, moved);
     t = std::move(moved);
   });
-  ops::synchronize(placement_.device);  // the old copies are freed only after the transfers
+  // A copy between pageable host memory and a device has read its source when it returns, so each old copy
+  // could go at once; the wait makes the whole move finished before its caller goes on.
+  ops::synchronize(placement_.device);
 }
 
 OwnedTensor ClipTextEncoder::forward(const Tensor& ids) const {
