@@ -597,6 +597,15 @@ SDXL_TURBO_RUNS = [  # (name, sampler, steps)
 ]
 
 
+def record_run(pipe, vae, tensors: dict, name: str, **kwargs) -> None:
+    """One pipeline call's final latents and their decoded image (in [0, 1]) as "<name>.latents" and
+    "<name>.image"."""
+    with torch.no_grad():
+        lat = pipe(output_type="latent", **kwargs).images
+        tensors[f"{name}.latents"] = lat
+        tensors[f"{name}.image"] = (vae.decode(lat / vae.config.scaling_factor).sample / 2 + 0.5).clamp(0, 1)
+
+
 def sdxl_pipeline_fixtures(out: Path) -> None:
     """A tiny SDXL pipeline: CLIP ViT-L-like text_encoder (quick_gelu, pad <|endoftext|>), OpenCLIP
     bigG-like text_encoder_2 (CLIPTextModelWithProjection: gelu, text_projection, pad "!"), a UNet of
@@ -685,26 +694,16 @@ def sdxl_pipeline_fixtures(out: Path) -> None:
     runs, meta = {}, []
     for name, sampler, schedule, cfg, negative_prompt, micro in SDXL_RUNS:
         pipe.scheduler = make_scheduler(sampler, schedule, "leading", "epsilon")
-        kwargs = dict(prompt=SDXL_PROMPT, num_inference_steps=5, guidance_scale=cfg, height=24, width=32,
-                      generator=torch.Generator("cpu").manual_seed(42), output_type="latent", **micro)
-        if negative_prompt is not None:
-            kwargs["negative_prompt"] = negative_prompt
-        with torch.no_grad():
-            lat = pipe(**kwargs).images
-            img = (vae.decode(lat / vae.config.scaling_factor).sample / 2 + 0.5).clamp(0, 1)
-        runs[f"{name}.latents"] = lat
-        runs[f"{name}.image"] = img
+        negative = {} if negative_prompt is None else {"negative_prompt": negative_prompt}
+        record_run(pipe, vae, runs, name, prompt=SDXL_PROMPT, num_inference_steps=5, guidance_scale=cfg, height=24,
+                   width=32, generator=torch.Generator("cpu").manual_seed(42), **negative, **micro)
         meta.append({"name": name, "sampler": sampler, "schedule": schedule, "cfg": cfg, "steps": 5, "seed": 42,
                      "prompt": SDXL_PROMPT, "negative_prompt": negative_prompt or "", "width": 32, "height": 24,
                      "spacing": "leading", **{k: list(v) for k, v in micro.items()}})
     for name, sampler, steps in SDXL_TURBO_RUNS:
         pipe.scheduler = make_scheduler(sampler, "discrete", "trailing", "epsilon")
-        with torch.no_grad():
-            lat = pipe(prompt=SDXL_PROMPT, num_inference_steps=steps, guidance_scale=0.0, height=24, width=32,
-                       generator=torch.Generator("cpu").manual_seed(42), output_type="latent").images
-            img = (vae.decode(lat / vae.config.scaling_factor).sample / 2 + 0.5).clamp(0, 1)
-        runs[f"{name}.latents"] = lat
-        runs[f"{name}.image"] = img
+        record_run(pipe, vae, runs, name, prompt=SDXL_PROMPT, num_inference_steps=steps, guidance_scale=0.0, height=24,
+                   width=32, generator=torch.Generator("cpu").manual_seed(42))
         meta.append({"name": name, "sampler": sampler, "schedule": "discrete", "cfg": 0.0, "steps": steps, "seed": 42,
                      "prompt": SDXL_PROMPT, "negative_prompt": "", "width": 32, "height": 24, "spacing": "trailing"})
     save(runs, meta, out / "models" / "tiny_sdxl_pipeline_runs.safetensors")
@@ -723,15 +722,9 @@ def sdxl_pipeline_fixtures(out: Path) -> None:
                                                   ("euler_a", "discrete", 1.0, "blurry")]:
         img2img.scheduler = make_scheduler(sampler, schedule, "leading", "epsilon")
         name = f"{sampler}_{schedule}_s{strength}"
-        kwargs = dict(prompt=SDXL_PROMPT, image=init, strength=strength, num_inference_steps=6, guidance_scale=5.0,
-                      generator=torch.Generator("cpu").manual_seed(77), output_type="latent")
-        if negative is not None:
-            kwargs["negative_prompt"] = negative
-        with torch.no_grad():
-            lat = img2img(**kwargs).images
-            img = (vae.decode(lat / vae.config.scaling_factor).sample / 2 + 0.5).clamp(0, 1)
-        tensors[f"{name}.latents"] = lat
-        tensors[f"{name}.image"] = img
+        negative_kwargs = {} if negative is None else {"negative_prompt": negative}
+        record_run(img2img, vae, tensors, name, prompt=SDXL_PROMPT, image=init, strength=strength, num_inference_steps=6,
+                   guidance_scale=5.0, generator=torch.Generator("cpu").manual_seed(77), **negative_kwargs)
         meta.append({"name": name, "sampler": sampler, "schedule": schedule, "strength": strength, "steps": 6, "cfg": 5.0,
                      "seed": 77, "prompt": SDXL_PROMPT, "negative_prompt": negative or "", "spacing": "leading"})
     save(tensors, meta, out / "models" / "tiny_sdxl_pipeline_img2img.safetensors")

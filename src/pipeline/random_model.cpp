@@ -41,17 +41,21 @@ struct ArchNumbers {
   std::vector<int> unet_heads;  // per level (diffusers' attention_head_dim, which counts heads)
   bool linear_projection, v_prediction;
   int64_t sample_size;  // latent size of the default picture
-  // SDXL's text-time conditioning: the pooled text width and the size/crop ids (0: none).
-  int64_t pooled_width = 0, time_ids = 0, time_id_width = 0;
+  // SDXL's text-time conditioning: the size/crop ids and each one's embedding width (0: none); the
+  // pooled text width is the last text encoder's projection (add_embedding_inputs).
+  int64_t time_ids = 0, time_id_width = 0;
   float vae_scaling = 0.18215f;
   std::vector<TextEncoderNumbers> text;  // text_encoder, then (SDXL) text_encoder_2
 };
+
+// add_embedding's input width before the divisor: the pooled text embedding, then the embedded ids.
+int64_t add_embedding_inputs(const ArchNumbers& a) { return a.text.back().projection + a.time_ids * a.time_id_width; }
 
 ArchNumbers numbers_of(RandomModelArch arch) {
   ArchNumbers a;
   if (arch == RandomModelArch::kSDXL) {
     a = {{320, 640, 1280}, {0, 2, 10}, 2048, {5, 10, 20}, true, false, 128};
-    a.pooled_width = 1280, a.time_ids = 6, a.time_id_width = 256;
+    a.time_ids = 6, a.time_id_width = 256;
     a.vae_scaling = 0.13025f;
     a.text = {kClipL, kOpenClipBigG};
     return a;
@@ -193,7 +197,7 @@ TensorShapes random_unet_shapes(const RandomModelSpec& spec) {
   s.linear("time_embedding.linear_1", temb, ch[0]);
   s.linear("time_embedding.linear_2", temb, temb);
   if (a.time_ids > 0) {
-    s.linear("add_embedding.linear_1", temb, (a.pooled_width + a.time_ids * a.time_id_width) / d);
+    s.linear("add_embedding.linear_1", temb, add_embedding_inputs(a) / d);
     s.linear("add_embedding.linear_2", temb, temb);
   }
   int64_t prev = ch[0];
@@ -270,7 +274,8 @@ std::vector<RandomComponent> random_text_encoders(const RandomModelSpec& spec) {
     }
     s.norm("text_model.final_layer_norm", width);
     if (t.projection > 0) s.linear("text_projection", t.projection / spec.width_divisor, width, false);
-    out.push_back({out.empty() ? "text_encoder" : "text_encoder_2", s.take()});
+    const bool first = out.empty();
+    out.push_back({first ? "text_encoder" : "text_encoder_2", first ? "tokenizer" : "tokenizer_2", s.take()});
   }
   return out;
 }
@@ -305,10 +310,7 @@ int64_t write_random_model(const RandomModelSpec& spec, const std::string& folde
   fs::remove(marker, ec);
   const std::vector<RandomComponent> text_encoders = random_text_encoders(spec);
   std::vector<std::string> subfolders = {"unet", "vae", "scheduler"};
-  for (size_t i = 0; i < text_encoders.size(); ++i) {
-    subfolders.push_back(text_encoders[i].name);
-    subfolders.push_back(i == 0 ? "tokenizer" : "tokenizer_2");
-  }
+  for (const RandomComponent& t : text_encoders) subfolders.insert(subfolders.end(), {t.name, t.tokenizer});
   for (const std::string& sub : subfolders) {
     fs::create_directories(folder / sub, ec);
     HD_CHECK_KIND(!ec, ErrorKind::kRuntime, (folder / sub).string(), ": cannot create: ", ec.message());
@@ -329,7 +331,7 @@ int64_t write_random_model(const RandomModelSpec& spec, const std::string& folde
     for (int k : a.depth) depth.push_back(std::max(k, 1));  // diffusers lists one for levels without attention
     unet["addition_embed_type"] = "text_time";
     unet["addition_time_embed_dim"] = a.time_id_width / d;
-    unet["projection_class_embeddings_input_dim"] = (a.pooled_width + a.time_ids * a.time_id_width) / d;
+    unet["projection_class_embeddings_input_dim"] = add_embedding_inputs(a) / d;
     unet["transformer_layers_per_block"] = depth;
     unet["down_block_types"] = {"DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"};
     unet["up_block_types"] = {"CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"};
@@ -363,7 +365,7 @@ int64_t write_random_model(const RandomModelSpec& spec, const std::string& folde
                           {"scheduler", {"diffusers", "EulerDiscreteScheduler"}}};
   if (xl) index["force_zeros_for_empty_prompt"] = true;
   for (size_t i = 0; i < text_encoders.size(); ++i) {
-    const std::string tokenizer_name = i == 0 ? "tokenizer" : "tokenizer_2";
+    const std::string& tokenizer_name = text_encoders[i].tokenizer;
     index[text_encoders[i].name] = {"transformers", a.text[i].projection > 0 ? "CLIPTextModelWithProjection" : "CLIPTextModel"};
     index[tokenizer_name] = {"transformers", "CLIPTokenizer"};
     // A real CLIP vocabulary is not needed to time a model: the built-in model's small one (its ids fit

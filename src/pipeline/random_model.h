@@ -32,7 +32,8 @@ struct RandomModelSpec {
 using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
 struct RandomComponent {
-  std::string name;  // "text_encoder", "text_encoder_2"
+  std::string name;       // "text_encoder", "text_encoder_2"
+  std::string tokenizer;  // its tokenizer's folder: "tokenizer", "tokenizer_2"
   TensorShapes shapes;
 };
 

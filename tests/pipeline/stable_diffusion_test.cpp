@@ -11,6 +11,7 @@
 #include "fixture_util.h"
 #include "io/png.h"
 #include "io/safetensors.h"
+#include "pipeline/init_image.h"
 #include "pipeline/recorded_run.h"
 #include "test_util.h"
 
@@ -57,8 +58,7 @@ void check_family(const std::string& family, bool single_file = false) {
 void check_img2img(const std::string& family) {
   const StableDiffusion sd = StableDiffusion::load(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_" + family, std::nullopt);
   const RgbImage png = read_png(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png");
-  OwnedTensor init(Shape{1, png.height, png.width, 3}, DType::kF32);
-  for (size_t i = 0; i < png.pixels.size(); ++i) init.ptr<float>()[i] = 2.0f * (float(png.pixels[i]) / 255.0f) - 1.0f;
+  const OwnedTensor init = init_image_of(png);
   const test::Fixture fixture("models/tiny_" + family + "_img2img.safetensors");
   int runs = 0;
   for (const auto& c : fixture.cases()) {

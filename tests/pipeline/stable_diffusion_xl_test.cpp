@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "fixture_util.h"
 #include "io/png.h"
+#include "pipeline/init_image.h"
 #include "pipeline/recorded_run.h"
 #include "pipeline/stable_diffusion.h"
 #include "test_util.h"
@@ -47,8 +48,7 @@ TEST(StableDiffusionXl, TinySingleFileMatchesDiffusers) { check_recorded_runs(tr
 TEST(StableDiffusionXl, TinyImg2ImgMatchesDiffusers) {
   const StableDiffusion sd = StableDiffusion::load(kSdxl, std::nullopt);
   const RgbImage png = read_png(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png");
-  OwnedTensor init(Shape{1, png.height, png.width, 3}, DType::kF32);
-  for (size_t i = 0; i < png.pixels.size(); ++i) init.ptr<float>()[i] = 2.0f * (float(png.pixels[i]) / 255.0f) - 1.0f;
+  const OwnedTensor init = init_image_of(png);
   const test::Fixture fixture("models/tiny_sdxl_pipeline_img2img.safetensors");
   int runs = 0;
   for (const auto& c : fixture.cases()) {

@@ -18,6 +18,7 @@
 #include "ops/placement.h"
 #include "ops/tuning/autotuner.h"
 #include "pipeline/default_model.h"
+#include "pipeline/init_image.h"
 #include "pipeline/stable_diffusion.h"
 #include "text/clip_tokenizer.h"
 #include "tools/cli/commands.h"
@@ -136,8 +137,7 @@ int run_generate(std::span<const std::string_view> args) {
     p.height = png.height;
     validate(p, 8);
     img2img_first_step(p);
-    init_image.emplace(Shape{1, png.height, png.width, 3}, DType::kF32);
-    for (size_t i = 0; i < png.pixels.size(); ++i) init_image->ptr<float>()[i] = 2.0f * (float(png.pixels[i]) / 255.0f) - 1.0f;
+    init_image = init_image_of(png);
   }
   if (auto v = get("--threads")) {
     const int threads = parse_number<int>("--threads", *v);
