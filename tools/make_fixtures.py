@@ -26,6 +26,9 @@ Sections:
             micro-conditioning, 32x24, Turbo-style runs (trailing spacing, 1-4 steps, no guidance), and
             StableDiffusionXLImg2ImgPipeline runs of the base model (run after "models" and "img2img": it
             takes their tokenizers and init image).
+  sdxl_refiner  a tiny SDXL refiner (encoder 2 only, aesthetic-score conditioning) saved as a folder and a
+            single file, its img2img runs and base + refiner "ensemble of expert denoisers" runs
+            (tools/sdxl_refiner_fixtures.py; run after "sdxl_pipeline").
   img2img   StableDiffusionImg2ImgPipeline runs of those tiny models from a seeded random image, over
             samplers, schedules and strengths (run after "models"; it reads them from tests/fixtures).
   models    two tiny Stable Diffusion pipelines, SD1.x-like (quick_gelu, conv projections, epsilon)
@@ -733,7 +736,7 @@ def sdxl_pipeline_fixtures(out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=["sampling", "tokenizer", "models", "img2img", "single_file", "tiled_vae",
-                                                       "sdxl", "sdxl_pipeline"], default="sampling")
+                                                       "sdxl", "sdxl_pipeline", "sdxl_refiner"], default="sampling")
     parser.add_argument("--bpe", type=Path, default=Path(".whl/bpe_simple_vocab_16e6.txt.gz"),
                         help="CLIP's BPE merges, as shipped in the open_clip_torch wheel")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tests/fixtures")))
@@ -759,6 +762,9 @@ def main() -> None:
         sdxl_fixtures(args.out)
     if args.only == "sdxl_pipeline":
         sdxl_pipeline_fixtures(args.out)
+    if args.only == "sdxl_refiner":
+        from sdxl_refiner_fixtures import sdxl_refiner_fixtures
+        sdxl_refiner_fixtures(args.out)
 
 
 if __name__ == "__main__":
