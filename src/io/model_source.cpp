@@ -166,10 +166,13 @@ void ModelSource::read_side_files(const std::string& folder) {
     scheduler_config_ = read_text_file(p);
   }
   if (const fs::path p = root / "model_index.json"; fs::is_regular_file(p)) model_index_ = read_text_file(p);
-  if (fs::is_regular_file(root / "tokenizer" / "vocab.json") && fs::is_regular_file(root / "tokenizer" / "merges.txt")) {
-    tokenizer_files_ = "vocab.json + merges.txt";
-  } else if (fs::is_regular_file(root / "tokenizer" / "tokenizer.json")) {
-    tokenizer_files_ = "tokenizer.json";
+  for (const char* tokenizer : {"tokenizer", "tokenizer_2"}) {
+    const fs::path dir = root / tokenizer;
+    const char* files = fs::is_regular_file(dir / "vocab.json") && fs::is_regular_file(dir / "merges.txt")
+                            ? "vocab.json + merges.txt"
+                        : fs::is_regular_file(dir / "tokenizer.json") ? "tokenizer.json"
+                                                                       : nullptr;
+    if (files) tokenizer_files_ += str_cat(tokenizer_files_.empty() ? "" : ", ", tokenizer, "/ (", files, ")");
   }
 }
 
@@ -179,6 +182,42 @@ ModelSource ModelSource::open(const std::string& path, const std::string& config
   HD_CHECK(fs::is_directory(config_folder), config_folder, ": not a folder (expected a diffusers model folder)");
   m.read_side_files(config_folder);
   return m;
+}
+
+ModelSource ModelSource::open_vae(const std::string& path, const std::optional<std::string>& config_json) {
+  std::error_code ec;
+  HD_CHECK(fs::exists(path, ec), path, ": no such file or directory");
+  ModelSource m;
+  m.path_ = path;
+  const fs::path dir(path);
+  if (fs::is_directory(dir) && !fs::is_directory(dir / "vae")) {
+    // A VAE's own folder: its weights and config.json at the top.
+    m.layout_ = ModelLayout::kDiffusersFolder;
+    const auto weight_files = component_weight_files(dir);
+    HD_CHECK(!weight_files.empty(), path, ": no VAE weights here (diffusion_pytorch_model[.fp16].safetensors, or a ",
+             "pipeline folder with vae/)");
+    ModelComponent c;
+    c.name = "vae";
+    for (const auto& f : weight_files) {
+      const SafetensorsFile& st = m.add_file(f.string());
+      for (const auto& e : st.entries()) c.tensors.push_back({e.name, &st, &e});
+    }
+    sort_tensors(c);
+    if (const fs::path p = dir / "config.json"; fs::is_regular_file(p)) c.config_json = read_text_file(p);
+    m.components_.push_back(std::move(c));
+  } else {
+    m = open(path);
+  }
+  std::erase_if(m.components_, [](const ModelComponent& c) { return c.name != "vae"; });
+  HD_CHECK(!m.components_.empty(), path, ": holds no VAE (no encoder or decoder weights)");
+  if (!m.components_[0].config_json) m.components_[0].config_json = config_json;
+  return m;
+}
+
+void ModelSource::default_config(std::string_view component, const std::string& config_json) {
+  for (auto& c : components_) {
+    if (c.name == component && !c.config_json) c.config_json = config_json;
+  }
 }
 
 void ModelSource::open_single_file() {
@@ -203,6 +242,12 @@ void ModelSource::open_single_file() {
       c.name = "other";
     }
     for (const auto& e : st.entries()) c.tensors.push_back({e.name, &st, &e});
+    // A VAE file in the original names (stabilityai's sdxl_vae.safetensors, A1111's VAE files) goes
+    // through the name table as a checkpoint's first_stage_model does.
+    if (c.name == "vae" && (st.find("decoder.mid.block_1.conv1.weight") || st.find("encoder.mid.block_1.conv1.weight"))) {
+      c.tensors = ldm_to_diffusers_names(c.name, std::move(c.tensors));
+      c.mapped_from_ldm = true;
+    }
     sort_tensors(c);
     components_.push_back(std::move(c));
     return;
@@ -219,6 +264,14 @@ void ModelSource::open_single_file() {
     c.name = match ? std::string(match->component) : "other";
     c.prefix = prefix;
     c.tensors.push_back({e.name.substr(prefix.size()), &st, &e});
+  }
+  // SDXL's refiner has one embedder, OpenCLIP ViT-bigG (conditioner.embedders.0.model.*): the base's
+  // second text encoder, so named (diffusers' converter tells it by its text_projection the same way).
+  if (const auto first = by_prefix.find("conditioner.embedders.0."), second = by_prefix.find("conditioner.embedders.1.");
+      first != by_prefix.end() && second == by_prefix.end() &&
+      std::any_of(first->second.tensors.begin(), first->second.tensors.end(),
+                  [](const TensorRef& t) { return t.name == "model.text_projection"; })) {
+    first->second.name = "text_encoder_2";
   }
   for (std::string_view order : {"text_encoder", "text_encoder_2", "unet", "vae", "other"}) {
     for (auto& [prefix, c] : by_prefix) {

@@ -56,6 +56,15 @@ class ModelSource {
   // tell everything (attention heads, GroupNorm groups).
   static ModelSource open(const std::string& path, const std::string& config_folder);
 
+  // A VAE on its own, as `generate --vae` takes one (diffusers' vae=AutoencoderKL.from_pretrained(...)):
+  // a diffusers VAE folder (config.json and weights), a pipeline folder (its vae/), a file of a VAE alone
+  // in diffusers' names or the original (LDM) ones (decoder.up.0.block.0...), or a whole single-file
+  // checkpoint (its first_stage_model). The result has one component, "vae"; `config_json` describes it
+  // when it has no config.json of its own (a lone file: the model's VAE config, whose latent space it joins).
+  static ModelSource open_vae(const std::string& path, const std::optional<std::string>& config_json);
+  // Gives `component` this config.json text when it has none (a single file's family defaults).
+  void default_config(std::string_view component, const std::string& config_json);
+
   ModelLayout layout() const { return layout_; }
   const std::string& path() const { return path_; }
   const std::vector<ModelComponent>& components() const { return components_; }
@@ -67,7 +76,8 @@ class ModelSource {
   const std::optional<std::string>& scheduler_config() const { return scheduler_config_; }
   // Text of a diffusers folder's model_index.json (the pipeline's own settings), when present.
   const std::optional<std::string>& model_index() const { return model_index_; }
-  // "vocab.json + merges.txt", "tokenizer.json", or empty when the folder has no tokenizer/.
+  // Each tokenizer folder and its files, e.g. "tokenizer/ (vocab.json + merges.txt), tokenizer_2/
+  // (tokenizer.json)"; empty when the folder has neither.
   const std::string& tokenizer_files() const { return tokenizer_files_; }
   // The folder whose tokenizer/ and configs describe the model: the model's own folder, or the config
   // folder a single file was opened with; empty for a lone single file.

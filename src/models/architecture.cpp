@@ -48,7 +48,10 @@ ArchitectureInfo detect_architecture(const ModelSource& model) {
     if (has_add_embedding) {
       // SDXL's text-time embedding; the base cross-attends to 2048 wide text, the refiner to 1280.
       info.family = ModelFamily::kSDXL;
-      info.evidence = "UNet has text-time embedding and " + std::to_string(info.context_dim) + "-wide cross-attention";
+      // The refiner conditions on the second text encoder alone (1280 wide in the real one).
+      const bool refiner = info.context_dim == 1280 || (text == nullptr && model.component("text_encoder_2") != nullptr);
+      info.evidence = "UNet has text-time embedding and " + std::to_string(info.context_dim) + "-wide cross-attention" +
+                      (refiner ? " (the refiner's: the second text encoder alone)" : "");
     } else if (info.context_dim == 768) {
       info.family = ModelFamily::kSD1;
       info.evidence = "UNet cross-attends to 768-wide CLIP ViT-L text embeddings";

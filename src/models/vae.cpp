@@ -39,6 +39,10 @@ VaeConfig VaeConfig::detect(const ModelComponent& component) {
     if (j.contains("norm_num_groups")) c.norm_groups = j["norm_num_groups"].get<int>();
     if (j.contains("scaling_factor") && j["scaling_factor"].is_number()) c.scaling_factor = j["scaling_factor"].get<float>();
     if (j.contains("sample_size") && j["sample_size"].is_number_integer()) c.sample_size = j["sample_size"].get<int64_t>();
+    if (j.contains("force_upcast")) {
+      HD_CHECK(j["force_upcast"].is_boolean(), component.name, "/config.json: force_upcast is not true or false");
+      c.force_upcast = j["force_upcast"].get<bool>();
+    }
     HD_CHECK(c.sample_size > 0, component.name, "/config.json: sample_size ", c.sample_size, " is not positive");
     HD_CHECK_KIND(!j.contains("shift_factor") || j["shift_factor"].is_null(), ErrorKind::kUnsupported, component.name,
                   ": a VAE with a shift_factor (not a Stable Diffusion 1.x/2.x/XL VAE)");

@@ -21,6 +21,9 @@ struct VaeConfig {
   int norm_groups = 32;
   float scaling_factor = 0.18215f;
   int64_t sample_size = 512;  // the image size it was trained at (config.json); tiled decoding's tile size
+  // config.json's force_upcast (diffusers' default true): the VAE overflows in f16, so SDXL's pipelines
+  // run it wider (here: bf16 on a GPU). False for f16-safe VAEs such as madebyollin/sdxl-vae-fp16-fix.
+  bool force_upcast = true;
   bool mid_attention = true;
   bool has_encoder = true;
 

@@ -11,7 +11,6 @@
 #include "ops/ops.h"
 #include "ops/placement.h"
 #include "pipeline/tiled_decode.h"
-#include "sampling/torch_rng.h"
 
 namespace hd {
 
@@ -37,6 +36,14 @@ const ModelComponent& require(const ModelSource& m, const char* name) {
   return *c;
 }
 
+// SDXL's pipelines run a force_upcast VAE in f32 when the model is in f16 (the decoder overflows f16);
+// a GPU here computes in f16 or bf16, and bf16 has f32's range.
+ops::Placement vae_placement(const VaeConfig& vae, ModelFamily family, const ops::Placement& model) {
+  ops::Placement p = model;
+  if (family == ModelFamily::kSDXL && vae.force_upcast && model.dtype == DType::kF16) p.dtype = DType::kBF16;
+  return p;
+}
+
 }  // namespace
 
 void validate(const GenerationParams& p, int64_t vae_scale_factor) {
@@ -60,10 +67,59 @@ void validate(const GenerationParams& p, int64_t vae_scale_factor) {
              "the ", side, "crop's top-left corner must be between 0 and 16384 pixels, got top ",
              (*s->crop_top_left)[0], ", left ", (*s->crop_top_left)[1]);
   }
-  // diffusers uses the negative side's ids only when both its sizes are given, and ignores the rest.
+  for (const auto& [name, score] : {std::pair{"aesthetic score", p.aesthetic_score},
+                                    {"negative aesthetic score", p.negative_aesthetic_score}}) {
+    HD_CHECK(!score || (std::isfinite(*score) && std::abs(*score) <= 1000.0f), "the ", name,
+             " must be a finite number (the refiner was trained on 0-10), got ", *score);
+  }
+  for (const auto& [name, f] : {std::pair{"denoising start", p.denoising_start}, {"denoising end", p.denoising_end}}) {
+    HD_CHECK(!f || (*f > 0.0 && *f < 1.0), "the ", name, " must be a fraction of the schedule in (0, 1), got ", *f);
+  }
+  HD_CHECK(!p.denoising_start || !p.denoising_end || *p.denoising_start < *p.denoising_end, "the denoising start ",
+           *p.denoising_start, " must come before the denoising end ", *p.denoising_end);
+}
+
+void StableDiffusion::validate(const GenerationParams& p, bool refines) const {
+  hd::validate(p, vae_scale_factor());
+  HD_CHECK(micro_ != MicroConditioning::kNone || (p.sizes.empty() && p.negative_sizes.empty()),
+           "size conditioning (original size, crop, target size) is SDXL's; this model's UNet does not take it");
+  HD_CHECK(micro_ == MicroConditioning::kAestheticScore || (!p.aesthetic_score && !p.negative_aesthetic_score),
+           "aesthetic scores condition an SDXL refiner; this model's UNet does not take them");
   const SizeConditioning& n = p.negative_sizes;
-  HD_CHECK(n.empty() || (n.original_size && n.target_size), "the negative size conditioning needs both the negative "
-           "original size and the negative target size (with one alone, diffusers ignores the negative side)");
+  if (micro_ == MicroConditioning::kSizes) {
+    // diffusers uses the negative side's ids only when both its sizes are given, and ignores the rest.
+    HD_CHECK(n.empty() || (n.original_size && n.target_size), "the negative size conditioning needs both the negative "
+             "original size and the negative target size (with one alone, diffusers ignores the negative side)");
+  }
+  if (micro_ == MicroConditioning::kAestheticScore) {
+    HD_CHECK(!p.sizes.target_size && !n.target_size, "an SDXL refiner is conditioned on the original size, the crop "
+             "and an aesthetic score; it takes no target size");
+    HD_CHECK(refines, "this model is an SDXL refiner (aesthetic-score conditioning): it refines an init image, or a "
+             "base model's latents as the base's refiner; it does not start from noise");
+  }
+}
+
+void StableDiffusion::use_vae(const std::string& path) {
+  auto source = std::make_shared<ModelSource>(ModelSource::open_vae(path, require(*vae_source_, "vae").config_json));
+  const ModelComponent& component = require(*source, "vae");
+  const VaeConfig given = VaeConfig::detect(component), &own = vae_.config();
+  HD_CHECK(given.latent_channels == own.latent_channels && given.scaling_factor == own.scaling_factor &&
+               given.block_out_channels.size() == own.block_out_channels.size(),
+           path, ": this VAE's latents (", given.latent_channels, " channels scaled by ", given.scaling_factor, " at 1/",
+           int64_t(1) << (given.block_out_channels.size() - 1), " of the image) are not the model's (",
+           own.latent_channels, " scaled by ", own.scaling_factor, " at 1/", vae_scale_factor(), ")");
+  vae_ = Vae::load(component, vae_placement(given, arch_.family, placement()));
+  vae_bf16_.reset();
+  vae_source_ = std::move(source);
+}
+
+void StableDiffusion::check_same_latent_space(const StableDiffusion& other) const {
+  const VaeConfig &a = vae_.config(), &b = other.vae_.config();
+  HD_CHECK(unet_.config().in_channels == other.unet_.config().in_channels && a.latent_channels == b.latent_channels &&
+               a.scaling_factor == b.scaling_factor && vae_scale_factor() == other.vae_scale_factor(),
+           "the two models' latents live in different spaces (", a.latent_channels, " channels scaled by ",
+           a.scaling_factor, " at 1/", vae_scale_factor(), " of the image, against ", b.latent_channels, " scaled by ",
+           b.scaling_factor, " at 1/", other.vae_scale_factor(), "): one cannot take over the other's latents");
 }
 
 int img2img_first_step(const GenerationParams& p) {
@@ -71,6 +127,33 @@ int img2img_first_step(const GenerationParams& p) {
   HD_CHECK(noised_steps >= 1, "--strength ", p.strength, " with ", p.steps,
            " steps leaves no denoising step; raise --strength or --steps");
   return p.steps - noised_steps;
+}
+
+StepRange denoising_steps(const GenerationParams& p, const std::vector<float>& timesteps, int num_train_timesteps,
+                          bool img2img) {
+  const int steps = int(timesteps.size());
+  // diffusers: int(round(T - fraction * T)) in Python floats (round half to even, as nearbyint).
+  const auto cutoff = [&](double fraction) {
+    return std::nearbyint(double(num_train_timesteps) - fraction * double(num_train_timesteps));
+  };
+  StepRange r{0, steps};
+  if (p.denoising_start) {
+    const double c = cutoff(*p.denoising_start);
+    r.first = steps - int(std::count_if(timesteps.begin(), timesteps.end(), [&](float t) { return double(t) < c; }));
+  } else if (img2img) {
+    r.first = img2img_first_step(p);
+  }
+  if (p.denoising_end) {
+    const double c = cutoff(*p.denoising_end);
+    r.end = r.first + int(std::count_if(timesteps.begin() + r.first, timesteps.end(), [&](float t) { return double(t) >= c; }));
+  }
+  HD_CHECK(r.end > r.first, "of the ", steps, " steps, none lies ",
+           p.denoising_start && p.denoising_end ? "between the denoising start and end"
+           : p.denoising_start                  ? "after the denoising start"
+                                                : "before the denoising end",
+           " (start ", p.denoising_start.value_or(0.0), ", end ", p.denoising_end.value_or(1.0),
+           "); use more steps or move the fraction");
+  return r;
 }
 
 StableDiffusion StableDiffusion::load(const std::string& model_path, const std::optional<std::string>& vocab_dir,
@@ -81,11 +164,19 @@ StableDiffusion StableDiffusion::load(const std::string& model_path, const std::
   StableDiffusion sd;
   sd.source_ = std::make_shared<ModelSource>(config_folder ? ModelSource::open(model_path, *config_folder)
                                                            : ModelSource::open(model_path));
-  const ModelSource& source = *sd.source_;
+  ModelSource& source = *sd.source_;
   sd.arch_ = detect_architecture(source);
+  if (sd.arch_.family == ModelFamily::kSDXL) {
+    // A single file without configs gets SDXL's (as diffusers' from_single_file infers them), not the
+    // SD1.x defaults: the VAE's scaling factor, and the sizes the default image size comes from.
+    source.default_config("vae", R"({"scaling_factor": 0.13025, "sample_size": 1024})");
+    source.default_config("unet", R"({"sample_size": 128})");
+  }
   sd.text_ = TextConditioning::load(source, sd.arch_.family, vocab_dir, placement);
   sd.unet_ = Unet::load(require(source, "unet"), placement);
-  sd.vae_ = Vae::load(require(source, "vae"), placement);
+  const ModelComponent& vae = require(source, "vae");
+  sd.vae_ = Vae::load(vae, vae_placement(VaeConfig::detect(vae), sd.arch_.family, placement));
+  sd.vae_source_ = sd.source_;
   // A single file without a scheduler config gets SD's own schedule; its prediction type is what its
   // keys say (a v_pred key), else epsilon, unless the user says otherwise.
   if (source.scheduler_config()) {
@@ -107,21 +198,30 @@ StableDiffusion StableDiffusion::load(const std::string& model_path, const std::
            u.text_time() ? ": the UNet takes a pooled text embedding (SDXL's) that the text encoders do not give"
                          : ": the text encoders give a pooled embedding that the UNet does not take");
   if (u.text_time()) {
-    // SDXL base: six size ids. The refiner's five (with the aesthetic score) are another conditioning.
-    HD_CHECK_KIND(u.addition_embed_input_dim == sd.text_.pooled_width() + 6 * u.addition_time_embed_dim,
-                  ErrorKind::kUnsupported, model_path, ": the UNet's add_embedding takes ", u.addition_embed_input_dim,
-                  " inputs, not the pooled embedding (", sd.text_.pooled_width(), ") and six size ids of width ",
-                  u.addition_time_embed_dim, " as SDXL's base model does; a refiner's aesthetic-score conditioning ",
-                  "is not supported yet");
-    // diffusers' StableDiffusionXLPipeline default; model_index.json may say otherwise.
-    sd.force_zeros_for_empty_prompt_ = true;
+    // The ids after the pooled embedding, each addition_time_embed_dim wide: the base's six sizes, or
+    // the refiner's five (sizes and the aesthetic score), as the weights say.
+    const int64_t id_inputs = u.addition_embed_input_dim - sd.text_.pooled_width();
+    const int64_t ids = id_inputs % u.addition_time_embed_dim == 0 ? id_inputs / u.addition_time_embed_dim : 0;
+    HD_CHECK_KIND(ids == 5 || ids == 6, ErrorKind::kUnsupported, model_path, ": the UNet's add_embedding takes ",
+                  u.addition_embed_input_dim, " inputs: the pooled embedding (", sd.text_.pooled_width(), ") and ",
+                  id_inputs, " more, not the six size ids (SDXL base) or five ids with the aesthetic score (the ",
+                  "refiner) of width ", u.addition_time_embed_dim);
+    sd.micro_ = ids == 6 ? MicroConditioning::kSizes : MicroConditioning::kAestheticScore;
+    // stabilityai's model_index.json files: true for the base (diffusers' default), false for the refiner.
+    sd.force_zeros_for_empty_prompt_ = sd.micro_ == MicroConditioning::kSizes;
     if (const auto& index = source.model_index()) {
       const auto j = nlohmann::json::parse(*index, nullptr, false);
       HD_CHECK(!j.is_discarded() && j.is_object(), model_path, ": model_index.json is not a JSON object");
-      if (j.contains("force_zeros_for_empty_prompt")) {
-        HD_CHECK(j["force_zeros_for_empty_prompt"].is_boolean(), model_path,
-                 ": model_index.json's force_zeros_for_empty_prompt is not true or false");
-        sd.force_zeros_for_empty_prompt_ = j["force_zeros_for_empty_prompt"].get<bool>();
+      const auto flag = [&](const char* key) -> std::optional<bool> {
+        if (!j.contains(key)) return std::nullopt;
+        HD_CHECK(j[key].is_boolean(), model_path, ": model_index.json's ", key, " is not true or false");
+        return j[key].get<bool>();
+      };
+      sd.force_zeros_for_empty_prompt_ = flag("force_zeros_for_empty_prompt").value_or(sd.force_zeros_for_empty_prompt_);
+      if (const auto aesthetic = flag("requires_aesthetics_score")) {
+        HD_CHECK(*aesthetic == (sd.micro_ == MicroConditioning::kAestheticScore), model_path,
+                 ": model_index.json says requires_aesthetics_score ", *aesthetic ? "true" : "false",
+                 ", but the UNet's add_embedding takes ", ids, " ids (", *aesthetic ? "five" : "six", " expected)");
       }
     }
   }
@@ -129,7 +229,8 @@ StableDiffusion StableDiffusion::load(const std::string& model_path, const std::
 }
 
 std::string StableDiffusion::description() const {
-  return family_name(arch_.family) + (scheduler_config_.prediction == Prediction::kVPrediction ? " (v_prediction)" : " (epsilon)");
+  return family_name(arch_.family) + (micro_ == MicroConditioning::kAestheticScore ? " refiner" : "") +
+         (scheduler_config_.prediction == Prediction::kVPrediction ? " (v_prediction)" : " (epsilon)");
 }
 
 StableDiffusion::Conditioning StableDiffusion::condition(const GenerationParams& p, bool guided) const {
@@ -155,68 +256,105 @@ StableDiffusion::Conditioning StableDiffusion::condition(const GenerationParams&
     out.context = stacked(uncond.context, cond.context);
     if (text_.pooled_width() > 0) out.pooled = stacked(uncond.pooled, cond.pooled);
   }
-  if (!unet_.config().text_time()) return out;
-  // SDXL's size ids per sample: original (h, w), crop (top, left), target (h, w); diffusers' defaults are
-  // the image size and (0, 0). The negative side has its own only when both its sizes are given.
-  const auto ids_of = [&](const SizeConditioning& s) {
-    const std::array<int, 2> image{p.height, p.width};
-    const auto o = s.original_size.value_or(image), c = s.crop_top_left.value_or(std::array<int, 2>{0, 0}),
-               t = s.target_size.value_or(image);
-    return std::array<float, 6>{float(o[0]), float(o[1]), float(c[0]), float(c[1]), float(t[0]), float(t[1])};
-  };
-  const auto positive = ids_of(p.sizes);
-  const auto negative = p.negative_sizes.empty() ? positive : ids_of(p.negative_sizes);
-  const int rows = guided ? 2 * n : n;
-  OwnedTensor ids(Shape{rows, 6}, DType::kF32);
+  if (micro_ == MicroConditioning::kNone) return out;
+  const std::vector<float> positive = micro_ids(p, false), negative = micro_ids(p, true);
+  const int rows = guided ? 2 * n : n, width = int(positive.size());
+  OwnedTensor ids(Shape{rows, width}, DType::kF32);
   for (int r = 0; r < rows; ++r) {
     const auto& row = guided && r < n ? negative : positive;
-    std::copy(row.begin(), row.end(), ids.ptr<float>() + 6 * r);
+    std::copy(row.begin(), row.end(), ids.ptr<float>() + width * r);
   }
   out.time_ids = ops::place(ids, ops::Placement{placement().device, DType::kF32});
   return out;
 }
 
+std::vector<float> StableDiffusion::micro_ids(const GenerationParams& p, bool negative) const {
+  // diffusers' defaults: the image's size, and (0, 0).
+  const std::array<int, 2> image{p.height, p.width}, origin{0, 0};
+  const SizeConditioning& s = p.sizes;
+  if (micro_ == MicroConditioning::kAestheticScore) {
+    // StableDiffusionXLImg2ImgPipeline with requires_aesthetics_score: original (h, w), crop (top, left),
+    // score; the negative side's original size defaults to the positive one, its crop to (0, 0).
+    const auto o = negative ? p.negative_sizes.original_size.value_or(s.original_size.value_or(image))
+                            : s.original_size.value_or(image);
+    const auto c = (negative ? p.negative_sizes.crop_top_left : s.crop_top_left).value_or(origin);
+    const float score = negative ? p.negative_aesthetic_score.value_or(2.5f) : p.aesthetic_score.value_or(6.0f);
+    return {float(o[0]), float(o[1]), float(c[0]), float(c[1]), score};
+  }
+  // The base: original (h, w), crop (top, left), target (h, w); the negative side has its own only when
+  // both its sizes are given.
+  const SizeConditioning& side = negative && !p.negative_sizes.empty() ? p.negative_sizes : s;
+  const auto o = side.original_size.value_or(image), c = side.crop_top_left.value_or(origin),
+             t = side.target_size.value_or(image);
+  return {float(o[0]), float(o[1]), float(c[0]), float(c[1]), float(t[0]), float(t[1])};
+}
+
 GenerationResult StableDiffusion::generate(const GenerationParams& p, const ProgressCallback& progress,
                                           const Tensor* init_image) const {
-  validate(p, vae_scale_factor());
   const auto start = std::chrono::steady_clock::now();
+  TorchCpuGenerator generator(p.seed);
   StageTimes times;
+  OwnedTensor latents = denoise(p, generator, &times, DenoiseStart{init_image, nullptr}, progress);
+  return finish(p, std::move(latents), std::move(times), start);
+}
+
+StepRange StableDiffusion::steps_of(const GenerationParams& p, bool img2img) const {
+  SchedulerConfig config = scheduler_config_;
+  if (p.spacing) config.spacing = *p.spacing;
+  const auto sampler = Sampler::create(p.sampler, p.schedule, config, p.steps);
+  return denoising_steps(p, sampler->timesteps(), config.num_train_timesteps, img2img);
+}
+
+OwnedTensor StableDiffusion::denoise(const GenerationParams& p, TorchCpuGenerator& generator, StageTimes* times,
+                                     const DenoiseStart& from, const ProgressCallback& progress) const {
+  validate(p, from.init_image != nullptr || from.handed != nullptr);
+  HD_CHECK(from.init_image == nullptr || from.handed == nullptr, "an init image and handed-over latents are two starts");
+  HD_CHECK(p.denoising_start.has_value() == (from.handed != nullptr),
+           p.denoising_start ? "a denoising start continues from the latents an earlier model handed over; none were given"
+                             : "latents handed over by an earlier model need the denoising start they were handed at");
+  const auto start = std::chrono::steady_clock::now();
   SchedulerConfig config = scheduler_config_;
   if (p.spacing) config.spacing = *p.spacing;
   if (p.prediction) config.prediction = *p.prediction;
   const auto sampler = Sampler::create(p.sampler, p.schedule, config, p.steps);
+  const StepRange range = denoising_steps(p, sampler->timesteps(), config.num_train_timesteps, from.init_image != nullptr);
   const bool guided = p.cfg_scale > 1.0f;  // diffusers skips the unconditional pass at scale <= 1
   const int64_t n = p.batch, c = unet_.config().in_channels;
   const int64_t h = p.height / vae_scale_factor(), w = p.width / vae_scale_factor();
-  // img2img starts at the step that strength leaves (diffusers' get_timesteps).
-  int first_step = 0;
-  if (init_image != nullptr) {
-    first_step = img2img_first_step(p);
-    HD_CHECK(init_image->rank() == 4 && init_image->dim(0) == 1 && init_image->dim(1) == p.height &&
-                 init_image->dim(2) == p.width && init_image->dim(3) == 3,
-             "init image ", init_image->shape.to_string(), " must be [1, ", p.height, ", ", p.width, ", 3]");
+  if (from.init_image != nullptr) {
+    const Tensor& image = *from.init_image;
+    HD_CHECK(image.rank() == 4 && image.dim(0) == 1 && image.dim(1) == p.height && image.dim(2) == p.width &&
+                 image.dim(3) == 3,
+             "init image ", image.shape.to_string(), " must be [1, ", p.height, ", ", p.width, ", 3]");
+  }
+  if (from.handed != nullptr) {
+    const Tensor& l = *from.handed;
+    HD_CHECK(l.rank() == 4 && l.dim(0) == n && l.dim(1) == h && l.dim(2) == w && l.dim(3) == c &&
+                 l.dtype == DType::kF32 && l.device.is_cpu(),
+             "handed-over latents ", l.describe(), " must be host f32 [", n, ", ", h, ", ", w, ", ", c, "]");
   }
 
-  HD_CHECK(unet_.config().text_time() || (p.sizes.empty() && p.negative_sizes.empty()),
-           "size conditioning (original size, crop, target size) is SDXL's; this model's UNet does not take it");
   const Conditioning conditioning = condition(p, guided);
   const std::optional<TextTimeConditioning> added =
-      unet_.config().text_time() ? std::optional(TextTimeConditioning{conditioning.pooled, conditioning.time_ids})
-                                 : std::nullopt;
+      micro_ != MicroConditioning::kNone ? std::optional(TextTimeConditioning{conditioning.pooled, conditioning.time_ids})
+                                         : std::nullopt;
   const Device& device = placement().device;
   ops::synchronize(device);
-  times.text_encoding = ms_since(start);
+  times->text_encoding += ms_since(start);
   const auto denoising_start = std::chrono::steady_clock::now();
 
-  TorchCpuGenerator generator(p.seed);
   OwnedTensor latents;
-  if (init_image == nullptr) {
+  if (from.handed != nullptr) {
+    // Already at the noise level of the step it was handed over at (diffusers: add_noise=False).
+    latents = OwnedTensor(from.handed->shape, DType::kF32);
+    ops::copy(*from.handed, latents);
+  } else if (from.init_image == nullptr) {
     latents = randn_nhwc(generator, n, c, h, w);
     ops::scale(latents, sampler->init_noise_sigma(), latents);
   } else {
     // The image's latent: a sample of the VAE's Gaussian, mean + exp(logvar / 2) * noise, scaled.
     // [1, h, w, 2c]: mean, then log-variance
-    const OwnedTensor moments = ops::to_host_f32(vae_.encode(ops::place(*init_image, vae_.placement())));
+    const OwnedTensor moments = ops::to_host_f32(vae_.encode(ops::place(*from.init_image, vae_.placement())));
     const OwnedTensor eps = randn_nhwc(generator, 1, c, h, w);
     const float* m = moments.ptr<float>();
     OwnedTensor init(Shape{n, h, w, c}, DType::kF32);
@@ -229,7 +367,7 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
     }
     const OwnedTensor noise = randn_nhwc(generator, n, c, h, w);
     latents = OwnedTensor(init.view().shape, DType::kF32);
-    sampler->add_noise(first_step, init.ptr<float>(), noise.ptr<float>(), latents.ptr<float>(), init.view().numel());
+    sampler->add_noise(range.first, init.ptr<float>(), noise.ptr<float>(), latents.ptr<float>(), init.view().numel());
   }
   // The denoising loop runs where the UNet computes: the latents stay there in f32 between steps, the
   // model's input and each sampler step (guidance included) are one op each (ops::sampler_input,
@@ -239,7 +377,7 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
   OwnedTensor sample = ops::place(latents, f32_there);
   OwnedTensor model_input(Shape{guided ? 2 * n : n, h, w, c}, placement().dtype, device);
   OwnedTensor x0, previous_x0;  // a multistep sampler's history, allocated on its first step
-  for (int i = first_step; i < sampler->steps(); ++i) {
+  for (int i = range.first; i < range.end; ++i) {
     const auto step_start = std::chrono::steady_clock::now();
     ops::sampler_input(sample, sampler->input_divisor(i), model_input);
     const OwnedTensor prediction = unet_graphs_.forward(unet_, model_input, sampler->timestep(i), conditioning.context,
@@ -259,13 +397,19 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
     ops::sampler_step(update, prediction, sample, &noise_view, &previous_view, &x0_view);
     if (progress || p.time_each_step) {
       ops::synchronize(device);  // report a step when it has run, not when it was queued
-      times.steps.push_back(ms_since(step_start));
-      if (progress) progress(i + 1 - first_step, sampler->steps() - first_step);
+      times->steps.push_back(ms_since(step_start));
+      if (progress) progress(i + 1 - range.first, range.end - range.first);
     }
   }
   latents = ops::to_host_f32(sample);
-  times.denoising = ms_since(denoising_start);
+  times->denoising += ms_since(denoising_start);
+  return latents;
+}
+
+GenerationResult StableDiffusion::finish(const GenerationParams& p, OwnedTensor latents, StageTimes times,
+                                         std::chrono::steady_clock::time_point start) const {
   const auto decoding_start = std::chrono::steady_clock::now();
+  const Device& device = placement().device;
   const size_t held_before_decode = ops::mark_device_memory(device);
 
   OwnedTensor unscaled(latents.view().shape, DType::kF32);
@@ -324,7 +468,7 @@ OwnedTensor StableDiffusion::decode(const Tensor& latents, DecodeReport* report,
                 dtype_name(vae_.placement().dtype), " (are the latents finite?)");
   // f16 tops out at 65504; SDXL's VAE (and some fine-tunes) exceed it inside the decoder. bf16 has f32's
   // range: the same decode again, with the VAE's weights loaded a second time in bf16.
-  if (!vae_bf16_) vae_bf16_ = Vae::load(require(*source_, "vae"), ops::Placement{vae_.placement().device, DType::kBF16});
+  if (!vae_bf16_) vae_bf16_ = Vae::load(require(*vae_source_, "vae"), ops::Placement{vae_.placement().device, DType::kBF16});
   report->retried_in_bf16 = true;
   image = decode_with(*vae_bf16_);
   HD_CHECK_KIND(finite(image), ErrorKind::kRuntime, "the VAE decode gave NaN or infinity in f16 and again in bf16 ",

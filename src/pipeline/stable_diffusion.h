@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "sampling/noise_schedule.h"
 #include "pipeline/text_conditioning.h"
 #include "sampling/sampler.h"
+#include "sampling/torch_rng.h"
 
 namespace hd {
 
@@ -56,18 +58,40 @@ struct GenerationParams {
   // (a progress callback waits too).
   bool time_each_step = false;
   VaeTiling vae_tiling = VaeTiling::kAuto;
-  // SDXL only. The negative side takes the positive side's ids unless both its sizes are given (as
-  // diffusers' negative_original_size and negative_target_size).
+  // SDXL only. The base: the negative side takes the positive side's ids unless both its sizes are given
+  // (as diffusers' negative_original_size and negative_target_size). The refiner (no target size): the
+  // negative original size defaults to the positive one, the negative crop to (0, 0), as diffusers'.
   SizeConditioning sizes, negative_sizes;
+  // SDXL refiner only (diffusers' aesthetic_score, negative_aesthetic_score; unset: 6 and 2.5).
+  std::optional<float> aesthetic_score, negative_aesthetic_score;
+  // diffusers' "ensemble of expert denoisers": the fraction of the schedule, by training timestep, at
+  // which this model stops denoising (its latents then go to the next expert) or starts (from the
+  // latents an earlier one handed over). In (0, 1); double as diffusers' Python floats are.
+  std::optional<double> denoising_end, denoising_start;
 };
 
-// Validates the parameters against each other and the model (sizes, steps, CFG): every failure is an
-// Error that names the parameter.
+// Validates the parameters against each other (sizes, steps, CFG, fractions), whatever the model: every
+// failure is an Error that names the parameter. StableDiffusion::validate adds the model's own rules.
 void validate(const GenerationParams& p, int64_t vae_scale_factor);
+
+// What follows the pooled text embedding in the UNet's add_embedding (SDXL's micro-conditioning):
+// nothing (SD1.x/2.x); the base's six size ids (original size, crop top-left, target size); or the
+// refiner's five (original size, crop top-left, aesthetic score).
+enum class MicroConditioning { kNone, kSizes, kAestheticScore };
 
 // img2img: the first denoising step that `strength` leaves (diffusers' get_timesteps); throws when it
 // leaves none.
 int img2img_first_step(const GenerationParams& p);
+
+// The steps [first, end) of `timesteps` (descending) that a run denoises: from 0, from the step
+// `strength` leaves with an init image (`img2img`), or from the first timestep below
+// denoising_start's cutoff; up to the last one at or above denoising_end's (diffusers' get_timesteps
+// and "Apply denoising_end", cutoff = round(T - fraction * T)). Throws when no step is left.
+struct StepRange {
+  int first = 0, end = 0;
+};
+StepRange denoising_steps(const GenerationParams& p, const std::vector<float>& timesteps, int num_train_timesteps,
+                          bool img2img);
 
 // Wall-clock milliseconds of a generation's stages, each ended by waiting for the device.
 struct StageTimes {
@@ -92,6 +116,13 @@ struct DecodeReport {
   bool tiled = false;
 };
 
+// Where StableDiffusion::denoise starts: noise (neither), an init image, or latents an earlier expert
+// handed over.
+struct DenoiseStart {
+  const Tensor* init_image = nullptr;
+  const Tensor* handed = nullptr;
+};
+
 // Called after each denoising step with (steps done, steps in all).
 using ProgressCallback = std::function<void(int, int)>;
 
@@ -104,10 +135,18 @@ class StableDiffusion {
                               const std::optional<std::string>& config_folder = std::nullopt,
                               const ops::Placement& placement = {});
   const ops::Placement& placement() const { return unet_.placement(); }
+  // Replaces the VAE with the one at `path` (ModelSource::open_vae: a VAE folder or file, e.g.
+  // madebyollin/sdxl-vae-fp16-fix), as diffusers' vae=AutoencoderKL.from_pretrained(...). It must share
+  // the model's latent space (channels, scale, scaling factor; a lone file takes the model's VAE config).
+  void use_vae(const std::string& path);
+  // The VAE computes in bf16 where the model computes in f16: an SDXL VAE whose config says force_upcast
+  // (diffusers runs it in f32; bf16 has f32's range).
+  bool vae_upcast() const { return vae_.placement().dtype != placement().dtype; }
+  const VaeConfig& vae_config() const { return vae_.config(); }
 
   const SchedulerConfig& scheduler_config() const { return scheduler_config_; }
   int64_t vae_scale_factor() const { return int64_t(1) << (vae_.config().block_out_channels.size() - 1); }
-  std::string description() const;  // "SD1.x (epsilon)"
+  std::string description() const;  // "SD1.x (epsilon)", "SDXL refiner (epsilon)"
   ModelFamily family() const { return arch_.family; }
   // The text encoders' weights wait in host memory between generations (a GPU short of memory for the
   // whole model); each generation moves them to the device to encode, then back.
@@ -116,11 +155,34 @@ class StableDiffusion {
   // VAE's scale factor (512 for SD1.x and the shapes model's 64).
   int default_image_size() const { return int(unet_.config().sample_size * vae_scale_factor()); }
 
+  // The refiner's conditioning: diffusers' StableDiffusionXLImg2ImgPipeline with requires_aesthetics_score.
+  MicroConditioning micro_conditioning() const { return micro_; }
+  // `validate` and the model's own rules: size conditioning for SDXL only, aesthetic scores for a refiner
+  // only, a refiner (which has no target size) given an image or latents to refine.
+  void validate(const GenerationParams& p, bool refines) const;
+  // Latents of this model and `other` live in the same space (an ensemble's base and refiner): the same
+  // channels and scaling factor. Throws otherwise.
+  void check_same_latent_space(const StableDiffusion& other) const;
+
   // txt2img, or img2img from `init_image` [1, H, W, 3] in [-1, 1] (H, W = params.height, width) as
   // diffusers' StableDiffusionImg2ImgPipeline: the image's latent sampled from the VAE's moments with the
   // generator, noised to the step that `strength` starts at, denoised from there.
   GenerationResult generate(const GenerationParams& params, const ProgressCallback& progress = {},
                             const Tensor* init_image = nullptr) const;
+
+  // What generate does before the decode, for one expert of an ensemble: the final latents [N, h, w, 4]
+  // (host f32, before 1/scaling_factor) of the steps that `params` leaves this model (denoising_start,
+  // denoising_end), drawing from `generator`, which goes on to the next expert. Starts from noise, from
+  // `init_image` (img2img), or from `handed` latents [N, h, w, 4] (with params.denoising_start: not
+  // noised again, as diffusers' add_noise=False). Adds its stages to *times; `progress` gets the steps
+  // done and in all, both offset by `progress_offset` (the earlier experts' steps).
+  OwnedTensor denoise(const GenerationParams& params, TorchCpuGenerator& generator, StageTimes* times,
+                      const DenoiseStart& start = {}, const ProgressCallback& progress = {}) const;
+  // The steps `denoise` would run for `params`.
+  StepRange steps_of(const GenerationParams& params, bool img2img) const;
+  // The image of final latents (as denoise returns them): decoded, in [0, 1]; stage times completed.
+  GenerationResult finish(const GenerationParams& params, OwnedTensor latents, StageTimes times,
+                          std::chrono::steady_clock::time_point start) const;
 
   // The VAE decode of host f32 latents [N, h, w, 4] (already divided by scaling_factor) into a host f32
   // image [N, H, W, 3] in about [-1, 1]. On a GPU in f16, an output holding NaN or infinity (f16 overflow
@@ -135,15 +197,19 @@ class StableDiffusion {
     OwnedTensor context, pooled, time_ids;
   };
   Conditioning condition(const GenerationParams& p, bool guided) const;
+  // The micro-conditioning ids of one side (rows of the UNet's time_ids).
+  std::vector<float> micro_ids(const GenerationParams& p, bool negative) const;
 
   ArchitectureInfo arch_;
   TextConditioning text_;
   bool force_zeros_for_empty_prompt_ = false;  // SDXL: an empty negative prompt is zeros, not encoded
+  MicroConditioning micro_ = MicroConditioning::kNone;
   Unet unet_;
   Vae vae_;
   mutable UnetGraphs unet_graphs_;        // on a GPU, the denoising loop replays a captured UNet
   mutable std::optional<Vae> vae_bf16_;   // loaded on the first f16 overflow
-  std::shared_ptr<ModelSource> source_;  // kept (memory-mapped) for that reload
+  std::shared_ptr<ModelSource> source_;
+  std::shared_ptr<ModelSource> vae_source_;  // the VAE's (the model's, or --vae's), kept mapped for that reload
   SchedulerConfig scheduler_config_;
 };
 

@@ -68,7 +68,7 @@ TEST(ModelSource, DiffusersFolderWithShardsAndSideFiles) {
   EXPECT_EQ(m.component("unet")->tensors.size(), unet.size());
   EXPECT_NE(m.component("vae"), nullptr);
   EXPECT_TRUE(m.scheduler_config().has_value());
-  EXPECT_EQ(m.tokenizer_files(), "vocab.json + merges.txt");
+  EXPECT_EQ(m.tokenizer_files(), "tokenizer/ (vocab.json + merges.txt)");
 }
 
 TEST(ModelSource, ClearErrorsForWhatCannotBeLoaded) {

@@ -31,6 +31,20 @@ TEST_F(TinyVae, ConfigIsDetectedFromWeightsAndConfigJson) {
   EXPECT_TRUE(vae_.config().mid_attention);
 }
 
+// force_upcast: diffusers' default (true) when config.json does not say; what it says otherwise.
+TEST(VaeConfig, ForceUpcastComesFromConfigJson) {
+  ModelSource model = ModelSource::open(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sd1");
+  ModelComponent vae = *model.component("vae");
+  EXPECT_TRUE(VaeConfig::detect(vae).force_upcast);  // the tiny SD1.x config says so
+  vae.config_json.reset();
+  EXPECT_TRUE(VaeConfig::detect(vae).force_upcast);  // diffusers' default
+  vae.config_json = R"({"force_upcast": false, "scaling_factor": 0.13025})";
+  EXPECT_FALSE(VaeConfig::detect(vae).force_upcast);
+  EXPECT_FLOAT_EQ(VaeConfig::detect(vae).scaling_factor, 0.13025f);
+  vae.config_json = R"({"force_upcast": "no"})";
+  EXPECT_THROW(VaeConfig::detect(vae), Error);
+}
+
 TEST_F(TinyVae, DecodeMatchesDiffusers) {
   const OwnedTensor latents = fixture_.nhwc("latents");
   const OwnedTensor image = vae_.decode(latents);

@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <tuple>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "fixture_util.h"
@@ -86,6 +90,36 @@ TEST(GpuPipeline, VaeOverflowInF16IsDecodedAgainInBf16) {
   const OwnedTensor expected = cpu.decode(latents, &report);
   EXPECT_FALSE(report.retried_in_bf16);
   EXPECT_LE(test::relative_l2(huge, test::as_reference(expected)), 4e-2);
+}
+
+// SDXL's VAE computes in bf16 on an f16 GPU when its config says force_upcast (diffusers: in f32), and
+// in f16 once an f16-safe VAE (force_upcast false, as madebyollin/sdxl-vae-fp16-fix says) replaces it;
+// either way the picture is the CPU's within the dtype's rounding.
+TEST(GpuPipeline, SdxlVaeFollowsForceUpcast) {
+  const std::string folder = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sdxl_pipeline";
+  StableDiffusion sd = StableDiffusion::load(folder, std::nullopt, std::nullopt, {test::gpu0(), DType::kF16});
+  EXPECT_TRUE(sd.vae_upcast());
+  const StableDiffusion cpu = StableDiffusion::load(folder, std::nullopt);
+  const test::Fixture fixture("models/tiny_sdxl_pipeline_runs.safetensors");
+  OwnedTensor latents = fixture.nhwc("euler_discrete_cfg5.latents");
+  for (int64_t i = 0; i < latents.view().numel(); ++i) latents.ptr<float>()[i] /= 0.13025f;
+  DecodeReport report;
+  const OwnedTensor expected = cpu.decode(latents, &report);
+  EXPECT_LE(test::relative_l2(sd.decode(latents, &report), test::as_reference(expected)), 2e-2);
+  EXPECT_FALSE(report.retried_in_bf16);
+
+  test::TempDir dir;
+  std::filesystem::copy(folder + "/vae", dir.path());
+  const auto config_path = dir.path() / "config.json";
+  std::ifstream in(config_path);
+  nlohmann::json config = nlohmann::json::parse(in);
+  in.close();
+  config["force_upcast"] = false;
+  std::ofstream(config_path) << config.dump(2);
+  sd.use_vae(dir.path().string());
+  EXPECT_FALSE(sd.vae_upcast());
+  EXPECT_LE(test::relative_l2(sd.decode(latents, &report), test::as_reference(expected)), 1e-2);
+  EXPECT_FALSE(report.retried_in_bf16);
 }
 
 // Tiled decoding holds one tile's activations at a time: on the GPU the decode's own peak memory is a

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "pipeline/expert_ensemble.h"
 #include "test_util.h"
 
 namespace hd::test {
@@ -26,7 +27,19 @@ GenerationParams recorded_run_params(const nlohmann::json& c) {
   p.sizes = {pair_of("original_size"), pair_of("crops_coords_top_left"), pair_of("target_size")};
   p.negative_sizes = {pair_of("negative_original_size"), pair_of("negative_crops_coords_top_left"),
                       pair_of("negative_target_size")};
+  if (c.contains("aesthetic_score")) p.aesthetic_score = c["aesthetic_score"].get<float>();
+  if (c.contains("negative_aesthetic_score")) p.negative_aesthetic_score = c["negative_aesthetic_score"].get<float>();
   return p;
+}
+
+GenerationResult run_refiner_case(const nlohmann::json& c, const StableDiffusion& base, const StableDiffusion& refiner,
+                                  const Tensor& init_image) {
+  GenerationParams p = recorded_run_params(c);
+  if (c["kind"] == "refiner") {
+    p.strength = c["strength"];
+    return refiner.generate(p, {}, &init_image);
+  }
+  return generate_with_refiner(base, refiner, p, c["high_noise_frac"].get<double>());
 }
 
 RunDistance distance_to_recording(const GenerationResult& result, const Fixture& fixture, const std::string& name,

@@ -1,6 +1,7 @@
 // The generation parameters of a run recorded in a pipeline fixture's case list (tools/make_fixtures.py,
 // tools/train_tiny/reference.py): prompt, negative prompt, steps, CFG, sampler, schedule, seed, the
-// size, the timestep spacing and SDXL's size conditioning when the case gives them; and how far a run is
+// size, the timestep spacing, SDXL's size conditioning and the refiner's aesthetic scores when the case gives
+// them; and how far a run is
 // from its recording.
 #pragma once
 
@@ -12,6 +13,11 @@
 namespace hd::test {
 
 GenerationParams recorded_run_params(const nlohmann::json& c);
+
+// One case of tiny_sdxl_refiner_runs.safetensors: the refiner alone on `init_image` ("kind": "refiner",
+// img2img with the case's strength), or the base then the refiner ("ensemble", its high_noise_frac).
+GenerationResult run_refiner_case(const nlohmann::json& c, const StableDiffusion& base, const StableDiffusion& refiner,
+                                  const Tensor& init_image);
 
 struct RunDistance {
   double latents_relative_l2;

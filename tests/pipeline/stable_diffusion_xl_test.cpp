@@ -5,6 +5,7 @@
 // StableDiffusionXLImg2ImgPipeline's img2img with the base model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -91,13 +92,60 @@ TEST(StableDiffusionXl, SingleFileWithoutTokenizersIsAClearError) {
   }
 }
 
+// A single file whose config folder lacks vae/config.json gets SDXL's VAE settings (diffusers'
+// from_single_file infers the same), not SD1.x's scaling factor 0.18215, which would decode another picture.
+TEST(StableDiffusionXl, SingleFileWithoutVaeConfigTakesSdxlDefaults) {
+  test::TempDir dir;
+  std::filesystem::copy(kSdxl, dir.path(), std::filesystem::copy_options::recursive);
+  std::filesystem::remove(dir.path() / "vae" / "config.json");
+  const StableDiffusion sd = StableDiffusion::load(kSdxl + ".safetensors", std::nullopt, dir.path().string());
+  EXPECT_FLOAT_EQ(sd.vae_config().scaling_factor, 0.13025f);
+  EXPECT_EQ(sd.vae_config().sample_size, 1024);
+  EXPECT_TRUE(sd.vae_config().force_upcast);
+}
+
+// --vae: a VAE folder, a lone VAE file in the original names, or a whole checkpoint's VAE, decoding as
+// diffusers does with that VAE (the tiny refiner's, whose decodes the ensemble runs recorded).
+TEST(StableDiffusionXl, VaeGivenApartDecodesAsDiffusers) {
+  const std::string refiner = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sdxl_refiner";
+  const test::Fixture fixture("models/tiny_sdxl_refiner_runs.safetensors");
+  const std::string name = "euler_discrete_f0.8";
+  OwnedTensor latents = fixture.nhwc(name + ".latents");
+  for (int64_t i = 0; i < latents.view().numel(); ++i) latents.ptr<float>()[i] /= 0.13025f;
+  for (const std::string& path : {refiner + "/vae", refiner + "_vae.safetensors", refiner + ".safetensors"}) {
+    SCOPED_TRACE(path);
+    StableDiffusion sd = StableDiffusion::load(kSdxl, std::nullopt);
+    sd.use_vae(path);
+    EXPECT_FALSE(sd.vae_upcast());  // on the CPU everything is f32
+    DecodeReport report;
+    OwnedTensor image = sd.decode(latents, &report);
+    float* v = image.ptr<float>();
+    for (int64_t i = 0; i < image.view().numel(); ++i) v[i] = std::clamp(v[i] / 2.0f + 0.5f, 0.0f, 1.0f);
+    EXPECT_GE(test::psnr(image, test::as_reference(fixture.nhwc(name + ".image"))), 40.0);
+  }
+  StableDiffusion sd = StableDiffusion::load(kSdxl, std::nullopt);
+  try {
+    sd.use_vae(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sd1/vae");  // SD1.x's scaling factor
+    FAIL() << "a VAE of another latent space was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("are not the model's"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(sd.use_vae(kSdxl + "/unet"), Error);  // no VAE there
+  EXPECT_THROW(sd.use_vae(kSdxl + "/no-such-vae"), Error);
+}
+
 TEST(StableDiffusionXl, BadSizeConditioningIsAClearError) {
+  const StableDiffusion sdxl = StableDiffusion::load(kSdxl, std::nullopt);
   GenerationParams p;
   p.negative_sizes.crop_top_left = std::array<int, 2>{4, 4};  // diffusers would ignore it
-  EXPECT_THROW(validate(p, 8), Error);
+  EXPECT_THROW(sdxl.validate(p, false), Error);
   p = GenerationParams{};
   p.negative_sizes.original_size = std::array<int, 2>{64, 64};  // without the negative target size
-  EXPECT_THROW(validate(p, 8), Error);
+  EXPECT_THROW(sdxl.validate(p, false), Error);
+  p.negative_sizes.target_size = std::array<int, 2>{64, 64};
+  EXPECT_NO_THROW(sdxl.validate(p, false));
+  p.aesthetic_score = 6.0f;  // the refiner's
+  EXPECT_THROW(sdxl.validate(p, false), Error);
   p = GenerationParams{};
   p.sizes.original_size = std::array<int, 2>{0, 64};
   EXPECT_THROW(validate(p, 8), Error);

@@ -1,0 +1,20 @@
+// SDXL's base and refiner as diffusers' "ensemble of expert denoisers": the base denoises the high-noise
+// share of the schedule and hands its latents to the refiner, which denoises the rest.
+#pragma once
+
+#include "pipeline/stable_diffusion.h"
+
+namespace hd {
+
+// The base denoises the first `high_noise_frac` of the schedule by training timestep (diffusers'
+// denoising_end) and the refiner the rest from the base's latents, not noised again (denoising_start);
+// one generator, seeded with params.seed, draws for both (the noise, then every ancestral step's), and the
+// refiner's VAE decodes. From `init_image` the base starts as img2img does (params.strength). Each model
+// takes its own share of `params`: the size conditioning the base's, the original size, crop and aesthetic
+// scores the refiner's (a refiner has no target size). Throws before any work when the pair or a share is
+// wrong: a refiner as the base, latents of different spaces, a fraction that leaves either model no step.
+GenerationResult generate_with_refiner(const StableDiffusion& base, const StableDiffusion& refiner,
+                                       const GenerationParams& params, double high_noise_frac,
+                                       const ProgressCallback& progress = {}, const Tensor* init_image = nullptr);
+
+}  // namespace hd
