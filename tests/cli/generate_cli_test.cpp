@@ -117,6 +117,41 @@ TEST(GenerateCli, SdxlWithSizeConditioningMatchesDiffusers) {
   EXPECT_NE(not_sdxl.out.find("is SDXL's; this model's UNet does not take it"), std::string::npos) << not_sdxl.out;
 }
 
+// SDXL's base and refiner as an ensemble of expert denoisers: the latents are diffusers' recorded run
+// (tiny_sdxl_refiner_runs.safetensors, case euler_discrete_f0.8), and the PNG says which refiner took over where.
+TEST(GenerateCli, SdxlWithRefinerMatchesDiffusers) {
+  test::TempDir dir;
+  const auto png = dir.path() / "out.png";
+  const auto latents = dir.path() / "latents.safetensors";
+  const std::string models = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/";
+  const auto r = test::run_cli(
+      "generate --model " + models + "tiny_sdxl_pipeline --refiner " + models + "tiny_sdxl_refiner --high-noise-frac 0.8 "
+      "--prompt 'a red circle on a blue background' --negative-prompt 'blurry, green' --steps 10 --cfg-scale 5 "
+      "--width 32 --height 24 --seed 93 --timestep-spacing leading --output " + test::quoted(png) + " --save-latents " +
+      test::quoted(latents));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("SDXL refiner"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step 10/10"), std::string::npos) << r.out;  // the base's 8 and the refiner's 2 in one count
+  const auto text = read_png_text(png.string());
+  ASSERT_EQ(text.size(), 1u);
+  EXPECT_NE(text[0].second.find("Refiner: " + models + "tiny_sdxl_refiner, Refiner switch at: 0.8"), std::string::npos)
+      << text[0].second;
+  const auto st = SafetensorsFile::open(latents.string());
+  const OwnedTensor saved = st.load(st.at("latents"), DType::kF32);
+  const std::vector<float> got(saved.ptr<float>(), saved.ptr<float>() + saved.view().numel());
+  const std::vector<float> expected =
+      test::Fixture("models/tiny_sdxl_refiner_runs.safetensors").floats("euler_discrete_f0.8.latents");
+  EXPECT_LT(test::relative_l2(got, std::vector<double>(expected.begin(), expected.end())), 1e-3);
+
+  // The refiner alone starts from an image, not from noise; the fraction needs a refiner.
+  const auto alone = test::run_cli("generate --model " + models + "tiny_sdxl_refiner --prompt x --steps 2");
+  EXPECT_EQ(alone.exit_code, 1) << alone.out;
+  EXPECT_NE(alone.out.find("it does not start from noise"), std::string::npos) << alone.out;
+  const auto fraction = test::run_cli("generate --model " + models + "tiny_sdxl_pipeline --prompt x --high-noise-frac 0.5");
+  EXPECT_EQ(fraction.exit_code, 1) << fraction.out;
+  EXPECT_NE(fraction.out.find("--high-noise-frac applies to --refiner only"), std::string::npos) << fraction.out;
+}
+
 TEST(GenerateCli, BadInputsAreOneLineErrors) {
   const std::string base = "generate --model " + kModel + " --output /dev/null --steps 1 --width 32 --height 32 ";
   const std::pair<std::string, std::string> cases[] = {

@@ -34,6 +34,21 @@ TEST(InfoCli, DescribesADiffusersFolder) {
   EXPECT_NE(r.out.find("diffusers folder"), std::string::npos) << r.out;
 }
 
+// SDXL's folders: both tokenizers listed; the refiner told by its 1280-wide cross-attention, its
+// single file's one embedder read as text_encoder_2.
+TEST(InfoCli, DescribesSdxlBaseAndRefiner) {
+  const std::string models = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/";
+  const auto base = run_cli("info " + models + "tiny_sdxl_pipeline");
+  EXPECT_EQ(base.exit_code, 0) << base.out;
+  EXPECT_NE(base.out.find("tokenizer:    tokenizer/ (tokenizer.json), tokenizer_2/ (tokenizer.json)"), std::string::npos)
+      << base.out;
+  const auto refiner = run_cli("info " + models + "tiny_sdxl_refiner.safetensors");
+  EXPECT_EQ(refiner.exit_code, 0) << refiner.out;
+  EXPECT_NE(refiner.out.find("the refiner's"), std::string::npos) << refiner.out;
+  EXPECT_NE(refiner.out.find("  text_encoder_2 "), std::string::npos) << refiner.out;
+  EXPECT_EQ(refiner.out.find("  text_encoder "), std::string::npos) << refiner.out;
+}
+
 TEST(InfoCli, MalformedInputIsOneLineAndExitCodeOne) {
   test::TempDir dir;
   std::vector<uint8_t> truncated = serialize_safetensors({{"w", "F32", {4}, test::zero_bytes(16)}});

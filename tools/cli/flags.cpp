@@ -55,9 +55,9 @@ ops::KernelChoice apply_kernel_choice(const Flags& flags) {
   return ops::kernel_choice();
 }
 
-const std::vector<std::string> kSizeConditioningFlags = {
+const std::vector<std::string> kMicroConditioningFlags = {
     "--original-size", "--crop-top-left", "--target-size", "--negative-original-size", "--negative-crop-top-left",
-    "--negative-target-size"};
+    "--negative-target-size", "--aesthetic-score", "--negative-aesthetic-score"};
 
 namespace {
 
@@ -76,13 +76,16 @@ std::array<int, 2> parse_swapped_pair(const std::string& flag, const std::string
 
 }  // namespace
 
-void read_size_conditioning(const Flags& flags, GenerationParams& p) {
+void read_micro_conditioning(const Flags& flags, GenerationParams& p) {
   for (const auto& [prefix, s] : {std::pair{"--", &p.sizes}, {"--negative-", &p.negative_sizes}}) {
     const std::string pre(prefix);
     if (auto v = flags.get(pre + "original-size")) s->original_size = parse_swapped_pair(pre + "original-size", *v, 'x', "WxH");
     if (auto v = flags.get(pre + "crop-top-left")) s->crop_top_left = parse_swapped_pair(pre + "crop-top-left", *v, ',', "X,Y");
     if (auto v = flags.get(pre + "target-size")) s->target_size = parse_swapped_pair(pre + "target-size", *v, 'x', "WxH");
   }
+  if (auto v = flags.get("--aesthetic-score")) p.aesthetic_score = parse_number<float>("--aesthetic-score", *v);
+  if (auto v = flags.get("--negative-aesthetic-score"))
+    p.negative_aesthetic_score = parse_number<float>("--negative-aesthetic-score", *v);
 }
 
 VaeTiling vae_tiling_of(const Flags& flags) {

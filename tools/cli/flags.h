@@ -37,12 +37,13 @@ void apply_device_memory_limit(const Flags& flags, const ops::Placement& placeme
 // --kernels own|all: whether the vendor libraries are candidates of the autotuner (ops::set_kernel_choice);
 // without it $HD_KERNELS, else all. Validated (the variable too), and returned.
 ops::KernelChoice apply_kernel_choice(const Flags& flags);
-// SDXL's size conditioning: --original-size WxH, --crop-top-left X,Y (pixels from the left, from the
-// top), --target-size WxH, and the same with --negative-. Parsed (not validated against each other:
-// the pipeline's validate does that) into (height, width) and (top, left) as diffusers takes them.
-void read_size_conditioning(const Flags& flags, GenerationParams& p);
-// The flags read_size_conditioning reads.
-extern const std::vector<std::string> kSizeConditioningFlags;
+// SDXL's micro-conditioning: --original-size WxH, --crop-top-left X,Y (pixels from the left, from the
+// top), --target-size WxH, and the same with --negative-; the refiner's --aesthetic-score and
+// --negative-aesthetic-score. Parsed (not validated against each other or the model: the pipeline does
+// that) into (height, width) and (top, left) as diffusers takes them.
+void read_micro_conditioning(const Flags& flags, GenerationParams& p);
+// The flags read_micro_conditioning reads.
+extern const std::vector<std::string> kMicroConditioningFlags;
 
 // --vae-tiling (exact tiles) or --vae-tiling-blended (diffusers' tiles), not both; kAuto without either.
 VaeTiling vae_tiling_of(const Flags& flags);
@@ -54,6 +55,8 @@ T parse_number(const std::string& flag, const std::string& text) {
     T value;
     if constexpr (std::is_same_v<T, float>) {
       value = std::stof(text, &used);
+    } else if constexpr (std::is_same_v<T, double>) {
+      value = std::stod(text, &used);
     } else if constexpr (std::is_same_v<T, uint64_t>) {
       HD_CHECK(!text.empty() && text[0] != '-', flag, " must be a non-negative integer, got '", text, "'");
       value = std::stoull(text, &used);

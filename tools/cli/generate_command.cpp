@@ -18,6 +18,7 @@
 #include "ops/placement.h"
 #include "ops/tuning/autotuner.h"
 #include "pipeline/default_model.h"
+#include "pipeline/expert_ensemble.h"
 #include "pipeline/init_image.h"
 #include "pipeline/stable_diffusion.h"
 #include "text/clip_tokenizer.h"
@@ -32,8 +33,9 @@ std::vector<std::string> generate_flags() {
   std::vector<std::string> flags = {
     "--model", "--prompt", "--negative-prompt", "--steps", "--cfg-scale", "--sampler", "--schedule", "--seed",
     "--width", "--height", "--batch", "--init-image", "--strength", "--vocab", "--config", "--prediction", "--timestep-spacing", "--output",
-    "--save-latents", "--device", "--dtype", "--tune-cache", "--threads", "--max-device-memory", "--kernels"};
-  flags.insert(flags.end(), kSizeConditioningFlags.begin(), kSizeConditioningFlags.end());
+    "--save-latents", "--device", "--dtype", "--tune-cache", "--threads", "--max-device-memory", "--kernels",
+    "--refiner", "--high-noise-frac", "--vae"};
+  flags.insert(flags.end(), kMicroConditioningFlags.begin(), kMicroConditioningFlags.end());
   return flags;
 }
 
@@ -47,8 +49,13 @@ std::string a1111_sampler_name(SamplerKind kind) {
   return "?";
 }
 
+struct RefinerChoice {
+  std::string path;
+  double switch_at;  // the high-noise fraction
+};
+
 // A1111's parameters block: prompt, negative prompt, then one line of settings.
-std::string parameters_text(const GenerationParams& p, const std::string& model) {
+std::string parameters_text(const GenerationParams& p, const std::string& model, const std::optional<RefinerChoice>& refiner) {
   std::string s = p.prompt + "\n";
   if (!p.negative_prompt.empty()) s += "Negative prompt: " + p.negative_prompt + "\n";
   const std::string denoise = p.strength < 1.0f ? str_cat(", Denoising strength: ", p.strength) : "";
@@ -63,6 +70,10 @@ std::string parameters_text(const GenerationParams& p, const std::string& model)
     if (c->crop_top_left) s += str_cat(", ", prefix, "crop top-left: ", (*c->crop_top_left)[1], ",", (*c->crop_top_left)[0]);
     if (c->target_size) s += str_cat(", ", prefix, "target size: ", (*c->target_size)[1], "x", (*c->target_size)[0]);
   }
+  if (p.aesthetic_score) s += str_cat(", Aesthetic score: ", *p.aesthetic_score);
+  if (p.negative_aesthetic_score) s += str_cat(", Negative aesthetic score: ", *p.negative_aesthetic_score);
+  // A1111's own keys for SDXL's refiner.
+  if (refiner) s += str_cat(", Refiner: ", refiner->path, ", Refiner switch at: ", refiner->switch_at);
   return s;
 }
 
@@ -110,7 +121,7 @@ int run_generate(std::span<const std::string_view> args) {
   if (auto v = get("--batch")) p.batch = parse_number<int>("--batch", *v);
   if (auto v = get("--prediction")) p.prediction = parse_prediction(*v);
   if (auto v = get("--timestep-spacing")) p.spacing = parse_timestep_spacing(*v);
-  read_size_conditioning(flags, p);
+  read_micro_conditioning(flags, p);
   p.vae_tiling = vae_tiling_of(flags);
   validate(p, 8);
   check_sampler_schedule(p.sampler, p.schedule);
@@ -145,19 +156,50 @@ int run_generate(std::span<const std::string_view> args) {
     ThreadPool::set_global_threads(threads);
   }
 
+  // SDXL's ensemble of expert denoisers: the base to the high-noise fraction (diffusers' example: 0.8),
+  // then the refiner.
+  std::optional<RefinerChoice> refiner_choice;
+  HD_CHECK(!get("--high-noise-frac") || get("--refiner"), "--high-noise-frac applies to --refiner only");
+  if (auto path = get("--refiner")) {
+    refiner_choice = RefinerChoice{*path, 0.8};
+    if (auto v = get("--high-noise-frac")) refiner_choice->switch_at = parse_number<double>("--high-noise-frac", *v);
+    HD_CHECK(refiner_choice->switch_at > 0.0 && refiner_choice->switch_at < 1.0,
+             "--high-noise-frac must be in (0, 1), got ", refiner_choice->switch_at);
+  }
+
   const std::string model = get("--model") ? *get("--model") : default_model_folder();
-  const StableDiffusion sd = StableDiffusion::load(model, get("--vocab"), get("--config"), placement);
+  StableDiffusion sd = StableDiffusion::load(model, get("--vocab"), get("--config"), placement);
+  std::optional<StableDiffusion> refiner;
+  if (refiner_choice) refiner = StableDiffusion::load(refiner_choice->path, get("--vocab"), std::nullopt, placement);
+  // --vae replaces the VAE of both (the refiner's decodes an ensemble's image).
+  if (auto path = get("--vae")) {
+    sd.use_vae(*path);
+    if (refiner) refiner->use_vae(*path);
+  }
   // Without --width/--height (and no init image), the size the model was trained for.
   if (!get("--width") && !init_image) p.width = sd.default_image_size();
   if (!get("--height") && !init_image) p.height = sd.default_image_size();
-  validate(p, sd.vae_scale_factor());
+  // Every rule of the request before any work (the ensemble checks both models' shares itself).
+  if (refiner) {
+    validate(p, sd.vae_scale_factor());
+  } else {
+    sd.validate(p, init_image.has_value());
+  }
   std::fprintf(stderr, "model: %s, %s, %dx%d, %d steps of %s on %s\n", model.c_str(), sd.description().c_str(),
                p.width, p.height, p.steps, std::string(sampler_name(p.sampler)).c_str(), placement.to_string().c_str());
+  if (refiner)
+    std::fprintf(stderr, "refiner: %s, %s, from %g of the schedule\n", refiner_choice->path.c_str(),
+                 refiner->description().c_str(), refiner_choice->switch_at);
+  if (sd.vae_upcast() || (refiner && refiner->vae_upcast()))
+    std::fprintf(stderr, "note: the VAE computes in bf16: its config says force_upcast (SDXL's VAE overflows f16); "
+                         "an f16-safe VAE given with --vae (force_upcast false) computes in f16\n");
   if (sd.text_encoders_off_device())
     std::fprintf(stderr, "note: device memory is short for the whole model; its text encoders wait in host memory "
                          "and visit the device only to encode\n");
   ProgressBar bar;
-  const GenerationResult result = sd.generate(p, std::ref(bar), init_image ? &init_image->view() : nullptr);
+  const Tensor* init = init_image ? &init_image->view() : nullptr;
+  const GenerationResult result = refiner ? generate_with_refiner(sd, *refiner, p, refiner_choice->switch_at, std::ref(bar), init)
+                                          : sd.generate(p, std::ref(bar), init);
   if (result.vae_retried_in_bf16) std::fprintf(stderr, "note: the VAE overflowed in f16; decoded again in bf16\n");
   if (result.vae_tiled && p.vae_tiling == VaeTiling::kAuto)
     std::fprintf(stderr, "note: the image did not fit in device memory at once; the VAE decoded it in tiles\n");
@@ -170,7 +212,7 @@ int run_generate(std::span<const std::string_view> args) {
     const float* src = image.ptr<float>() + b * pixels;
     for (int64_t i = 0; i < pixels; ++i) rgb.pixels[size_t(i)] = uint8_t(std::nearbyint(src[i] * 255.0f));  // as numpy's round
     GenerationParams shown = p;
-    write_png(output_path(output, b, p.batch), rgb, {{"parameters", parameters_text(shown, model)}});
+    write_png(output_path(output, b, p.batch), rgb, {{"parameters", parameters_text(shown, model, refiner_choice)}});
     std::printf("%s\n", output_path(output, b, p.batch).c_str());
   }
   if (auto path = get("--save-latents")) {
