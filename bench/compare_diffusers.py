@@ -359,7 +359,7 @@ def sdxl_comparison(build, compile_too, steps=30, cfg=5.0):
             peers[name] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
             peers[name]["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
     print(f"\nSDXL 1024x1024, {steps} Euler steps, CFG {cfg}, f16, ms (median of 3); diffusers decodes in f32 "
-          "(the VAE's force_upcast), hipDiffusion in f16 (bf16 on overflow)")
+          "(the VAE's force_upcast), hipDiffusion in bf16 (the same force_upcast: its GPU kernels run f16 or bf16)")
     stages = [("text encoding (+ set-up)", "text", "text_encoding_ms"),
               ("UNet step (batch 2 + sampler)", "step", "unet_step_ms"),
               (f"denoising loop ({steps} steps)", "loop", "denoising_ms"), ("VAE decode (+ to host)", "decode", "vae_decode_ms"),
