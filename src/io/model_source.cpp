@@ -266,11 +266,14 @@ void ModelSource::open_single_file() {
     c.tensors.push_back({e.name.substr(prefix.size()), &st, &e});
   }
   // SDXL's refiner has one embedder, OpenCLIP ViT-bigG (conditioner.embedders.0.model.*): the base's
-  // second text encoder, so named (diffusers' converter tells it by its text_projection the same way).
-  if (const auto first = by_prefix.find("conditioner.embedders.0."), second = by_prefix.find("conditioner.embedders.1.");
-      first != by_prefix.end() && second == by_prefix.end() &&
+  // second text encoder, so named. SD-Turbo's files (SD2.1's UNet) put their one OpenCLIP ViT-H there too;
+  // it is SD2.x's text_encoder (A1111 renames it to cond_stage_model.). The UNet tells them apart: only
+  // SDXL's has the text-time embedding (label_emb).
+  const auto first = by_prefix.find("conditioner.embedders.0."), second = by_prefix.find("conditioner.embedders.1.");
+  const bool sdxl_unet = st.find("model.diffusion_model.label_emb.0.0.weight") != nullptr;
+  if (first != by_prefix.end() && second == by_prefix.end() && sdxl_unet &&
       std::any_of(first->second.tensors.begin(), first->second.tensors.end(),
-                  [](const TensorRef& t) { return t.name == "model.text_projection"; })) {
+                  [](const TensorRef& t) { return t.name.starts_with("model."); })) {
     first->second.name = "text_encoder_2";
   }
   for (std::string_view order : {"text_encoder", "text_encoder_2", "unet", "vae", "other"}) {

@@ -84,16 +84,17 @@ TEST(StableDiffusion, Sd1TinySingleFileMatchesDiffusers) { check_family("sd1", t
 
 // Converters differ in the CLIP names they write: diffusers' own conversion script and others leave
 // "text_model." out (cond_stage_model.transformer.embeddings...). Such a file generates the same runs.
-TEST(StableDiffusion, Sd1SingleFileWithoutTextModelInItsClipNamesMatchesDiffusers) {
-  const std::string base = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sd1";
+// A tiny single file with the names under `from` moved under `to`, run against the family's first
+// recorded diffusers run.
+void check_renamed_single_file(const std::string& family, const std::string& from, const std::string& to) {
+  const std::string base = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_" + family;
   const SafetensorsFile original = SafetensorsFile::open(base + ".safetensors");
   std::vector<SafetensorsWriteItem> items;
   int renamed = 0;
   for (const auto& e : original.entries()) {
     std::string name = e.name;
-    const std::string from = "cond_stage_model.transformer.text_model.";
     if (name.starts_with(from)) {
-      name = "cond_stage_model.transformer." + name.substr(from.size());
+      name = to + name.substr(from.size());
       ++renamed;
     }
     const auto raw = original.raw(e);
@@ -103,10 +104,20 @@ TEST(StableDiffusion, Sd1SingleFileWithoutTextModelInItsClipNamesMatchesDiffuser
   test::TempDir dir;
   const auto path = dir.write("variant.safetensors", serialize_safetensors(std::move(items)));
   const StableDiffusion sd = StableDiffusion::load(path.string(), std::nullopt, base);
-  const test::Fixture fixture("models/tiny_sd1_pipeline.safetensors");
+  const test::Fixture fixture("models/tiny_" + family + "_pipeline.safetensors");
   const auto& c = fixture.cases()[0];
   GenerationParams p = params_of(c);
-  check_run(sd, fixture, "sd1 variant", c["name"], p, nullptr);
+  check_run(sd, fixture, family + " variant", c["name"], p, nullptr);
+}
+
+TEST(StableDiffusion, Sd1SingleFileWithoutTextModelInItsClipNamesMatchesDiffusers) {
+  check_renamed_single_file("sd1", "cond_stage_model.transformer.text_model.", "cond_stage_model.transformer.");
+}
+
+// SD-Turbo's files (SD2.1's UNet, saved by Stability's sgm code) keep the one OpenCLIP ViT-H encoder under
+// conditioner.embedders.0.model.*, which A1111 renames to cond_stage_model.model.*: SD2.x's text encoder.
+TEST(StableDiffusion, Sd2SingleFileWithItsEncoderUnderConditionerMatchesDiffusers) {
+  check_renamed_single_file("sd2", "cond_stage_model.", "conditioner.embedders.0.");
 }
 TEST(StableDiffusion, Sd2TinyOpenClipSingleFileMatchesDiffusers) { check_family("sd2", true); }
 
