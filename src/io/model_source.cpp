@@ -203,6 +203,8 @@ ModelSource ModelSource::open_vae(const std::string& path, const std::optional<s
       for (const auto& e : st.entries()) c.tensors.push_back({e.name, &st, &e});
     }
     sort_tensors(c);
+    HD_CHECK(c.find("decoder.conv_in.weight") != nullptr || c.find("encoder.conv_in.weight") != nullptr, path,
+             ": the weights here are not a VAE's (no decoder.conv_in or encoder.conv_in)");
     if (const fs::path p = dir / "config.json"; fs::is_regular_file(p)) c.config_json = read_text_file(p);
     m.components_.push_back(std::move(c));
   } else {

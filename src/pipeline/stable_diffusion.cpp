@@ -282,7 +282,8 @@ std::vector<float> StableDiffusion::micro_ids(const GenerationParams& p, bool ne
     return {float(o[0]), float(o[1]), float(c[0]), float(c[1]), score};
   }
   // The base: original (h, w), crop (top, left), target (h, w); the negative side has its own only when
-  // both its sizes are given.
+  // both its sizes are given (StableDiffusionXLPipeline's rule, kept for img2img too, where diffusers'
+  // StableDiffusionXLImg2ImgPipeline would pair the negative sizes with the positive crop).
   const SizeConditioning& side = negative && !p.negative_sizes.empty() ? p.negative_sizes : s;
   const auto o = side.original_size.value_or(image), c = side.crop_top_left.value_or(origin),
              t = side.target_size.value_or(image);

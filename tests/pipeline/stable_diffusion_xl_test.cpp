@@ -130,7 +130,15 @@ TEST(StableDiffusionXl, VaeGivenApartDecodesAsDiffusers) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("are not the model's"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(sd.use_vae(kSdxl + "/unet"), Error);  // no VAE there
+  for (const std::string& not_a_vae : {kSdxl + "/unet", kSdxl + "/text_encoder/model.safetensors"}) {
+    try {
+      sd.use_vae(not_a_vae);
+      FAIL() << not_a_vae << " was taken for a VAE";
+    } catch (const Error& e) {
+      EXPECT_TRUE(std::string(e.what()).find("not a VAE's") != std::string::npos ||
+                  std::string(e.what()).find("holds no VAE") != std::string::npos) << e.what();
+    }
+  }
   EXPECT_THROW(sd.use_vae(kSdxl + "/no-such-vae"), Error);
 }
 
