@@ -1,5 +1,6 @@
 #include "io/ldm_names.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <regex>
@@ -185,8 +186,16 @@ std::vector<TensorRef> map_open_clip(std::vector<TensorRef> tensors, bool whole)
       out.push_back(t);
       out.back().name = "text_projection.weight";
       out.back().transposed = true;
+    } else if (n == "model.text_projection.weight" && whole) {  // some converters write transformers' form
+      out.push_back(t);
+      out.back().name = "text_projection.weight";
     }
     // SD2.x does not use text_projection; logit_scale belongs to CLIP's image-text head.
+  }
+  // With both forms, OpenCLIP's is taken, as ComfyUI's loader (which converts the second over the first) does.
+  const auto projections = std::count_if(out.begin(), out.end(), [](const TensorRef& r) { return r.name == "text_projection.weight"; });
+  if (projections > 1) {
+    std::erase_if(out, [](const TensorRef& r) { return r.name == "text_projection.weight" && !r.transposed; });
   }
   return out;
 }

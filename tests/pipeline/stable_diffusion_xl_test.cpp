@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
 #include "fixture_util.h"
 #include "io/png.h"
+#include "io/safetensors.h"
 #include "pipeline/init_image.h"
 #include "pipeline/recorded_run.h"
 #include "pipeline/stable_diffusion.h"
@@ -76,6 +78,45 @@ TEST(StableDiffusionXl, VocabFolderPadsTheSecondTokenizerWithExclamationMarks) {
   const GenerationParams p = test::recorded_run_params(c);
   const test::RunDistance d = test::distance_to_recording(sd.generate(p), fixture, c["name"], "sdxl --vocab");
   EXPECT_LT(d.latents_relative_l2, 1e-3);
+}
+
+// Converters write OpenCLIP's text_projection (applied as x · P) or transformers' text_projection.weight
+// (Pᵀ): ComfyUI reads both. A file with the second form generates the same runs; with both, OpenCLIP's is
+// taken (here the other is made wrong, so that taking it would show).
+TEST(StableDiffusionXl, SingleFileWithEitherTextProjectionFormMatchesDiffusers) {
+  const SafetensorsFile original = SafetensorsFile::open(kSdxl + ".safetensors");
+  const std::string projection = "conditioner.embedders.1.model.text_projection";
+  for (const bool both : {false, true}) {
+    SCOPED_TRACE(both ? "both forms" : "transformers' form");
+    std::vector<SafetensorsWriteItem> items;
+    for (const auto& e : original.entries()) {
+      const auto raw = original.raw(e);
+      std::vector<uint8_t> bytes(raw.begin(), raw.end());
+      if (e.name != projection) {
+        items.push_back({e.name, e.dtype_name, e.shape, std::move(bytes)});
+        continue;
+      }
+      ASSERT_EQ(e.dtype_name, "F32");
+      ASSERT_EQ(e.shape.size(), 2u);
+      const int64_t rows = e.shape[0], cols = e.shape[1];
+      std::vector<float> p(size_t(rows * cols)), pt(p.size());
+      std::memcpy(p.data(), bytes.data(), bytes.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) pt[size_t(c * rows + r)] = both ? 0.0f : p[size_t(r * cols + c)];
+      std::vector<uint8_t> transposed(bytes.size());
+      std::memcpy(transposed.data(), pt.data(), transposed.size());
+      items.push_back({projection + ".weight", "F32", {cols, rows}, std::move(transposed)});
+      if (both) items.push_back({projection, "F32", e.shape, std::move(bytes)});
+    }
+    test::TempDir dir;
+    const auto path = dir.write("variant.safetensors", serialize_safetensors(std::move(items)));
+    const StableDiffusion sd = StableDiffusion::load(path.string(), std::nullopt, kSdxl);
+    const test::Fixture fixture("models/tiny_sdxl_pipeline_runs.safetensors");
+    const auto& c = fixture.cases()[0];
+    const test::RunDistance d =
+        test::distance_to_recording(sd.generate(test::recorded_run_params(c)), fixture, c["name"], "sdxl variant");
+    EXPECT_LT(d.latents_relative_l2, 1e-3);
+  }
 }
 
 // A single file alone has no tokenizers: the error says which one is missing and what to pass.
