@@ -129,6 +129,13 @@ OwnedTensor::OwnedTensor(Shape shape, DType dtype, Device device)
     : buffer_(device, size_t(shape.numel()) * dtype_size(dtype)),
       view_(Tensor::contiguous(buffer_.data(), dtype, shape, device)) {}
 
+OwnedTensor OwnedTensor::pinned_host(Shape shape, DType dtype, const Device& gpu) {
+  OwnedTensor out;
+  out.buffer_ = Buffer::pinned_host(gpu, size_t(shape.numel()) * dtype_size(dtype));
+  out.view_ = Tensor::contiguous(out.buffer_.data(), dtype, shape, Device::cpu());
+  return out;
+}
+
 OwnedTensor OwnedTensor::copy_of(const Tensor& t) {
   HD_CHECK(t.device.is_cpu(), "copy_of: ", t.describe(), " is not on the host");
   OwnedTensor out(t.shape, t.dtype);

@@ -74,6 +74,9 @@ class OwnedTensor {
   OwnedTensor() = default;
   OwnedTensor(Shape shape, DType dtype, Device device = Device::cpu());
 
+  // Host memory that copies to and from `gpu` move fastest (Buffer::pinned_host; ordinary memory when
+  // `gpu` is the CPU). The tensor's device is the CPU.
+  static OwnedTensor pinned_host(Shape shape, DType dtype, const Device& gpu);
   // A dense host copy of a host tensor (any strides).
   static OwnedTensor copy_of(const Tensor& t);
   // A new dense tensor of `shape` with t's dtype and device (contents undefined).

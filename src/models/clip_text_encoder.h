@@ -53,7 +53,9 @@ class ClipTextEncoder {
   // projection: an Error otherwise). `ids` must be host memory when `pooled` (the token positions are read).
   ClipTextOutput encode(const Tensor& ids, ClipHiddenState state, bool pooled) const;
   // Moves every weight to `device` as it is (same dtype): to host memory to free a GPU between uses, and
-  // back to the placement's device before encoding (encode needs them there).
+  // back to the placement's device before encoding (encode needs them there). The first move to the host
+  // copies the weights into page-locked memory, where they stay: later moves to the device copy from
+  // there at the link's full speed, and moves back only free the device's copies.
   void move_weights(const Device& device);
   bool weights_on(const Device& device) const { return token_embedding_.view().device == device; }
 
@@ -75,6 +77,9 @@ class ClipTextEncoder {
   std::vector<Layer> layers_;
   Norm final_norm_;
   OwnedTensor projection_;  // [projection_dim, width], no bias; empty without one
+  // While the weights are on the device after a stay on the host: their page-locked host copies, in
+  // for_each_weight's order (empty otherwise).
+  std::vector<OwnedTensor> host_copies_;
   template <typename Fn>
   void for_each_weight(Fn&& fn);
 };
