@@ -132,9 +132,19 @@ void ClipTextEncoder::move_weights(const Device& device) {
     host_copies_.clear();
   } else {
     // The first trip to the host: into page-locked memory (SDXL's 1.6 GB of encoders took 1.15 s a trip
-    // back to the device from pageable memory).
+    // back to the device from pageable memory), or ordinary memory where the system will not lock more.
+    bool locked = true;
     for_each_weight([&](OwnedTensor& t) {
-      OwnedTensor moved = OwnedTensor::pinned_host(t.view().shape, t.view().dtype, gpu);
+      OwnedTensor moved;
+      if (locked) {
+        try {
+          moved = OwnedTensor::pinned_host(t.view().shape, t.view().dtype, gpu);
+        } catch (const Error& e) {
+          if (e.kind() != ErrorKind::kOutOfMemory) throw;
+          locked = false;
+        }
+      }
+      if (!locked) moved = OwnedTensor(t.view().shape, t.view().dtype);
       ops::copy(t, moved);
       t = std::move(moved);
     });
