@@ -25,16 +25,13 @@ GenerationResult generate_with_refiner(const StableDiffusion& base, const Stable
   GenerationParams first = params, second = params;
   first.denoising_end = high_noise_frac;
   second.denoising_start = high_noise_frac;
-  // What each model does not take: the base no aesthetic scores; a refiner no target size (and a base
-  // as the refiner no aesthetic scores).
+  // What each model does not take: the base no aesthetic scores, a refiner no target size (a base as the
+  // refiner keeps the scores, which its validate refuses).
   first.aesthetic_score.reset();
   first.negative_aesthetic_score.reset();
   if (refiner.micro_conditioning() == MicroConditioning::kAestheticScore) {
     second.sizes.target_size.reset();
     second.negative_sizes.target_size.reset();
-  } else {
-    HD_CHECK(!params.aesthetic_score && !params.negative_aesthetic_score,
-             "aesthetic scores condition an SDXL refiner; this refiner's UNet does not take them");
   }
   // Every check before the first step: each model's rules and each share's steps.
   base.validate(first, init_image != nullptr);

@@ -99,13 +99,21 @@ void StableDiffusion::validate(const GenerationParams& p, bool refines) const {
   }
 }
 
+namespace {
+
+// Latents of one VAE decode with the other: the same channels, scaling factor and scale.
+bool same_latent_space(const VaeConfig& a, const VaeConfig& b) {
+  return a.latent_channels == b.latent_channels && a.scaling_factor == b.scaling_factor &&
+         a.block_out_channels.size() == b.block_out_channels.size();
+}
+
+}  // namespace
+
 void StableDiffusion::use_vae(const std::string& path) {
   auto source = std::make_shared<ModelSource>(ModelSource::open_vae(path, require(*vae_source_, "vae").config_json));
   const ModelComponent& component = require(*source, "vae");
   const VaeConfig given = VaeConfig::detect(component), &own = vae_.config();
-  HD_CHECK(given.latent_channels == own.latent_channels && given.scaling_factor == own.scaling_factor &&
-               given.block_out_channels.size() == own.block_out_channels.size(),
-           path, ": this VAE's latents (", given.latent_channels, " channels scaled by ", given.scaling_factor, " at 1/",
+  HD_CHECK(same_latent_space(given, own), path, ": this VAE's latents (", given.latent_channels, " channels scaled by ", given.scaling_factor, " at 1/",
            int64_t(1) << (given.block_out_channels.size() - 1), " of the image) are not the model's (",
            own.latent_channels, " scaled by ", own.scaling_factor, " at 1/", vae_scale_factor(), ")");
   vae_ = Vae::load(component, vae_placement(given, arch_.family, placement()));
@@ -115,8 +123,7 @@ void StableDiffusion::use_vae(const std::string& path) {
 
 void StableDiffusion::check_same_latent_space(const StableDiffusion& other) const {
   const VaeConfig &a = vae_.config(), &b = other.vae_.config();
-  HD_CHECK(unet_.config().in_channels == other.unet_.config().in_channels && a.latent_channels == b.latent_channels &&
-               a.scaling_factor == b.scaling_factor && vae_scale_factor() == other.vae_scale_factor(),
+  HD_CHECK(unet_.config().in_channels == other.unet_.config().in_channels && same_latent_space(a, b),
            "the two models' latents live in different spaces (", a.latent_channels, " channels scaled by ",
            a.scaling_factor, " at 1/", vae_scale_factor(), " of the image, against ", b.latent_channels, " scaled by ",
            b.scaling_factor, " at 1/", other.vae_scale_factor(), "): one cannot take over the other's latents");
@@ -299,11 +306,15 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
   return finish(p, std::move(latents), std::move(times), start);
 }
 
-StepRange StableDiffusion::steps_of(const GenerationParams& p, bool img2img) const {
+std::unique_ptr<Sampler> StableDiffusion::sampler_for(const GenerationParams& p) const {
   SchedulerConfig config = scheduler_config_;
   if (p.spacing) config.spacing = *p.spacing;
-  const auto sampler = Sampler::create(p.sampler, p.schedule, config, p.steps);
-  return denoising_steps(p, sampler->timesteps(), config.num_train_timesteps, img2img);
+  if (p.prediction) config.prediction = *p.prediction;
+  return Sampler::create(p.sampler, p.schedule, config, p.steps);
+}
+
+StepRange StableDiffusion::steps_of(const GenerationParams& p, bool img2img) const {
+  return denoising_steps(p, sampler_for(p)->timesteps(), scheduler_config_.num_train_timesteps, img2img);
 }
 
 OwnedTensor StableDiffusion::denoise(const GenerationParams& p, TorchCpuGenerator& generator, StageTimes* times,
@@ -314,11 +325,9 @@ OwnedTensor StableDiffusion::denoise(const GenerationParams& p, TorchCpuGenerato
            p.denoising_start ? "a denoising start continues from the latents an earlier model handed over; none were given"
                              : "latents handed over by an earlier model need the denoising start they were handed at");
   const auto start = std::chrono::steady_clock::now();
-  SchedulerConfig config = scheduler_config_;
-  if (p.spacing) config.spacing = *p.spacing;
-  if (p.prediction) config.prediction = *p.prediction;
-  const auto sampler = Sampler::create(p.sampler, p.schedule, config, p.steps);
-  const StepRange range = denoising_steps(p, sampler->timesteps(), config.num_train_timesteps, from.init_image != nullptr);
+  const auto sampler = sampler_for(p);
+  const StepRange range =
+      denoising_steps(p, sampler->timesteps(), scheduler_config_.num_train_timesteps, from.init_image != nullptr);
   const bool guided = p.cfg_scale > 1.0f;  // diffusers skips the unconditional pass at scale <= 1
   const int64_t n = p.batch, c = unet_.config().in_channels;
   const int64_t h = p.height / vae_scale_factor(), w = p.width / vae_scale_factor();

@@ -197,6 +197,8 @@ class StableDiffusion {
     OwnedTensor context, pooled, time_ids;
   };
   Conditioning condition(const GenerationParams& p, bool guided) const;
+  // The sampler of `p` (the model's scheduler config, with p's spacing and prediction type).
+  std::unique_ptr<Sampler> sampler_for(const GenerationParams& p) const;
   // The micro-conditioning ids of one side (rows of the UNet's time_ids).
   std::vector<float> micro_ids(const GenerationParams& p, bool negative) const;
 
