@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -36,6 +37,16 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   } else {
     ::close(fd);
   }
+}
+
+void MappedFile::release_pages(size_t offset, size_t length) const noexcept {
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  if (data_ == nullptr || offset >= size_ || page == 0) return;
+  const size_t end = std::min(size_, offset + length);
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(data_) + offset + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(data_) + end) / page * page;
+  // Advice only: a refusal costs memory, never correctness (the mapping is read-only).
+  if (first < last) (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

@@ -18,6 +18,10 @@ class MappedFile {
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   const std::string& path() const { return path_; }
+  // Gives back the pages wholly inside [offset, offset + length) that this process has read: they leave
+  // its resident memory (the system's page cache keeps them) and are read again if touched. A loader
+  // calls it after converting a tensor, so that the file's pages do not count on top of the weights.
+  void release_pages(size_t offset, size_t length) const noexcept;
 
  private:
   std::string path_;

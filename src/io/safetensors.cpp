@@ -346,6 +346,11 @@ Tensor SafetensorsFile::view(const SafetensorsEntry& e) const {
   return Tensor::contiguous(const_cast<uint8_t*>(p), *e.dtype, to_shape(name_, e));
 }
 
+void SafetensorsFile::release_pages(const SafetensorsEntry& e) const {
+  if (!file_) return;
+  file_->release_pages(size_t(data_.data() - file_->bytes().data()) + e.begin, e.nbytes());
+}
+
 OwnedTensor SafetensorsFile::load(const SafetensorsEntry& e, DType as) const {
   return load_rows(e, 0, e.shape.empty() ? 1 : e.shape[0], as);
 }

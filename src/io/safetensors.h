@@ -54,6 +54,9 @@ class SafetensorsFile {
   // Throws "missing tensor" naming the file when absent.
   const SafetensorsEntry& at(std::string_view tensor_name) const;
   std::span<const uint8_t> raw(const SafetensorsEntry& e) const { return data_.subspan(e.begin, e.nbytes()); }
+  // Lets the process's resident memory drop the mapped pages of `e` once it has been read
+  // (MappedFile::release_pages); nothing for bytes held by the caller.
+  void release_pages(const SafetensorsEntry& e) const;
 
   // A zero-copy view into the mapping. Requires a dtype the engine knows, a rank <= kMaxRank and data
   // aligned for its element type (a valid file need not align offsets; load() always works).

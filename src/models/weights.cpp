@@ -1,8 +1,28 @@
 #include "models/weights.h"
 
+#include <cstring>
+
 #include "core/error.h"
+#include "core/thread_pool.h"
+#include "io/safetensors.h"
 
 namespace hd {
+
+namespace {
+
+// Elements per parallel chunk: large enough that the pool's hand-off is noise beside the copy.
+constexpr int64_t kGrain = int64_t(1) << 18;
+
+// Gathers `count` elements of `size` bytes, `stride` elements apart, into a dense run.
+void gather(const uint8_t* src, int64_t stride, int64_t count, size_t size, uint8_t* dst) {
+  if (size == 2) {
+    for (int64_t i = 0; i < count; ++i) std::memcpy(dst + 2 * i, src + 2 * i * stride, 2);
+  } else {
+    for (int64_t i = 0; i < count; ++i) std::memcpy(dst + 4 * i, src + 4 * i * stride, 4);
+  }
+}
+
+}  // namespace
 
 nlohmann::json component_config(const ModelComponent& component) {
   if (!component.config_json) return nlohmann::json::object();
@@ -14,11 +34,7 @@ nlohmann::json component_config(const ModelComponent& component) {
 WeightReader::WeightReader(const ModelComponent& component, std::string prefix, ops::Placement placement)
     : component_(component), prefix_(std::move(prefix)), placement_(placement) {
   placement_.validate();
-}
-
-OwnedTensor WeightReader::placed(OwnedTensor host_f32) const {
-  if (placement_.device.is_cpu() && placement_.dtype == DType::kF32) return host_f32;
-  return ops::place(host_f32, placement_);
+  if (placement_.device.is_gpu()) uploader_ = std::make_shared<ops::WeightUploader>(placement_.device);
 }
 
 bool WeightReader::has(std::string_view name) const { return component_.find(prefix_ + std::string(name)) != nullptr; }
@@ -32,8 +48,7 @@ const TensorRef& WeightReader::find(std::string_view name) const {
 
 std::vector<int64_t> WeightReader::shape(std::string_view name) const { return find(name).shape(); }
 
-OwnedTensor WeightReader::load(std::string_view name, const Shape& expected) const {
-  const TensorRef& t = find(name);
+void WeightReader::check_shape(const TensorRef& t, std::string_view name, const Shape& expected) const {
   const std::vector<int64_t> stored = t.shape();
   Shape actual;
   const bool fits = stored.size() <= size_t(kMaxRank);
@@ -41,29 +56,80 @@ OwnedTensor WeightReader::load(std::string_view name, const Shape& expected) con
   HD_CHECK(fits && actual == expected, component_.name, ": tensor '", component_.prefix, prefix_, name, "'",
            component_.mapped_from_ldm ? " (mapped from the single file's names)" : "", " has shape ",
            fits ? actual.to_string() : "of rank > 6", ", expected ", expected.to_string());
-  if (t.row_count > 0) return placed(t.file->load_rows(*t.entry, t.first_row, t.row_count, DType::kF32));  // one of OpenCLIP's fused q/k/v
-  OwnedTensor stored_tensor = t.file->load(*t.entry, DType::kF32);
-  if (!t.transposed) return placed(std::move(stored_tensor));
-  HD_CHECK(expected.rank() == 2, component_.name, ": only a matrix can be stored transposed ('", name, "')");
-  OwnedTensor flipped(expected, DType::kF32);
-  const int64_t rows = expected[0], cols = expected[1];
-  const float* src = stored_tensor.ptr<float>();  // [cols, rows]
-  float* dst = flipped.ptr<float>();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = src[c * rows + r];
-  return placed(std::move(flipped));
+}
+
+OwnedTensor WeightReader::placed(const TensorRef& t, const Shape& shape, Relayout relayout) const {
+  const SafetensorsEntry& e = *t.entry;
+  HD_CHECK_KIND(e.dtype.has_value() && is_floating(*e.dtype), ErrorKind::kUnsupported, component_.name,
+                ": tensor '", component_.prefix, t.name, "' has dtype ", e.dtype_name,
+                "; only F32, F16 and BF16 weights load");
+  const DType from = *e.dtype, to = placement_.dtype;
+  const size_t from_size = dtype_size(from), to_size = dtype_size(to);
+  const int64_t numel = shape.numel();
+  const int64_t rows_stored = e.shape.empty() ? 1 : e.shape[0];
+  const uint8_t* src = t.file->raw(e).data() + (rows_stored > 0 ? size_t(t.first_row) * (e.nbytes() / size_t(rows_stored)) : 0);
+
+  // One pass from the mapping into `dst`, in parallel chunks; a re-laid-out tensor is gathered a row
+  // (or an output channel) at a time into the stored dtype, then converted.
+  const auto fill = [&](void* dst_void) {
+    auto* dst = static_cast<uint8_t*>(dst_void);
+    ThreadPool& pool = ThreadPool::global();
+    switch (relayout) {
+      case Relayout::kNone:
+        pool.parallel_for(numel, kGrain, [&](int64_t begin, int64_t end) {
+          convert(src + size_t(begin) * from_size, from, dst + size_t(begin) * to_size, to, size_t(end - begin));
+        });
+        break;
+      case Relayout::kTransposed: {  // stored [cols, rows], wanted [rows, cols]
+        const int64_t rows = shape[0], cols = shape[1];
+        pool.parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+          std::vector<uint8_t> row(size_t(cols) * from_size);
+          for (int64_t r = begin; r < end; ++r) {
+            gather(src + size_t(r) * from_size, rows, cols, from_size, row.data());
+            convert(row.data(), from, dst + size_t(r * cols) * to_size, to, size_t(cols));
+          }
+        });
+        break;
+      }
+      case Relayout::kConvToNhwc: {  // stored [O, I, kh, kw], wanted [O, kh, kw, I]
+        const int64_t out = shape[0], taps = shape[1] * shape[2], in = shape[3], block = taps * in;
+        pool.parallel_for(out, std::max<int64_t>(1, kGrain / std::max<int64_t>(block, 1)), [&](int64_t begin, int64_t end) {
+          std::vector<uint8_t> nhwc(size_t(block) * from_size);
+          for (int64_t o = begin; o < end; ++o) {
+            const uint8_t* stored = src + size_t(o * block) * from_size;
+            for (int64_t tap = 0; tap < taps; ++tap)
+              gather(stored + size_t(tap) * from_size, taps, in, from_size, nhwc.data() + size_t(tap * in) * from_size);
+            convert(nhwc.data(), from, dst + size_t(o * block) * to_size, to, size_t(block));
+          }
+        });
+        break;
+      }
+    }
+  };
+
+  OwnedTensor result = [&] {
+    if (placement_.device.is_gpu()) return uploader_->upload(shape, to, fill);
+    OwnedTensor host(shape, to);
+    if (numel > 0) fill(host.view().data);
+    return host;
+  }();
+  t.file->release_pages(e);
+  return result;
+}
+
+OwnedTensor WeightReader::load(std::string_view name, const Shape& expected) const {
+  const TensorRef& t = find(name);
+  check_shape(t, name, expected);
+  if (!t.transposed) return placed(t, expected, Relayout::kNone);
+  HD_CHECK(expected.rank() == 2 && t.row_count == 0, component_.name, ": only a whole matrix can be stored transposed ('", name, "')");
+  return placed(t, expected, Relayout::kTransposed);
 }
 
 OwnedTensor WeightReader::load_conv(std::string_view name, int64_t out, int64_t in, int64_t kh, int64_t kw) const {
-  const OwnedTensor torch_layout = WeightReader(component_, prefix_).load(name, Shape{out, in, kh, kw});
-  OwnedTensor nhwc(Shape{out, kh, kw, in}, DType::kF32);
-  const float* src = torch_layout.ptr<float>();
-  float* dst = nhwc.ptr<float>();
-  for (int64_t o = 0; o < out; ++o)
-    for (int64_t c = 0; c < in; ++c)
-      for (int64_t y = 0; y < kh; ++y)
-        for (int64_t x = 0; x < kw; ++x) dst[((o * kh + y) * kw + x) * in + c] = src[((o * in + c) * kh + y) * kw + x];
-  return placed(std::move(nhwc));
+  const TensorRef& t = find(name);
+  check_shape(t, name, Shape{out, in, kh, kw});
+  HD_CHECK(!t.transposed, component_.name, ": a convolution kernel cannot be stored transposed ('", name, "')");
+  return placed(t, Shape{out, kh, kw, in}, Relayout::kConvToNhwc);
 }
 
 }  // namespace hd

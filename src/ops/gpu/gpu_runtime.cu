@@ -123,6 +123,12 @@ void copy(const Tensor& src, const Tensor& dst) {
   if (kind != cudaMemcpyDeviceToDevice) HD_GPU_CHECK(cudaStreamSynchronize(stream));
 }
 
+void copy_to_device_async(const void* pinned_src, void* dst, size_t bytes, const Device& device) {
+  if (bytes == 0) return;
+  HD_GPU_CHECK(cudaSetDevice(device.index));
+  HD_GPU_CHECK(cudaMemcpyAsync(dst, pinned_src, bytes, cudaMemcpyHostToDevice, stream_for(device.index)));
+}
+
 // ---- graphs ----
 
 struct CapturedGraph::Native {

@@ -24,6 +24,11 @@ std::string device_name(int index);
 // returns; device-to-device copies are queued (and may be captured into a graph).
 void copy(const Tensor& src, const Tensor& dst);
 
+// Queues a copy of `bytes` from page-locked host memory (Buffer::pinned_host) to `dst` on `device`'s
+// stream and returns at once: the host memory must stay unchanged until synchronize(device). What
+// overlaps the weights' uploads with the host's preparation of the next ones (ops/weight_upload.h).
+void copy_to_device_async(const void* pinned_src, void* dst, size_t bytes, const Device& device);
+
 // The one stream on which every op on `device` runs (created on first use; blocking with respect to the
 // legacy default stream), as an opaque pointer for code that includes no vendor header.
 void* native_stream(const Device& device);
