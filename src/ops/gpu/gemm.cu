@@ -60,20 +60,22 @@ std::string tuning_key(const GemmProblem& p, bool vector, Fragments fragments, b
                  p.residual ? " residual" : "");
 }
 
-// Milliseconds per run of `launch`: one warm-up run, then the fastest of three batches of five. A single
-// short batch let clock ramps and stray work decide: two tunings of the same UNet on one H100 disagreed
-// on 20 of its 61 choices, with the same candidate timed up to 2x apart, and the step time with them.
+// Milliseconds per run of `launch`: one warm-up run, then the fastest of three batches of five (kFull).
+// A single short batch let clock ramps and stray work decide: two tunings of the same UNet on one H100
+// disagreed on 20 of its 61 choices, with the same candidate timed up to 2x apart, and the step time
+// with them. kBrief (the quick policy, which times few candidates) takes one batch of three.
 template <class F>
-double time_runs(F launch) {
+double time_runs(F launch, ops::TimingEffort effort) {
   cudaEvent_t start, stop;
   HD_GPU_CHECK(cudaEventCreate(&start));
   HD_GPU_CHECK(cudaEventCreate(&stop));
   launch();
-  constexpr int kBatches = 3, kRuns = 5;
+  const bool full = effort == ops::TimingEffort::kFull;
+  const int batches = full ? 3 : 1, runs = full ? 5 : 3;
   float best = 0.f;
-  for (int batch = 0; batch < kBatches; ++batch) {
+  for (int batch = 0; batch < batches; ++batch) {
     HD_GPU_CHECK(cudaEventRecord(start, current_stream()));
-    for (int i = 0; i < kRuns; ++i) launch();
+    for (int i = 0; i < runs; ++i) launch();
     HD_GPU_CHECK(cudaEventRecord(stop, current_stream()));
     HD_GPU_CHECK(cudaEventSynchronize(stop));
     float ms = 0.f;
@@ -82,16 +84,16 @@ double time_runs(F launch) {
   }
   HD_GPU_CHECK(cudaEventDestroy(start));
   HD_GPU_CHECK(cudaEventDestroy(stop));
-  return double(best) / kRuns;
+  return double(best) / runs;
 }
 
 // Milliseconds per run of candidate `c` on `p`, into a buffer of its own: C may be the residual, which
 // repeated runs would otherwise add up. -1 when the candidate fails on this problem.
-double time_candidate(const GemmProblem& p, const Candidate& c) {
+double time_candidate(const GemmProblem& p, const Candidate& c, ops::TimingEffort effort) {
   const int64_t extent = (p.outer - 1) * p.c_batch.outer + (p.inner - 1) * p.c_batch.inner + (p.m() - 1) * p.ldc + p.n;
   const Buffer trial(p.device, size_t(extent) * dtype_size(p.dtype));
   try {
-    return time_runs([&] { c.launch(trial.data()); });
+    return time_runs([&] { c.launch(trial.data()); }, effort);
   } catch (const Error&) {
     (void)cudaGetLastError();
     return -1.0;
@@ -209,10 +211,25 @@ void gemm(const GemmProblem& p, KernelPath path) {
   const Prepared prepared = prepare(p, path);
   with_candidates(p, prepared, [&](const std::vector<Candidate>& list) {
     std::vector<std::string> names;
-    for (const Candidate& c : list) names.push_back(c.name);
-    const int chosen = ops::choose_fastest(tuning_key(p, prepared.vector, prepared.fragments, prepared.libraries), names,
-                                           [&](int i) { return time_candidate(p, list[size_t(i)]); });
-    list[size_t(chosen)].launch(p.c);
+    std::vector<bool> quick;
+    for (const Candidate& c : list) names.push_back(c.name), quick.push_back(c.quick);
+    const std::string key = tuning_key(p, prepared.vector, prepared.fragments, prepared.libraries);
+    const int chosen = ops::choose_fastest(
+        key, names, [&](int i, ops::TimingEffort effort) { return time_candidate(p, list[size_t(i)], effort); }, quick);
+    try {
+      list[size_t(chosen)].launch(p.c);
+    } catch (const Error& e) {
+      // A cached library choice this process cannot run (another library version, with fewer engines
+      // for the shape): chosen again without it, and the new choice appended to the cache.
+      if (e.kind() != ErrorKind::kUnsupported) throw;
+      (void)cudaGetLastError();
+      ops::forget_choice(key);
+      const int again = ops::choose_fastest(
+          key, names,
+          [&](int i, ops::TimingEffort effort) { return i == chosen ? -1.0 : time_candidate(p, list[size_t(i)], effort); },
+          quick);
+      list[size_t(again)].launch(p.c);
+    }
   });
 }
 

@@ -314,6 +314,7 @@ __global__ void split_k_reduce_kernel(const float* __restrict__ partial, const T
 struct Candidate {
   std::string name;
   std::function<void(void* c)> launch;
+  bool quick = false;  // timed under the quick tuning policy (ops/tuning/autotuner.h)
 };
 
 constexpr size_t shared_bytes(int bm, int bn, int stages) {
@@ -389,33 +390,38 @@ inline const char* suffix_of(Fragments f) {
 // Then, with `libraries` (the tuned path, never a test's chosen layout), the vendor libraries the build
 // has: on NVIDIA cuDNN for convolutions and cuBLASLt for dense products; on AMD MIOpen for convolutions
 // and hipBLASLt for dense products, or rocBLAS where hipBLASLt has no kernel.
+// The quick candidates (what a shape's first use times under the default policy): the libraries' own
+// heuristic picks (cuDNN graph engines ranked 0 and 1, cuBLASLt; MIOpen's first solution, hipBLASLt,
+// rocBLAS) and our shape rule's tiles: the large square tile with the most reuse, a half-height one for
+// outputs too small to fill the GPU with it, and 4-way split-K where even those leave it idle.
 template <class T, Fragments F>
 std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& args, bool vector, bool libraries) {
   using Frag = FragmentsOf<F>;
   const std::string suffix = suffix_of(F);
   std::vector<Candidate> list;
-  const auto add = [&](std::string name, void (*launch)(const GemmProblem&, const KernelArgs&, void*)) {
-    list.push_back({std::move(name), [&p, args, launch](void* c) { launch(p, args, c); }});
+  const auto add = [&](std::string name, void (*launch)(const GemmProblem&, const KernelArgs&, void*), bool quick) {
+    list.push_back({std::move(name), [&p, args, launch](void* c) { launch(p, args, c); }, quick});
   };
   if (!vector) {
-    add("gather64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, false, Frag, 1>);
+    add("gather64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, false, Frag, 1>, true);
     return list;
   }
+  const int64_t tiles = ((args.m + 63) / 64) * ((args.n + 63) / 64) * p.outer * p.inner;
+  const bool small_output = tiles < multiprocessor_count(p.device.index) && args.k >= 16 * kBK;
+  constexpr bool kOwnRule = F != Fragments::kNvidia;  // on NVIDIA the asynchronous tiles below take the rule
   if constexpr (Frag::kAccumulators == 8) {
     // WMMA holds a 16x16 fragment's C in 8 registers per lane: 2x2 groups on 128x128 would keep 128
     // accumulators per lane, which with the operands spilled on gfx1100; 4x2 groups keep 64.
-    add("mma128x128w8" + suffix, launch_tile<T, 128, 128, 4, 2, 2, true, Frag, 1>);
+    add("mma128x128w8" + suffix, launch_tile<T, 128, 128, 4, 2, 2, true, Frag, 1>, kOwnRule);
   } else {
-    add("mma128x128" + suffix, launch_tile<T, 128, 128, 2, 2, 2, true, Frag, 1>);
+    add("mma128x128" + suffix, launch_tile<T, 128, 128, 2, 2, 2, true, Frag, 1>, kOwnRule);
   }
-  add("mma128x64" + suffix, launch_tile<T, 128, 64, 2, 2, 2, true, Frag, 1>);
-  add("mma64x128" + suffix, launch_tile<T, 64, 128, 2, 2, 2, true, Frag, 1>);
-  add("mma64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 1>);
-  const int64_t tiles = ((args.m + 63) / 64) * ((args.n + 63) / 64) * p.outer * p.inner;
-  const bool small_output = tiles < multiprocessor_count(p.device.index) && args.k >= 16 * kBK;
+  add("mma128x64" + suffix, launch_tile<T, 128, 64, 2, 2, 2, true, Frag, 1>, false);
+  add("mma64x128" + suffix, launch_tile<T, 64, 128, 2, 2, 2, true, Frag, 1>, kOwnRule);
+  add("mma64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 1>, false);
   if (small_output) {
-    add("mma64x64-split4" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 4>);
-    add("mma64x64-split8" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 8>);
+    add("mma64x64-split4" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 4>, kOwnRule);
+    add("mma64x64-split8" + suffix, launch_tile<T, 64, 64, 2, 2, 2, true, Frag, 8>, false);
   }
   if constexpr (F != Fragments::kNvidia) {
     // Asynchronous copies and NVIDIA's libraries go with the NVIDIA tensor-core path. AMD's go with every
@@ -424,41 +430,47 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
 #if defined(HD_WITH_MIOPEN)
     // Convolutions only, as cuDNN's graph: a dense product is hipBLASLt's or rocBLAS's.
     if (p.height > 1 || p.kh > 1) {
-      for (const uint64_t id : miopen_solutions(p))
-        list.push_back({"miopen-" + std::to_string(id), [&p, id](void* c) { miopen_conv(p, id, c); }});
+      bool first = true;
+      for (const uint64_t id : miopen_solutions(p)) {
+        list.push_back({"miopen-" + std::to_string(id), [&p, id](void* c) { miopen_conv(p, id, c); }, first});
+        first = false;
+      }
     }
 #endif
 #if defined(HD_WITH_HIPBLASLT)
     if (hipblaslt_can_run(p)) {
-      list.push_back({"hipblaslt", [&p](void* c) { hipblaslt_gemm(p, c); }});
+      list.push_back({"hipblaslt", [&p](void* c) { hipblaslt_gemm(p, c); }, true});
       return list;
     }
 #endif
 #if defined(HD_WITH_ROCBLAS)
-    if (rocblas_can_run(p)) list.push_back({"rocblas", [&p](void* c) { rocblas_gemm(p, c); }});  // hipBLASLt has no kernel
+    if (rocblas_can_run(p)) list.push_back({"rocblas", [&p](void* c) { rocblas_gemm(p, c); }, true});  // hipBLASLt has no kernel
 #endif
     return list;
   } else {
-    add("async3-128x128", launch_tile<T, 128, 128, 2, 2, 3, true, Frag, 1>);
-    add("async3-128x256w8", launch_tile<T, 128, 256, 2, 4, 3, true, Frag, 1>);
-    add("async3-256x128w8", launch_tile<T, 256, 128, 4, 2, 3, true, Frag, 1>);
-    add("async4-64x128", launch_tile<T, 64, 128, 2, 2, 4, true, Frag, 1>);
-    add("async4-128x64", launch_tile<T, 128, 64, 2, 2, 4, true, Frag, 1>);
+    add("async3-128x128", launch_tile<T, 128, 128, 2, 2, 3, true, Frag, 1>, true);
+    add("async3-128x256w8", launch_tile<T, 128, 256, 2, 4, 3, true, Frag, 1>, false);
+    add("async3-256x128w8", launch_tile<T, 256, 128, 4, 2, 3, true, Frag, 1>, false);
+    add("async4-64x128", launch_tile<T, 64, 128, 2, 2, 4, true, Frag, 1>, true);
+    add("async4-128x64", launch_tile<T, 128, 64, 2, 2, 4, true, Frag, 1>, false);
     if (small_output) {
-      add("async4-64x64-split4", launch_tile<T, 64, 64, 2, 2, 4, true, Frag, 4>);
-      add("async4-64x64-split8", launch_tile<T, 64, 64, 2, 2, 4, true, Frag, 8>);
+      add("async4-64x64-split4", launch_tile<T, 64, 64, 2, 2, 4, true, Frag, 4>, true);
+      add("async4-64x64-split8", launch_tile<T, 64, 64, 2, 2, 4, true, Frag, 8>, false);
     }
     if (!libraries) return list;
 #if defined(HD_WITH_CUDNN)
-    if (cudnn_can_run(p)) list.push_back({"cudnn", [&p](void* c) { cudnn_conv(p, c); }});
-    // Convolutions only: a dense product (a one-pixel-high image, 1x1 kernel) is cuBLASLt's.
-    if (p.height > 1 || p.kh > 1) {
-      for (int rank = 0, count = cudnn_graph_candidates(p); rank < count; ++rank)
-        list.push_back({"cudnn-graph-" + std::to_string(rank), [&p, rank](void* c) { cudnn_graph_conv(p, rank, c); }});
+    if (cudnn_can_run(p)) list.push_back({"cudnn", [&p](void* c) { cudnn_conv(p, c); }, false});
+    // Convolutions only: a dense product (a one-pixel-high image, 1x1 kernel) is cuBLASLt's. The names
+    // are offered without asking cuDNN's heuristics (a cached choice needs none); a rank beyond what
+    // they return fails when timed and is skipped.
+    if ((p.height > 1 || p.kh > 1) && cudnn_graph_can_run(p)) {
+      for (int rank = 0; rank < kCudnnGraphCandidates; ++rank)
+        list.push_back({"cudnn-graph-" + std::to_string(rank), [&p, rank](void* c) { cudnn_graph_conv(p, rank, c); },
+                        rank < 2});
     }
 #endif
 #if defined(HD_WITH_CUBLASLT)
-    if (cublaslt_can_run(p)) list.push_back({"cublaslt", [&p](void* c) { cublaslt_gemm(p, c); }});
+    if (cublaslt_can_run(p)) list.push_back({"cublaslt", [&p](void* c) { cublaslt_gemm(p, c); }, true});
 #endif
     return list;
   }

@@ -1,10 +1,16 @@
 #include "ops/tuning/autotuner.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <sstream>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -13,11 +19,17 @@ namespace hd::ops {
 
 namespace {
 
+struct Choice {
+  std::string candidate;
+  bool exhaustive = true;  // chosen among every candidate, fully timed
+};
+
 struct TunerState {
   std::mutex mutex;
   std::string path = default_tune_cache_path();
   bool loaded = false;
-  std::unordered_map<std::string, std::string> choices;  // key -> candidate name
+  std::unordered_map<std::string, Choice> choices;  // key -> choice
+  TuningStats stats;
 
   void load_locked() {
     loaded = true;
@@ -29,8 +41,24 @@ struct TunerState {
       const size_t a = line.find('\t');
       const size_t b = a == std::string::npos ? a : line.find('\t', a + 1);
       if (b == std::string::npos) continue;  // a torn or foreign line: that key is simply retuned
-      choices[line.substr(0, a)] = line.substr(a + 1, b - a - 1);
+      const size_t c = line.find('\t', b + 1);
+      const std::string tag = c == std::string::npos ? "" : line.substr(c + 1);
+      if (!tag.empty() && tag != "quick") continue;  // a foreign tag: retuned
+      choices[line.substr(0, a)] = Choice{line.substr(a + 1, b - a - 1), tag.empty()};
     }
+  }
+
+  // One write(2) of the whole line on a descriptor opened for appending: the kernel places it at the
+  // end in one piece, whatever other processes append at the same time.
+  void append_locked(const std::string& line) const {
+    if (path.empty()) return;
+    // A cache that cannot be written only costs the timing again next run: never an error.
+    std::error_code ignored;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ignored);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    (void)!::write(fd, line.data(), line.size());
+    ::close(fd);
   }
 };
 
@@ -41,6 +69,8 @@ TunerState& state() {
 
 // -1: not yet read from $HD_KERNELS; else the KernelChoice.
 std::atomic<int> g_kernel_choice{-1};
+// -1: not yet read from $HD_TUNE; else the TunePolicy.
+std::atomic<int> g_tune_policy{-1};
 
 }  // namespace
 
@@ -64,6 +94,26 @@ KernelChoice kernel_choice() {
 
 const char* kernel_choice_name(KernelChoice choice) { return choice == KernelChoice::kOwn ? "own" : "all"; }
 
+TunePolicy parse_tune_policy(std::string_view text, std::string_view source) {
+  if (text == "quick") return TunePolicy::kQuick;
+  if (text == "exhaustive") return TunePolicy::kExhaustive;
+  throw Error(ErrorKind::kInvalidInput, str_cat(source, " must be 'quick' (a few likely kernels, timed briefly) or "
+                                                "'exhaustive' (every kernel, timed fully), got '", text, "'"));
+}
+
+void set_tune_policy(TunePolicy policy) { g_tune_policy = int(policy); }
+
+TunePolicy tune_policy() {
+  const int known = g_tune_policy;
+  if (known >= 0) return TunePolicy(known);
+  const char* text = std::getenv("HD_TUNE");
+  const TunePolicy policy = text && *text ? parse_tune_policy(text, "HD_TUNE") : TunePolicy::kQuick;
+  g_tune_policy = int(policy);
+  return policy;
+}
+
+const char* tune_policy_name(TunePolicy policy) { return policy == TunePolicy::kQuick ? "quick" : "exhaustive"; }
+
 std::string default_tune_cache_path() {
   if (const char* explicit_path = std::getenv("HD_TUNE_CACHE")) return explicit_path;
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/hipdiffusion/tuning.tsv";
@@ -86,36 +136,64 @@ std::string tune_cache_path() {
 }
 
 int choose_fastest(const std::string& key, const std::vector<std::string>& candidates,
-                   const std::function<double(int)>& time_ms) {
+                   const std::function<double(int, TimingEffort)>& time_ms, const std::vector<bool>& quick) {
   HD_ASSERT(!candidates.empty());
+  HD_ASSERT(quick.empty() || quick.size() == candidates.size());
   if (candidates.size() == 1) return 0;
+  const TunePolicy policy = tune_policy();
   TunerState& s = state();
   {
     const std::lock_guard lock(s.mutex);
     if (!s.loaded) s.load_locked();
-    if (const auto it = s.choices.find(key); it != s.choices.end()) {
+    if (const auto it = s.choices.find(key);
+        it != s.choices.end() && (policy == TunePolicy::kQuick || it->second.exhaustive)) {
       for (size_t i = 0; i < candidates.size(); ++i)
-        if (candidates[i] == it->second) return int(i);
+        if (candidates[i] == it->second.candidate) return int(i);
     }
   }
   // Timed outside the lock: the candidates launch kernels and wait for them.
+  const auto start = std::chrono::steady_clock::now();
+  const bool some_quick = std::find(quick.begin(), quick.end(), true) != quick.end();
+  const bool narrowed = policy == TunePolicy::kQuick && some_quick;
+  const TimingEffort effort = policy == TunePolicy::kQuick ? TimingEffort::kBrief : TimingEffort::kFull;
   int best = -1;
   double best_ms = 0.0;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    const double ms = time_ms(int(i));
-    if (ms >= 0.0 && (best < 0 || ms < best_ms)) best = int(i), best_ms = ms;
+  // Under the quick policy, the quick candidates; the others only when none of those can run.
+  for (const bool first_pass : {true, false}) {
+    if (!first_pass && (best >= 0 || !narrowed)) break;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (narrowed && quick[i] != first_pass) continue;
+      const double ms = time_ms(int(i), effort);
+      if (ms >= 0.0 && (best < 0 || ms < best_ms)) best = int(i), best_ms = ms;
+    }
   }
   HD_CHECK_KIND(best >= 0, ErrorKind::kUnsupported, "autotuner: no candidate kernel can run ", key);
+  const bool exhaustive = policy == TunePolicy::kExhaustive;
   const std::lock_guard lock(s.mutex);
-  s.choices[key] = candidates[size_t(best)];
-  if (!s.path.empty()) {
-    // A cache that cannot be written only costs the timing again next run: never an error.
-    std::error_code ignored;
-    std::filesystem::create_directories(std::filesystem::path(s.path).parent_path(), ignored);
-    std::ofstream out(s.path, std::ios::app);
-    if (out) out << key << '\t' << candidates[size_t(best)] << '\t' << best_ms << '\n';
-  }
+  s.stats.keys_tuned += 1;
+  s.stats.milliseconds += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  s.choices[key] = Choice{candidates[size_t(best)], exhaustive};
+  std::ostringstream line;
+  line << key << '\t' << candidates[size_t(best)] << '\t' << best_ms << (exhaustive ? "" : "\tquick") << '\n';
+  s.append_locked(line.str());
   return best;
+}
+
+int choose_fastest(const std::string& key, const std::vector<std::string>& candidates,
+                   const std::function<double(int)>& time_ms) {
+  return choose_fastest(key, candidates, [&](int i, TimingEffort) { return time_ms(i); });
+}
+
+void forget_choice(const std::string& key) {
+  TunerState& s = state();
+  const std::lock_guard lock(s.mutex);
+  s.choices.erase(key);
+}
+
+TuningStats tuning_stats() {
+  TunerState& s = state();
+  const std::lock_guard lock(s.mutex);
+  return s.stats;
 }
 
 }  // namespace hd::ops

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -20,11 +25,17 @@ std::string read_all(const std::filesystem::path& p) {
   return s.str();
 }
 
-// Restores the default cache path after each test, so that no test writes to the user's cache.
+// Restores the default cache path after each test, so that no test writes to the user's cache, and the
+// policy (the tests start from the default, quick, whatever $HD_TUNE says).
 class Autotuner : public ::testing::Test {
  protected:
-  ~Autotuner() override { ops::set_tune_cache_path(""); }
+  Autotuner() { ops::set_tune_policy(ops::TunePolicy::kQuick); }
+  ~Autotuner() override {
+    ops::set_tune_cache_path("");
+    ops::set_tune_policy(before_);
+  }
   test::TempDir dir_;
+  ops::TunePolicy before_ = ops::tune_policy();
 };
 
 TEST_F(Autotuner, TimesOnceKeepsTheFastestAndWritesItDown) {
@@ -39,7 +50,7 @@ TEST_F(Autotuner, TimesOnceKeepsTheFastestAndWritesItDown) {
   EXPECT_EQ(timed, 3);
   EXPECT_EQ(ops::choose_fastest("conv A", {"a", "b", "c"}, times), 1);  // remembered: not timed again
   EXPECT_EQ(timed, 3);
-  EXPECT_EQ(read_all(file), "conv A\tb\t1.5\n");
+  EXPECT_EQ(read_all(file), "conv A\tb\t1.5\tquick\n");
 
   // A later run reads the file: no timing at all.
   ops::set_tune_cache_path(file.string());
@@ -75,7 +86,7 @@ TEST_F(Autotuner, RetunesWhenTheCachedCandidateIsGoneAndTheLastLineWins) {
                                   return 1;
                                 }),
             1);
-  EXPECT_NE(read_all(file).find("k\tq\t4\n"), std::string::npos);  // appended
+  EXPECT_NE(read_all(file).find("k\tq\t4\tquick\n"), std::string::npos);  // appended
 }
 
 TEST_F(Autotuner, SkipsCandidatesThatCannotRunAndFailsWhenNoneCan) {
@@ -94,6 +105,118 @@ TEST_F(Autotuner, AnUnwritableCacheCostsOnlyTheTiming) {
   const auto file = dir_.write("not-a-folder", std::string("x"));
   ops::set_tune_cache_path((file / "tuning.tsv").string());  // a path under a regular file
   EXPECT_EQ(ops::choose_fastest("k", {"a", "b"}, [](int i) { return i == 0 ? 2.0 : 1.0; }), 1);
+}
+
+// The quick policy times the marked candidates briefly and tags its choice; an exhaustive run times every
+// candidate fully and replaces a quick choice; a quick run takes an exhaustive choice as it is.
+TEST_F(Autotuner, QuickTimesTheMarkedFewBrieflyAndExhaustiveRetunesTheirChoice) {
+  const auto file = dir_.path() / "tuning.tsv";
+  ops::set_tune_cache_path(file.string());
+  const std::vector<std::string> names{"heuristic", "rule", "slow", "fastest"};
+  const std::vector<bool> quick{true, true, false, false};
+  std::vector<int> timed;
+  std::vector<ops::TimingEffort> efforts;
+  const auto times = [&](int i, ops::TimingEffort effort) {
+    timed.push_back(i);
+    efforts.push_back(effort);
+    return std::vector<double>{2.0, 3.0, 9.0, 1.0}[size_t(i)];
+  };
+  EXPECT_EQ(ops::choose_fastest("k", names, times, quick), 0);
+  EXPECT_EQ(timed, (std::vector<int>{0, 1}));
+  EXPECT_EQ(efforts, (std::vector<ops::TimingEffort>(2, ops::TimingEffort::kBrief)));
+  EXPECT_EQ(read_all(file), "k\theuristic\t2\tquick\n");
+
+  ops::set_tune_policy(ops::TunePolicy::kExhaustive);
+  ops::set_tune_cache_path(file.string());  // a later process reads the quick choice and retunes it
+  timed.clear();
+  efforts.clear();
+  EXPECT_EQ(ops::choose_fastest("k", names, times, quick), 3);
+  EXPECT_EQ(timed, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(efforts, (std::vector<ops::TimingEffort>(4, ops::TimingEffort::kFull)));
+  EXPECT_EQ(read_all(file), "k\theuristic\t2\tquick\nk\tfastest\t1\n");
+
+  ops::set_tune_policy(ops::TunePolicy::kQuick);
+  ops::set_tune_cache_path(file.string());
+  timed.clear();
+  EXPECT_EQ(ops::choose_fastest("k", names, times, quick), 3);  // the exhaustive choice, untimed
+  EXPECT_TRUE(timed.empty());
+}
+
+TEST_F(Autotuner, QuickFallsBackToTheOthersWhenNoMarkedCandidateCanRun) {
+  ops::set_tune_cache_path("");
+  std::vector<int> timed;
+  const auto times = [&](int i, ops::TimingEffort) {
+    timed.push_back(i);
+    return i < 2 ? -1.0 : 5.0 - i;
+  };
+  EXPECT_EQ(ops::choose_fastest("k", {"a", "b", "c", "d"}, times, {true, true, false, false}), 3);
+  EXPECT_EQ(timed, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST_F(Autotuner, CountsTheKeysItTunedAndTheTimeItTook) {
+  ops::set_tune_cache_path("");
+  const ops::TuningStats before = ops::tuning_stats();
+  ops::choose_fastest("stats a", {"x", "y"}, [](int i) { return 1.0 + i; });
+  ops::choose_fastest("stats a", {"x", "y"}, [](int i) { return 1.0 + i; });  // remembered: not counted
+  ops::choose_fastest("stats b", {"x", "y"}, [](int i) { return 1.0 + i; });
+  const ops::TuningStats after = ops::tuning_stats();
+  EXPECT_EQ(after.keys_tuned - before.keys_tuned, 2);
+  EXPECT_GE(after.milliseconds, before.milliseconds);
+}
+
+// Processes tuning at once append to one file: every line must come out whole.
+TEST_F(Autotuner, ProcessesAppendingAtOnceLeaveEveryLineWhole) {
+  const auto file = dir_.path() / "shared.tsv";
+  constexpr int kProcesses = 4, kKeys = 200;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ops::set_tune_cache_path(file.string());
+      const std::string long_part(300, char('a' + p));  // long lines tear first, if anything tears
+      for (int k = 0; k < kKeys; ++k)
+        ops::choose_fastest(str_cat("process ", p, " key ", k, " ", long_part), {"x", "y"}, [](int i) { return 1.0 + i; });
+      std::_Exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (const pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  std::ifstream in(file);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    int p = -1, k = -1;
+    ASSERT_EQ(std::sscanf(line.c_str(), "process %d key %d ", &p, &k), 2) << line.substr(0, 40);
+    ASSERT_EQ(line, str_cat("process ", p, " key ", k, " ", std::string(300, char('a' + p)), "\tx\t1\tquick"));
+  }
+  EXPECT_EQ(lines, kProcesses * kKeys);
+  // And a later process reads them all back as choices.
+  ops::set_tune_cache_path(file.string());
+  EXPECT_EQ(ops::choose_fastest(str_cat("process 2 key 7 ", std::string(300, 'c')), {"y", "x"},
+                                [](int) -> double {
+                                  ADD_FAILURE() << "timed";
+                                  return 1;
+                                }),
+            1);
+}
+
+TEST(TunePolicy, ParsesQuickAndExhaustiveAndNamesTheSourceOfAnythingElse) {
+  EXPECT_EQ(ops::parse_tune_policy("quick", "--tune"), ops::TunePolicy::kQuick);
+  EXPECT_EQ(ops::parse_tune_policy("exhaustive", "--tune"), ops::TunePolicy::kExhaustive);
+  try {
+    ops::parse_tune_policy("full", "HD_TUNE");
+    ADD_FAILURE() << "accepted 'full'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+    EXPECT_NE(std::string(e.what()).find("HD_TUNE must be 'quick'"), std::string::npos) << e.what();
+  }
+  EXPECT_STREQ(ops::tune_policy_name(ops::TunePolicy::kExhaustive), "exhaustive");
 }
 
 // --kernels / $HD_KERNELS: two words, anything else refused with where it came from.

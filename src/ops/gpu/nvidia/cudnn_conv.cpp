@@ -1,6 +1,6 @@
 // A convolution problem through cuDNN's convolution API: NHWC f16/bf16 tensors, our [Cout, kh, kw, Cin]
-// weights as cuDNN's KRSC filter, f32 accumulation. The fastest algorithm is found once per shape
-// (cudnnFindConvolutionForwardAlgorithm, which times them) and remembered. Residual and bias are applied
+// weights as cuDNN's KRSC filter, f32 accumulation. The algorithm is the first deterministic one cuDNN's
+// heuristics rank (cudnnGetConvolutionForwardAlgorithm_v7), asked once per shape and remembered. Residual and bias are applied
 // as cuDNN composes them: y = conv(x) + 1·y (y first holding the residual), then y += bias.
 #include <cudnn.h>
 #include <cuda_runtime.h>
@@ -75,11 +75,13 @@ Algorithm algorithm_for(const GemmProblem& p, const Descriptors& d) {
   }
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int count = 0;
-  check(cudnnFindConvolutionForwardAlgorithm(cudnn_handle(p.device.index), d.x, d.w, d.conv, d.y,
-                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
-        "finding an algorithm");
+  // cuDNN's heuristics, not cudnnFind: the autotuner times this candidate beside the others, and a
+  // process whose tuning cache already chose it must not time every algorithm again on first use.
+  check(cudnnGetConvolutionForwardAlgorithm_v7(cudnn_handle(p.device.index), d.x, d.w, d.conv, d.y,
+                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
+        "asking the heuristics for an algorithm");
   constexpr size_t kMaxWorkspace = size_t(256) << 20;
-  for (int i = 0; i < count; ++i) {  // sorted fastest first
+  for (int i = 0; i < count; ++i) {  // likely fastest first
     // Deterministic algorithms only: the same seed must give the same picture on every run.
     if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace ||
         perf[i].determinism != CUDNN_DETERMINISTIC)

@@ -103,9 +103,8 @@ struct ShapePlans {
   std::vector<bool> failed;
 };
 
-// At most this many engine configurations become candidates: the heuristics rank the likely fastest
-// first, and each candidate is timed once per shape.
-constexpr int kMaxCandidates = 6;
+// At most kCudnnGraphCandidates engine configurations become candidates: the heuristics rank the likely
+// fastest first, and each candidate is timed once per shape.
 constexpr int64_t kMaxWorkspace = int64_t(256) << 20;
 
 bool deterministic(const Descriptor& config) {
@@ -222,7 +221,7 @@ std::unique_ptr<ShapePlans> build_plans(const GemmProblem& p) {
                                    available, &returned, handles.data()),
           "reading the heuristics' results");
   }
-  for (int64_t i = 0; i < returned && int(s->configs.size()) < kMaxCandidates; ++i) {
+  for (int64_t i = 0; i < returned && int(s->configs.size()) < kCudnnGraphCandidates; ++i) {
     if (!deterministic(*configs[size_t(i)])) continue;
     s->configs.push_back(std::move(configs[size_t(i)]));
   }
@@ -258,17 +257,14 @@ ShapePlans& plans_for(const GemmProblem& p) {
 
 }  // namespace
 
-int cudnn_graph_candidates(const GemmProblem& p) {
+bool cudnn_graph_can_run(const GemmProblem& p) {
   // A plain NHWC convolution of 16-byte aligned tensors, one problem (no batch of problems), dense pixels,
   // C and the residual separate (an engine may read the residual after writing C).
-  const bool runs = (p.dtype == DType::kF16 || p.dtype == DType::kBF16) && p.outer * p.inner == 1 &&
-                    p.pixel_stride == p.channels && p.ldb == int64_t(p.kh) * p.kw * p.channels && p.ldc == p.n &&
-                    p.alpha == 1.0f && p.channels % 8 == 0 && p.n % 8 == 0 && is_aligned(p.a, 16) &&
-                    is_aligned(p.b, 16) && is_aligned(p.c, 16) && is_aligned(p.bias, 16) &&
-                    is_aligned(p.residual, 16) &&
-                    (p.residual == nullptr || p.residual != p.c) && p.m() * p.n < (int64_t(1) << 31);
-  if (!runs) return 0;
-  return int(plans_for(p).configs.size());
+  return (p.dtype == DType::kF16 || p.dtype == DType::kBF16) && p.outer * p.inner == 1 &&
+         p.pixel_stride == p.channels && p.ldb == int64_t(p.kh) * p.kw * p.channels && p.ldc == p.n &&
+         p.alpha == 1.0f && p.channels % 8 == 0 && p.n % 8 == 0 && is_aligned(p.a, 16) && is_aligned(p.b, 16) &&
+         is_aligned(p.c, 16) && is_aligned(p.bias, 16) && is_aligned(p.residual, 16) &&
+         (p.residual == nullptr || p.residual != p.c) && p.m() * p.n < (int64_t(1) << 31);
 }
 
 void cudnn_graph_conv(const GemmProblem& p, int rank, void* c) {

@@ -18,10 +18,12 @@ bool cublaslt_can_run(const GemmProblem& p);
 void cudnn_conv(const GemmProblem& p, void* c);
 void cublaslt_gemm(const GemmProblem& p, void* c);
 
-// cuDNN's graph API: the convolution with bias and residual fused into one plan. The first returns how
-// many of the engines cuDNN's heuristics rank first can run `p` (0 when none, or when `p` is not a plain
-// NHWC convolution with C apart from the residual); the second runs the engine of that rank.
-int cudnn_graph_candidates(const GemmProblem& p);
+// cuDNN's graph API: the convolution with bias and residual fused into one plan. Whether `p` is a plain
+// NHWC convolution with C apart from the residual, the form the graph takes (no cuDNN call); and a run
+// of the engine cuDNN's heuristics rank `rank` among the deterministic ones (< kCudnnGraphCandidates),
+// which throws kUnsupported when the heuristics return fewer or that engine cannot run `p`.
+inline constexpr int kCudnnGraphCandidates = 6;
+bool cudnn_graph_can_run(const GemmProblem& p);
 void cudnn_graph_conv(const GemmProblem& p, int rank, void* c);
 
 }  // namespace hd::gpu
