@@ -41,6 +41,11 @@ TEST(BenchCli, ReportsStageTimesAsJson) {
     EXPECT_GT(j[stage].get<double>(), 0.0) << stage;
   EXPECT_LE(j["unet_step_ms"].get<double>(), j["denoising_ms"].get<double>());
   EXPECT_LE(j["denoising_ms"].get<double>(), j["image_ms"].get<double>());
+  // Loading and the first image have rows of their own; the CPU has no kernels to choose among.
+  EXPECT_GT(j["load_ms"].get<double>(), 0.0);
+  EXPECT_GT(j["first_image_ms"].get<double>(), 0.0);
+  EXPECT_EQ(j["tune_policy"], "quick");
+  EXPECT_EQ(j["first_image_shapes_tuned"], 0);
 }
 
 TEST(BenchCli, ReportsWhichKernelsItWasAllowed) {
@@ -70,6 +75,20 @@ TEST(BenchCli, PrintsATableByDefault) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("UNet step (sampler incl.)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("whole image"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("loading the model (to ready weights)"), std::string::npos) << r.out;
+}
+
+// `tune` fills the cache for a GPU; on the CPU there is nothing to choose, which it says.
+TEST(TuneCli, RefusesTheCpuAndBadSizesClearly) {
+  const auto cpu = test::run_cli("tune --model " + kModel);
+  EXPECT_EQ(cpu.exit_code, 1) << cpu.out;
+  EXPECT_NE(cpu.out.find("nothing to tune"), std::string::npos) << cpu.out;
+  EXPECT_EQ(test::run_cli("tune --size 512x512").exit_code, 2);  // no model
+#if defined(HD_WITH_GPU)
+  const auto bad = test::run_cli("tune --model " + kModel + " --device cuda:0 --size 512by512");
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("--size must be WxH"), std::string::npos) << bad.out;
+#endif
 }
 
 // A folder with an SDXL UNet and a VAE but no text encoders is timed by components: the tiny

@@ -182,6 +182,7 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
 #endif
       {"--prompt x --max-device-memory lots", "not a number"},
       {"--prompt x --kernels vendor", "--kernels must be 'own'"},
+      {"--prompt x --tune full", "--tune must be 'quick'"},
   };
   for (const auto& [args, expected] : cases) {
     const auto r = test::run_cli(base + args);
@@ -196,6 +197,9 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
   const auto bad_variable = test::run_cli("generate --model " + kModel + " --prompt x --steps 1", "HD_KERNELS=vendor");
   EXPECT_EQ(bad_variable.exit_code, 1) << bad_variable.out;
   EXPECT_NE(bad_variable.out.find("HD_KERNELS must be 'own'"), std::string::npos) << bad_variable.out;
+  const auto bad_policy = test::run_cli("generate --model " + kModel + " --prompt x --steps 1", "HD_TUNE=slow");
+  EXPECT_EQ(bad_policy.exit_code, 1) << bad_policy.out;
+  EXPECT_NE(bad_policy.out.find("HD_TUNE must be 'quick'"), std::string::npos) << bad_policy.out;
   EXPECT_EQ(test::run_cli("generate --model " + kModel).exit_code, 2);            // no prompt
   EXPECT_EQ(test::run_cli("generate --prompt x --bogus 1").exit_code, 2);         // unknown flag
   EXPECT_EQ(test::run_cli("generate --prompt x --vae-tiling --vae-tiling-blended").exit_code, 2);

@@ -4,6 +4,7 @@
 // generation (kernel autotuning, graph capture) is reported on its own; then the medians of --repeats;
 // with --profile, one more generation op by op (ops/profiler.h).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -28,7 +29,7 @@ namespace {
 
 const std::vector<std::string> kValued = {"--model", "--arch",   "--device", "--dtype",     "--steps", "--repeats",
                                           "--width", "--height", "--sampler", "--cfg-scale", "--vocab", "--config",
-                                          "--tune-cache", "--max-device-memory", "--kernels"};
+                                          "--tune", "--tune-cache", "--max-device-memory", "--kernels"};
 const std::vector<std::string> kSwitches = {"--json", "--profile", "--vae-tiling", "--vae-tiling-blended"};
 
 double median(std::vector<double> v) {
@@ -45,7 +46,7 @@ int run_bench(std::span<const std::string_view> args) {
   const ops::Placement placement = placement_of(flags);
   apply_device_memory_limit(flags, placement);
   const ops::KernelChoice kernels = apply_kernel_choice(flags);
-  if (auto v = flags.get("--tune-cache")) ops::set_tune_cache_path(*v);
+  apply_tuning(flags);
   GenerationParams p;
   p.prompt = "a photograph of an astronaut riding a horse";
   p.steps = 30;
@@ -75,7 +76,10 @@ int run_bench(std::span<const std::string_view> args) {
   // A text-time UNet without its text encoders (an SDXL UNet and a VAE): its components are timed.
   if (components_only)
     return run_component_bench({model, description, parameters, placement, p.steps, repeats, p.cfg_scale}, flags);
+  // Loading as a user's first command does it (the page cache holds the file after the first run).
+  const auto load_start = std::chrono::steady_clock::now();
   const StableDiffusion sd = StableDiffusion::load(model, flags.get("--vocab"), flags.get("--config"), placement);
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
   p.width = flags.get("--width") ? parse_number<int>("--width", *flags.get("--width")) : sd.default_image_size();
   p.height = flags.get("--height") ? parse_number<int>("--height", *flags.get("--height")) : sd.default_image_size();
   validate(p, sd.vae_scale_factor());
@@ -85,7 +89,11 @@ int run_bench(std::span<const std::string_view> args) {
                std::string(sampler_name(p.sampler)).c_str(), double(p.cfg_scale), guided ? 2 : 1,
                placement.to_string().c_str(), ops::kernel_choice_name(kernels), repeats);
 
+  const ops::TuningStats tuned_before = ops::tuning_stats();
   const GenerationResult warm_up = sd.generate(p);
+  const ops::TuningStats tuned = ops::tuning_stats();
+  const int keys_tuned = tuned.keys_tuned - tuned_before.keys_tuned;
+  const double tuning_ms = tuned.milliseconds - tuned_before.milliseconds;
   std::vector<double> text, steps, loops, decodes, totals;
   size_t decode_extra = 0;
   for (int r = 0; r < repeats; ++r) {
@@ -138,7 +146,11 @@ int run_bench(std::span<const std::string_view> args) {
                               {"denoising_ms", median(loops)},
                               {"vae_decode_ms", median(decodes)},
                               {"image_ms", median(totals)},
+                              {"load_ms", load_ms},
                               {"first_image_ms", warm_up.times.total},
+                              {"tune_policy", ops::tune_policy_name(ops::tune_policy())},
+                              {"first_image_shapes_tuned", keys_tuned},
+                              {"first_image_tuning_ms", tuning_ms},
                               {"vae_retried_in_bf16", warm_up.vae_retried_in_bf16},
                               {"vae_tiled", warm_up.vae_tiled},
                               {"peak_device_memory_bytes", peak},
@@ -154,7 +166,10 @@ int run_bench(std::span<const std::string_view> args) {
   std::printf("%-34s %10.2f\n", str_cat("denoising loop (", p.steps, " steps)").c_str(), median(loops));
   std::printf("%-34s %10.2f\n", "VAE decode (to host)", median(decodes));
   std::printf("%-34s %10.2f\n", "whole image", median(totals));
+  std::printf("%-34s %10.2f\n", "loading the model (to ready weights)", load_ms);
   std::printf("%-34s %10.2f\n", "first image (autotuning, capture)", warm_up.times.total);
+  std::printf("%-34s %10.2f\n", str_cat("  of which tuning (", keys_tuned, " shapes, ", ops::tune_policy_name(ops::tune_policy()), ")").c_str(),
+              tuning_ms);
   if (placement.device.is_gpu()) {
     std::printf("peak device memory: %.2f GiB; the VAE decode's own (above what was held before it): %.2f GiB\n",
                 double(peak) / double(1 << 30), double(decode_extra) / double(1 << 30));

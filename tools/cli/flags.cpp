@@ -55,6 +55,12 @@ ops::KernelChoice apply_kernel_choice(const Flags& flags) {
   return ops::kernel_choice();
 }
 
+void apply_tuning(const Flags& flags) {
+  if (const auto v = flags.get("--tune")) ops::set_tune_policy(ops::parse_tune_policy(*v, "--tune"));
+  (void)ops::tune_policy();  // a bad $HD_TUNE fails here, before any work
+  if (const auto v = flags.get("--tune-cache")) ops::set_tune_cache_path(*v);
+}
+
 const std::vector<std::string> kMicroConditioningFlags = {
     "--original-size", "--crop-top-left", "--target-size", "--negative-original-size", "--negative-crop-top-left",
     "--negative-target-size", "--aesthetic-score", "--negative-aesthetic-score"};

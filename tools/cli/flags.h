@@ -37,6 +37,9 @@ void apply_device_memory_limit(const Flags& flags, const ops::Placement& placeme
 // --kernels own|all: whether the vendor libraries are candidates of the autotuner (ops::set_kernel_choice);
 // without it $HD_KERNELS, else all. Validated (the variable too), and returned.
 ops::KernelChoice apply_kernel_choice(const Flags& flags);
+// --tune quick|exhaustive (ops::set_tune_policy; without it $HD_TUNE, else quick) and --tune-cache PATH
+// (ops::set_tune_cache_path). Validated.
+void apply_tuning(const Flags& flags);
 // SDXL's micro-conditioning: --original-size WxH, --crop-top-left X,Y (pixels from the left, from the
 // top), --target-size WxH, and the same with --negative-; the refiner's --aesthetic-score and
 // --negative-aesthetic-score. Parsed (not validated against each other or the model: the pipeline does

@@ -33,7 +33,7 @@ std::vector<std::string> generate_flags() {
   std::vector<std::string> flags = {
     "--model", "--prompt", "--negative-prompt", "--steps", "--cfg-scale", "--sampler", "--schedule", "--seed",
     "--width", "--height", "--batch", "--init-image", "--strength", "--vocab", "--config", "--prediction", "--timestep-spacing", "--output",
-    "--save-latents", "--device", "--dtype", "--tune-cache", "--threads", "--max-device-memory", "--kernels",
+    "--save-latents", "--device", "--dtype", "--tune", "--tune-cache", "--threads", "--max-device-memory", "--kernels",
     "--refiner", "--high-noise-frac", "--vae"};
   flags.insert(flags.end(), kMicroConditioningFlags.begin(), kMicroConditioningFlags.end());
   return flags;
@@ -131,7 +131,7 @@ int run_generate(std::span<const std::string_view> args) {
   const ops::Placement placement = placement_of(flags);
   apply_device_memory_limit(flags, placement);
   apply_kernel_choice(flags);
-  if (auto v = get("--tune-cache")) ops::set_tune_cache_path(*v);
+  apply_tuning(flags);
   // img2img: the image sets the size unless --width/--height are given, which must then agree (no
   // resizing is done).
   std::optional<OwnedTensor> init_image;
@@ -168,6 +168,7 @@ int run_generate(std::span<const std::string_view> args) {
   }
 
   const std::string model = get("--model") ? *get("--model") : default_model_folder();
+  const auto load_start = std::chrono::steady_clock::now();
   StableDiffusion sd = StableDiffusion::load(model, get("--vocab"), get("--config"), placement);
   std::optional<StableDiffusion> refiner;
   if (refiner_choice) refiner = StableDiffusion::load(refiner_choice->path, get("--vocab"), std::nullopt, placement);
@@ -176,6 +177,7 @@ int run_generate(std::span<const std::string_view> args) {
     sd.use_vae(*path);
     if (refiner) refiner->use_vae(*path);
   }
+  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   // Without --width/--height (and no init image), the size the model was trained for.
   if (!get("--width") && !init_image) p.width = sd.default_image_size();
   if (!get("--height") && !init_image) p.height = sd.default_image_size();
@@ -185,8 +187,9 @@ int run_generate(std::span<const std::string_view> args) {
   } else {
     sd.validate(p, init_image.has_value());
   }
-  std::fprintf(stderr, "model: %s, %s, %dx%d, %d steps of %s on %s\n", model.c_str(), sd.description().c_str(),
-               p.width, p.height, p.steps, std::string(sampler_name(p.sampler)).c_str(), placement.to_string().c_str());
+  std::fprintf(stderr, "model: %s, %s, loaded in %.2f s; %dx%d, %d steps of %s on %s\n", model.c_str(),
+               sd.description().c_str(), load_seconds, p.width, p.height, p.steps,
+               std::string(sampler_name(p.sampler)).c_str(), placement.to_string().c_str());
   if (refiner)
     std::fprintf(stderr, "refiner: %s, %s, from %g of the schedule\n", refiner_choice->path.c_str(),
                  refiner->description().c_str(), refiner_choice->switch_at);

@@ -22,11 +22,12 @@ constexpr const char* kUsage =
     "           [--width W] [--height H] [--batch N] [--init-image PNG --strength S]\n"
     "           [--vocab DIR] [--config DIR] [--prediction epsilon|v_prediction]\n"
     "           [--output PNG] [--save-latents PATH] [--threads N] [--vae-tiling | --vae-tiling-blended]\n"
-    "           [--device cpu|cuda:N|hip:N] [--dtype f32|f16|bf16] [--tune-cache PATH]\n"
-    "           [--max-device-memory GIB] [--kernels own|all]\n"
+    "           [--device cpu|cuda:N|hip:N] [--dtype f32|f16|bf16] [--tune quick|exhaustive]\n"
+    "           [--tune-cache PATH] [--max-device-memory GIB] [--kernels own|all]\n"
     "                make an image from a diffusers folder or a single .safetensors, on the CPU\n"
     "                (f32) or a GPU (f16 by default; kernel choices cached in --tune-cache,\n"
-    "                default ~/.cache/hipdiffusion/tuning.tsv);\n"
+    "                default ~/.cache/hipdiffusion/tuning.tsv; a new shape's first use times a\n"
+    "                few likely kernels briefly, --tune exhaustive: all of them fully; or HD_TUNE);\n"
     "                without --model, the built-in shapes model (models/shapes-tiny); the size\n"
     "                defaults to the one the model was trained for; the VAE decodes in tiles\n"
     "                when the image does not fit in device memory at once (--vae-tiling: always;\n"
@@ -37,12 +38,20 @@ constexpr const char* kUsage =
     "                (default all; or set HD_KERNELS)\n"
     "  bench (--model PATH | --arch sd15|sd21|sdxl) [--device cpu|cuda:N|hip:N] [--dtype f16|bf16]\n"
     "           [--steps N] [--repeats N] [--width W] [--height H] [--sampler NAME] [--cfg-scale X]\n"
-    "           [--vocab DIR] [--config DIR] [--tune-cache PATH] [--vae-tiling[-blended]]\n"
-    "           [--max-device-memory GIB] [--kernels own|all] [--profile] [--json]\n"
-    "                time a whole generation and its stages (text encoding, UNet step, denoising\n"
-    "                loop, VAE decode; medians of --repeats, 5, after one warm-up) and the peak\n"
-    "                device memory; --arch: random weights of that architecture (30 steps, 512x512);\n"
-    "                --profile: then the time of each op over one more generation\n"
+    "           [--vocab DIR] [--config DIR] [--tune quick|exhaustive] [--tune-cache PATH]\n"
+    "           [--vae-tiling[-blended]] [--max-device-memory GIB] [--kernels own|all] [--profile]\n"
+    "           [--json]\n"
+    "                time loading, a whole generation and its stages (text encoding, UNet step,\n"
+    "                denoising loop, VAE decode; medians of --repeats, 5, after one warm-up, whose\n"
+    "                time and tuning are shown too) and the peak device memory; --arch: random\n"
+    "                weights of that architecture (30 steps, 512x512); --profile: then the time\n"
+    "                of each op over one more generation\n"
+    "  tune --model PATH [--size WxH[,WxH...]] [--batch N] [--cfg-scale X] [--device cuda:N|hip:N]\n"
+    "           [--dtype f16|bf16] [--tune-cache PATH] [--kernels own|all] [--vocab DIR] [--config DIR]\n"
+    "           [--max-device-memory GIB]\n"
+    "                fill the tuning cache ahead of time: every candidate kernel timed fully for\n"
+    "                each shape a generation of that size and batch computes (default size: the\n"
+    "                model's own; CFG above 1 doubles the UNet's batch, as generate does)\n"
     "  tokenize --model PATH --prompt TEXT [--vocab DIR]\n"
     "                print the 77 CLIP token ids of a prompt\n"
     "  --version     print the version\n"
@@ -63,6 +72,7 @@ int dispatch(std::span<const std::string_view> args) {
   if (command == "tokenize") return hd::cli::run_tokenize(args.subspan(1));
   if (command == "generate") return hd::cli::run_generate(args.subspan(1));
   if (command == "bench") return hd::cli::run_bench(args.subspan(1));
+  if (command == "tune") return hd::cli::run_tune(args.subspan(1));
   throw hd::cli::UsageError{"unknown command '" + std::string(command) + "'"};
 }
 
