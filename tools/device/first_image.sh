@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Run on the device machine after a build of ours (build/cuda, as tools/device/gpu_checks.sh makes it):
+# what a user waits for, whole processes timed from the shell. stable-diffusion.cpp is built from the
+# sources tools/device/pack_peer.sh packed (carry .peers; PEER=0 skips it) and both programs make the
+# same image from the same single-file SD1.5 checkpoint (random weights, f16, LDM names) on this GPU:
+# 512x512, 20 Euler steps, CFG 7. Ours with an empty tuning cache (quick and exhaustive), the same
+# cache filled, a new size and a new batch in it, and a cache filled ahead by `hipdiffusion tune`.
+# Every run's log and $OUT/first_image.tsv (name, wall seconds, exit code) land in $OUT.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+source "$(dirname "$0")/runtime_env.sh"
+HD=./build/cuda/hipdiffusion
+PROMPT="a photograph of an astronaut riding a horse"
+table="$OUT/first_image.tsv"
+: > "$table"
+
+timed() {  # timed NAME COMMAND...: wall clock of the whole process, its output in $OUT/NAME.log
+  local name=$1
+  shift
+  local start end rc
+  start=$(date +%s.%N)
+  "$@" > "$OUT/$name.log" 2>&1
+  rc=$?
+  end=$(date +%s.%N)
+  printf '%s\t%s\t%d\n' "$name" "$(awk "BEGIN { printf \"%.2f\", $end - $start }")" "$rc" | tee -a "$table"
+}
+
+# The peer, built once per machine (the build is not timed as a run).
+SD=/tmp/peer/build/bin/sd-cli
+if [ "${PEER:-1}" != 0 ] && [ ! -x "$SD" ] && [ -e .peers/stable-diffusion.cpp.tar.gz ]; then
+  mkdir -p /tmp/peer && tar xzf .peers/stable-diffusion.cpp.tar.gz -C /tmp/peer
+  cp /tmp/peer/stable-diffusion.cpp/PEER_VERSION "$OUT/peer-version.txt"
+  cmake -S /tmp/peer/stable-diffusion.cpp -B /tmp/peer/build -DCMAKE_BUILD_TYPE=Release -DSD_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=native -DSD_WEBP=OFF -DSD_WEBM=OFF > "$OUT/peer-configure.log" 2>&1
+  cmake --build /tmp/peer/build --target sd-cli -j "$(nproc)" > "$OUT/peer-build.log" 2>&1 || tail -30 "$OUT/peer-build.log"
+fi
+[ "${BUILD_ONLY:-0}" = 1 ] && exit 0
+
+# The checkpoint: the random SD1.5 folder (written by our bench, which also shows its load row), then
+# one LDM single file; read once so that both programs find it in the page cache.
+FOLDER=/tmp/hipdiffusion-random-sd15
+CKPT=/tmp/sd15-random-f16.safetensors
+if [ ! -e "$CKPT" ]; then
+  HD_TUNE_CACHE=/tmp/throwaway.tsv $HD bench --arch sd15 --device cuda:0 --steps 1 --repeats 1 > "$OUT/write-model.log" 2>&1
+  python3 tools/device/ldm_single_file.py "$FOLDER" "$CKPT" >> "$OUT/write-model.log" 2>&1 || cat "$OUT/write-model.log"
+fi
+cat "$CKPT" > /dev/null
+
+ours() {  # ours CACHE [flags...]
+  local cache=$1
+  shift
+  $HD generate --model "$CKPT" --device cuda:0 --prompt "$PROMPT" --steps 20 --cfg-scale 7 --sampler euler --seed 1 \
+    --width 512 --height 512 --tune-cache "$cache" --output "$OUT/ours.png" "$@"
+}
+peer() {
+  "$SD" -m "$CKPT" -p "$PROMPT" --steps 20 --cfg-scale 7 --sampling-method euler -s 1 -W 512 -H 512 \
+    -o "$OUT/peer.png" "$@"
+}
+
+if [ -x "$SD" ]; then
+  timed peer-fa-1 peer --diffusion-fa
+  timed peer-fa-2 peer --diffusion-fa
+  timed peer-1 peer
+fi
+rm -f /tmp/quick.tsv /tmp/exhaustive.tsv /tmp/tuned.tsv
+timed ours-empty-cache-quick ours /tmp/quick.tsv
+timed ours-filled-cache-1 ours /tmp/quick.tsv
+timed ours-filled-cache-2 ours /tmp/quick.tsv
+timed ours-new-size-768x512 ours /tmp/quick.tsv --width 768
+timed ours-new-batch-4 ours /tmp/quick.tsv --batch 4
+timed ours-empty-cache-exhaustive ours /tmp/exhaustive.tsv --tune exhaustive
+timed ours-exhaustive-filled ours /tmp/exhaustive.tsv
+timed tune-512 $HD tune --model "$CKPT" --device cuda:0 --size 512x512 --cfg-scale 7 --tune-cache /tmp/tuned.tsv
+timed ours-after-tune ours /tmp/tuned.tsv
+if [ -x "$SD" ]; then
+  timed peer-fa-3 peer --diffusion-fa
+fi
+# In-process speed under each cache: the UNet step may not get slower because tuning got cheaper.
+for cache in quick exhaustive; do
+  $HD bench --model "$CKPT" --device cuda:0 --steps 20 --cfg-scale 7 --repeats 5 --tune-cache /tmp/$cache.tsv \
+    > "$OUT/bench-$cache-cache.txt" 2>&1
+done
+cp /tmp/quick.tsv /tmp/exhaustive.tsv "$OUT/" 2>/dev/null
+grep -h "loaded in" "$OUT"/ours-*.log | head -3
