@@ -89,8 +89,9 @@ inline bool is_plain_convolution(const GemmProblem& p) {
 void gemm(const GemmProblem& p, KernelPath path = KernelPath::kTuned);
 // The candidates that can run p on its device on `path` (matrix_unit.h): our tile shapes, and with
 // KernelPath::kTuned the vendor libraries that were built in and take the problem ("cudnn",
-// "cudnn-graph-<rank>", "cublaslt"; "miopen-<solution id>", "hipblaslt", "rocblas"), and one of them by
-// name: for tests and benchmarks.
+// "cudnn-graph-<rank>" and "cudnn-graph-rtc-<rank>", offered by rank before cuDNN is asked, so a rank it
+// does not fill throws kUnsupported when run; "cublaslt"; "miopen-<solution id>", "hipblaslt",
+// "rocblas"), and one of them by name: for tests and benchmarks.
 std::vector<std::string> gemm_candidates(const GemmProblem& p, KernelPath path = KernelPath::kTuned);
 void gemm_with(const GemmProblem& p, const std::string& candidate, KernelPath path = KernelPath::kTuned);
 

@@ -73,10 +73,22 @@ void check_conv(const ConvCase& c, DType dtype, gpu::KernelPath path) {
     if (std::find(all.begin(), all.end(), name) == all.end()) all.push_back(name);
   const auto offered = [&](const char* name) { return std::find(all.begin(), all.end(), name) != all.end(); };
   // Where cuDNN is built in, its graph API must take every multiple-of-8-channel convolution, so that
-  // its engines are checked here rather than silently missing.
-  if (offered("cudnn") && c.cin % 8 == 0 && c.cout % 8 == 0) {
-    EXPECT_TRUE(offered("cudnn-graph-0"));
-  }
+  // its engines are checked here rather than silently missing. The graph candidates are offered by rank
+  // before cuDNN's heuristics are asked; a rank the heuristics do not fill for this shape (some shapes
+  // have no engine that ships compiled) fails as unsupported, as the autotuner sees it, and is skipped.
+  const bool graph_expected = offered("cudnn") && c.cin % 8 == 0 && c.cout % 8 == 0;
+  if (graph_expected) EXPECT_TRUE(offered("cudnn-graph-0") && offered("cudnn-graph-rtc-0"));
+  int graph_engines_run = 0;
+  const auto run = [&](const gpu::GemmProblem& problem, const std::string& name) {
+    try {
+      gpu::gemm_with(problem, name, path);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kUnsupported || !name.starts_with("cudnn-graph-")) throw;
+      return false;
+    }
+    graph_engines_run += name.starts_with("cudnn-graph-");
+    return true;
+  };
   for (const std::string& name : all) {
     SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << name << " x[" << c.n << "," << c.h << "," << c.w
                                     << "," << c.cin << "] k" << c.k << " cout " << c.cout << " s" << c.stride << " p"
@@ -85,17 +97,19 @@ void check_conv(const ConvCase& c, DType dtype, gpu::KernelPath path) {
     // resnets use it); otherwise it starts poisoned.
     if (std::find(names.begin(), names.end(), name) != names.end()) {
       const auto dout = c.residual ? test::to_gpu(residual, dtype) : test::poisoned_gpu(os, dtype);
-      gpu::gemm_with(conv_problem(c, dx, dw, db, dout), name, path);
-      EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(dtype));
+      if (run(conv_problem(c, dx, dw, db, dout), name))
+        EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(dtype));
     }
     if (std::find(separate_names.begin(), separate_names.end(), name) != separate_names.end()) {
       // The residual in a tensor of its own (a resnet's shortcut), left unchanged.
       const auto dres = test::to_gpu(residual, dtype), separate = test::poisoned_gpu(os, dtype);
-      gpu::gemm_with(conv_problem(c, dx, dw, db, separate, &dres.view()), name, path);
-      EXPECT_LE(test::relative_l2(test::to_host_f32(separate), test::reference_of(expected)), tolerance(dtype));
-      EXPECT_EQ(test::relative_l2(test::to_host_f32(dres), test::reference_of(rr)), 0.0);
+      if (run(conv_problem(c, dx, dw, db, separate, &dres.view()), name)) {
+        EXPECT_LE(test::relative_l2(test::to_host_f32(separate), test::reference_of(expected)), tolerance(dtype));
+        EXPECT_EQ(test::relative_l2(test::to_host_f32(dres), test::reference_of(rr)), 0.0);
+      }
     }
   }
+  if (graph_expected) EXPECT_GT(graph_engines_run, 0);
   // And through the op API, which lets the autotuner choose.
   if (path == gpu::KernelPath::kTuned) {
     const auto dout = c.residual ? test::to_gpu(residual, dtype) : test::poisoned_gpu(os, dtype);

@@ -93,35 +93,51 @@ DescriptorPtr add_operation(const Descriptor& add, const Descriptor& a, const De
 enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual, kConvOut, kWithBias };
 
 // The operation graph of one problem shape, its deterministic engine configurations in the heuristics'
-// order, and the execution plans finalized so far (lazily: finalizing may compile a kernel).
+// order, and the execution plans finalized so far (lazily: finalizing may compile a kernel). `ranks`
+// maps each family's rank to its configuration.
 struct ShapePlans {
   std::vector<DescriptorPtr> keep;  // tensors and operations the graph refers to
   DescriptorPtr graph;
   std::vector<DescriptorPtr> configs;
+  std::vector<int> ranks[2];  // [CudnnEngines]
   std::vector<DescriptorPtr> plans;  // null until finalized
   std::vector<int64_t> workspace;
   std::vector<bool> failed;
 };
 
-// At most kCudnnGraphCandidates engine configurations become candidates: the heuristics rank the likely
-// fastest first, and each candidate is timed once per shape.
+// At most kCudnnGraphCandidates engine configurations of each family become candidates: the heuristics
+// rank the likely fastest first, and each candidate is timed once per shape.
 constexpr int64_t kMaxWorkspace = int64_t(256) << 20;
 
-bool deterministic(const Descriptor& config) {
+struct EngineTraits {
+  bool deterministic = true;
+  bool runtime_compiled = false;
+};
+
+// From the engine's numerical and behaviour notes.
+EngineTraits traits_of(const Descriptor& config) {
   Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t engine_handle = engine.get();
   int64_t count = 0;
   check(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
                                  &engine_handle),
         "reading a configuration's engine");
+  EngineTraits traits;
   cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
   int64_t note_count = 0;
   check(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                  CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &note_count, notes),
         "reading an engine's numerical notes");
   for (int64_t i = 0; i < note_count; ++i)
-    if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return false;
-  return true;
+    if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) traits.deterministic = false;
+  cudnnBackendBehaviorNote_t behaviour[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  int64_t behaviour_count = 0;
+  check(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                 CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &behaviour_count, behaviour),
+        "reading an engine's behaviour notes");
+  for (int64_t i = 0; i < behaviour_count; ++i)
+    if (behaviour[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) traits.runtime_compiled = true;
+  return traits;
 }
 
 std::unique_ptr<ShapePlans> build_plans(const GemmProblem& p) {
@@ -221,8 +237,11 @@ std::unique_ptr<ShapePlans> build_plans(const GemmProblem& p) {
                                    available, &returned, handles.data()),
           "reading the heuristics' results");
   }
-  for (int64_t i = 0; i < returned && int(s->configs.size()) < kCudnnGraphCandidates; ++i) {
-    if (!deterministic(*configs[size_t(i)])) continue;
+  for (int64_t i = 0; i < returned; ++i) {
+    const EngineTraits traits = traits_of(*configs[size_t(i)]);
+    std::vector<int>& ranks = s->ranks[int(traits.runtime_compiled ? CudnnEngines::kRuntimeCompiled : CudnnEngines::kPrecompiled)];
+    if (!traits.deterministic || int(ranks.size()) >= kCudnnGraphCandidates) continue;
+    ranks.push_back(int(s->configs.size()));
     s->configs.push_back(std::move(configs[size_t(i)]));
   }
   s->plans.resize(s->configs.size());
@@ -267,18 +286,19 @@ bool cudnn_graph_can_run(const GemmProblem& p) {
          (p.residual == nullptr || p.residual != p.c) && p.m() * p.n < (int64_t(1) << 31);
 }
 
-void cudnn_graph_conv(const GemmProblem& p, int rank, void* c) {
+void cudnn_graph_conv(const GemmProblem& p, CudnnEngines family, int rank, void* c) {
   HD_CHECK_KIND(!(p.residual != nullptr && p.residual == c), ErrorKind::kUnsupported,
                 "cuDNN graph API: the residual may not be the output");
   ShapePlans& s = plans_for(p);
-  HD_CHECK_KIND(rank >= 0 && size_t(rank) < s.configs.size(), ErrorKind::kUnsupported, "cuDNN graph API: no engine ",
+  const std::vector<int>& ranks = s.ranks[int(family)];
+  HD_CHECK_KIND(rank >= 0 && size_t(rank) < ranks.size(), ErrorKind::kUnsupported, "cuDNN graph API: no engine ",
                 rank, " for this convolution");
   cudnnHandle_t handle = cudnn_handle(p.device.index);
   const Descriptor* plan = nullptr;
   int64_t workspace_size = 0;
   {
     const std::lock_guard lock(plans_mutex);
-    const size_t r = size_t(rank);
+    const size_t r = size_t(ranks[size_t(rank)]);
     HD_CHECK_KIND(!s.failed[r], ErrorKind::kUnsupported, "cuDNN graph API: engine ", rank,
                   " cannot run this convolution");
     if (!s.plans[r]) {

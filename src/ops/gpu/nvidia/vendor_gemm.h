@@ -20,10 +20,13 @@ void cublaslt_gemm(const GemmProblem& p, void* c);
 
 // cuDNN's graph API: the convolution with bias and residual fused into one plan. Whether `p` is a plain
 // NHWC convolution with C apart from the residual, the form the graph takes (no cuDNN call); and a run
-// of the engine cuDNN's heuristics rank `rank` among the deterministic ones (< kCudnnGraphCandidates),
-// which throws kUnsupported when the heuristics return fewer or that engine cannot run `p`.
+// of the engine cuDNN's heuristics rank `rank` among the deterministic ones of a family
+// (< kCudnnGraphCandidates), which throws kUnsupported when the heuristics return fewer or that engine
+// cannot run `p`. The families: engines whose kernels ship compiled, and engines that compile theirs
+// when their plan is built (runtime fusion: 0.1-0.5 s per new shape the first time on a machine).
 inline constexpr int kCudnnGraphCandidates = 6;
+enum class CudnnEngines { kPrecompiled, kRuntimeCompiled };
 bool cudnn_graph_can_run(const GemmProblem& p);
-void cudnn_graph_conv(const GemmProblem& p, int rank, void* c);
+void cudnn_graph_conv(const GemmProblem& p, CudnnEngines family, int rank, void* c);
 
 }  // namespace hd::gpu
