@@ -200,9 +200,19 @@ int run_generate(std::span<const std::string_view> args) {
     std::fprintf(stderr, "note: device memory is short for the whole model; its text encoders wait in host memory "
                          "and visit the device only to encode\n");
   ProgressBar bar;
+  const ops::TuningStats tuned_before = ops::tuning_stats();
   const Tensor* init = init_image ? &init_image->view() : nullptr;
   const GenerationResult result = refiner ? generate_with_refiner(sd, *refiner, p, refiner_choice->switch_at, std::ref(bar), init)
                                           : sd.generate(p, std::ref(bar), init);
+  const StageTimes& t = result.times;
+  const ops::TuningStats tuned = ops::tuning_stats();
+  std::fprintf(stderr, "generated in %.2f s: text encoding %.2f s, denoising %.2f s, decoding %.2f s", t.total / 1e3,
+               t.text_encoding / 1e3, t.denoising / 1e3, t.decoding / 1e3);
+  if (tuned.keys_tuned > tuned_before.keys_tuned)
+    std::fprintf(stderr, " (first use of %d kernel shapes, tuned in %.2f s: %s policy)",
+                 tuned.keys_tuned - tuned_before.keys_tuned, (tuned.milliseconds - tuned_before.milliseconds) / 1e3,
+                 ops::tune_policy_name(ops::tune_policy()));
+  std::fprintf(stderr, "\n");
   if (result.vae_retried_in_bf16) std::fprintf(stderr, "note: the VAE overflowed in f16; decoded again in bf16\n");
   if (result.vae_tiled && p.vae_tiling == VaeTiling::kAuto)
     std::fprintf(stderr, "note: the image did not fit in device memory at once; the VAE decoded it in tiles\n");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -156,6 +157,7 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
   const bool some_quick = std::find(quick.begin(), quick.end(), true) != quick.end();
   const bool narrowed = policy == TunePolicy::kQuick && some_quick;
   const TimingEffort effort = policy == TunePolicy::kQuick ? TimingEffort::kBrief : TimingEffort::kFull;
+  static const bool trace = std::getenv("HD_TUNE_TRACE") != nullptr;
   int best = -1;
   double best_ms = 0.0;
   // Under the quick policy, the quick candidates; the others only when none of those can run.
@@ -163,7 +165,12 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
     if (!first_pass && (best >= 0 || !narrowed)) break;
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (narrowed && quick[i] != first_pass) continue;
+      const auto timing_start = std::chrono::steady_clock::now();
       const double ms = time_ms(int(i), effort);
+      if (trace) {  // $HD_TUNE_TRACE: what each candidate ran in, and what timing it cost (set-up included)
+        std::fprintf(stderr, "tune\t%s\t%s\t%.4f ms\t%.1f ms to time\n", key.c_str(), candidates[i].c_str(), ms,
+                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - timing_start).count());
+      }
       if (ms >= 0.0 && (best < 0 || ms < best_ms)) best = int(i), best_ms = ms;
     }
   }
