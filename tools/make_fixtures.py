@@ -406,8 +406,11 @@ def to_ldm_single_file(folder: Path, family: str) -> dict:
     vae = load_file(str(folder / "vae" / "diffusion_pytorch_model.safetensors"))
     te = load_file(str(folder / "text_encoder" / "model.safetensors"))
     unet_cfg = json.loads((folder / "unet" / "config.json").read_text())
-    lpb = unet_cfg["layers_per_block"]
-    attn_levels = [t.startswith("CrossAttn") for t in unet_cfg["up_block_types"]]
+    # diffusers' defaults (UNet2DConditionModel) where the config leaves them out, as the random models'
+    # configs written by `hipdiffusion bench --arch sd15` do.
+    lpb = unet_cfg.get("layers_per_block", 2)
+    up_types = unet_cfg.get("up_block_types", ["UpBlock2D"] + ["CrossAttnUpBlock2D"] * 3)
+    attn_levels = [t.startswith("CrossAttn") for t in up_types]
     resnet_names = {"norm1": "in_layers.0", "conv1": "in_layers.2", "norm2": "out_layers.0", "conv2": "out_layers.3",
                     "time_emb_proj": "emb_layers.1", "conv_shortcut": "skip_connection"}
     out = {}

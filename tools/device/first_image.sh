@@ -47,11 +47,11 @@ if [ ! -e "$CKPT" ]; then
 fi
 cat "$CKPT" > /dev/null
 
-ours() {  # ours CACHE [flags...]
+ours() {  # ours CACHE [flags...]; each candidate's timing and its cost traced into the log
   local cache=$1
   shift
-  $HD generate --model "$CKPT" --device cuda:0 --prompt "$PROMPT" --steps 20 --cfg-scale 7 --sampler euler --seed 1 \
-    --width 512 --height 512 --tune-cache "$cache" --output "$OUT/ours.png" "$@"
+  HD_TUNE_TRACE=1 $HD generate --model "$CKPT" --device cuda:0 --prompt "$PROMPT" --steps 20 --cfg-scale 7 --sampler euler --seed 1 \
+    --width 512 --height 512 --vocab "$FOLDER/tokenizer" --tune-cache "$cache" --output "$OUT/ours.png" "$@"
 }
 peer() {
   "$SD" -m "$CKPT" -p "$PROMPT" --steps 20 --cfg-scale 7 --sampling-method euler -s 1 -W 512 -H 512 \
@@ -71,15 +71,25 @@ timed ours-new-size-768x512 ours /tmp/quick.tsv --width 768
 timed ours-new-batch-4 ours /tmp/quick.tsv --batch 4
 timed ours-empty-cache-exhaustive ours /tmp/exhaustive.tsv --tune exhaustive
 timed ours-exhaustive-filled ours /tmp/exhaustive.tsv
-timed tune-512 $HD tune --model "$CKPT" --device cuda:0 --size 512x512 --cfg-scale 7 --tune-cache /tmp/tuned.tsv
+timed tune-512 $HD tune --model "$CKPT" --vocab "$FOLDER/tokenizer" --device cuda:0 --size 512x512 --cfg-scale 7 \
+  --tune-cache /tmp/tuned.tsv
 timed ours-after-tune ours /tmp/tuned.tsv
 if [ -x "$SD" ]; then
   timed peer-fa-3 peer --diffusion-fa
 fi
 # In-process speed under each cache: the UNet step may not get slower because tuning got cheaper.
 for cache in quick exhaustive; do
-  $HD bench --model "$CKPT" --device cuda:0 --steps 20 --cfg-scale 7 --repeats 5 --tune-cache /tmp/$cache.tsv \
+  $HD bench --model "$CKPT" --vocab "$FOLDER/tokenizer" --device cuda:0 --steps 20 --cfg-scale 7 --repeats 5 --tune-cache /tmp/$cache.tsv \
     > "$OUT/bench-$cache-cache.txt" 2>&1
 done
-cp /tmp/quick.tsv /tmp/exhaustive.tsv "$OUT/" 2>/dev/null
-grep -h "loaded in" "$OUT"/ours-*.log | head -3
+cp /tmp/quick.tsv /tmp/exhaustive.tsv /tmp/tuned.tsv "$OUT/" 2>/dev/null
+# What tuning cost, by kind of candidate (library set-up and kernel compiles included), in each run.
+for log in "$OUT"/ours-*.log; do
+  awk -F'\t' -v run="$(basename "$log" .log)" '$1 == "tune" {
+      kind = $3; sub(/-?[0-9]+$/, "", kind); cost[kind] += $5; n[kind] += 1 }
+    END { for (k in cost) printf "%s\t%s\t%d timed\t%.0f ms\n", run, k, n[k], cost[k] }' "$log"
+done | sort > "$OUT/tuning-cost.txt"
+grep -h "loaded in\|generated in" "$OUT"/ours-*.log > "$OUT/ours-summary.txt"
+# The logs in one file (the device tool brings back a bounded number of files).
+tar czf /tmp/first-image-logs.tgz -C "$OUT" $(cd "$OUT" && ls *.log) && mv /tmp/first-image-logs.tgz "$OUT/" &&
+  (cd "$OUT" && rm -f *.log)
