@@ -40,5 +40,43 @@ TEST(WeightReader, MissingAndMisshapenTensorsNameTheTensorAndBothShapes) {
   EXPECT_NE(wrong.find("'conv_in.weight' has shape [2, 3], expected [3, 2]"), std::string::npos) << wrong;
 }
 
+// Loading goes from the mapped file straight into the compute dtype and layout, in parallel chunks:
+// f16 weights at an offset a file need not align, a convolution kernel re-laid-out to [Cout, kh, kw, Cin],
+// and a tensor long enough to be split among the pool's threads, each against the element-by-element
+// conversion and relayout.
+TEST(WeightReader, ConvertsAndRelaysStraightFromTheFile) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const auto f16_bytes = [&](int64_t n, std::vector<float>* values) {
+    std::vector<uint8_t> bytes(size_t(n) * 2);
+    for (int64_t i = 0; i < n; ++i) {
+      const Half h = float_to_half(rng.normal(0.0f, 1.0f));
+      values->push_back(half_to_float(h));
+      bytes[size_t(2 * i)] = uint8_t(h.bits);
+      bytes[size_t(2 * i + 1)] = uint8_t(h.bits >> 8);
+    }
+    return bytes;
+  };
+  const int64_t out = 7, in = 5, kh = 3, kw = 2, long_count = 600'001;
+  std::vector<float> kernel, long_values, odd;
+  test::TempDir dir;
+  // "a" sorts first and holds one element, so the kernel after it starts 2 bytes into the data.
+  dir.write("m/unet/diffusion_pytorch_model.safetensors",
+            serialize_safetensors({{"a", "F16", {1}, f16_bytes(1, &odd)},
+                                   {"conv.weight", "F16", {out, in, kh, kw}, f16_bytes(out * in * kh * kw, &kernel)},
+                                   {"long", "F16", {long_count}, f16_bytes(long_count, &long_values)}}));
+  const ModelSource m = ModelSource::open((dir.path() / "m").string());
+  const WeightReader w(*m.component("unet"), "");
+  const OwnedTensor nhwc = w.load_conv("conv.weight", out, in, kh, kw);
+  ASSERT_EQ(nhwc.view().shape, (Shape{out, kh, kw, in}));
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t c = 0; c < in; ++c)
+      for (int64_t y = 0; y < kh; ++y)
+        for (int64_t x = 0; x < kw; ++x)
+          ASSERT_EQ(nhwc.ptr<float>()[((o * kh + y) * kw + x) * in + c], kernel[size_t(((o * in + c) * kh + y) * kw + x)]);
+  const OwnedTensor flat = w.load("long", Shape{long_count});
+  for (int64_t i = 0; i < long_count; ++i) ASSERT_EQ(flat.ptr<float>()[i], long_values[size_t(i)]) << i;
+}
+
 }  // namespace
 }  // namespace hd
