@@ -2,6 +2,7 @@
 
 #include <bit>
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 #include <cstring>
@@ -180,8 +181,18 @@ __attribute__((target("avx,f16c"))) size_t f32_to_f16_f16c(const uint8_t* src, u
   }
   return i;
 }
+// CPUID's AVX and F16C bits, and the system saving the AVX registers (OSXSAVE, then XCR0's SSE and AVX
+// state bits), read directly: clang's __builtin_cpu_supports knows no "f16c".
 bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    const bool osxsave = (ecx >> 27) & 1u, avx = (ecx >> 28) & 1u, f16c = (ecx >> 29) & 1u;
+    if (!(osxsave && avx && f16c)) return false;
+    unsigned xcr0_low = 0, xcr0_high = 0;
+    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+    return (xcr0_low & 6u) == 6u;
+  }();
   return yes;
 }
 #endif
