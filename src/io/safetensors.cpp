@@ -355,27 +355,25 @@ OwnedTensor SafetensorsFile::load(const SafetensorsEntry& e, DType as) const {
   return load_rows(e, 0, e.shape.empty() ? 1 : e.shape[0], as);
 }
 
-OwnedTensor SafetensorsFile::load_rows(const SafetensorsEntry& e, int64_t first, int64_t count, DType as) const {
-  HD_CHECK_KIND(e.dtype.has_value() && is_floating(*e.dtype), ErrorKind::kUnsupported, name_, ": tensor '",
-                e.name, "' has dtype ", e.dtype_name, "; only F32, F16 and BF16 tensors load as ", dtype_name(as));
-  Shape shape = to_shape(name_, e);
+std::span<const uint8_t> SafetensorsFile::raw_rows(const SafetensorsEntry& e, int64_t first, int64_t count) const {
   const int64_t rows = e.shape.empty() ? 1 : e.shape[0];
   HD_CHECK(first >= 0 && count >= 0 && first + count <= rows, name_, ": tensor '", e.name, "': rows [", first, ", ",
            first + count, ") out of its ", rows);
+  const uint64_t row_bytes = rows ? e.nbytes() / uint64_t(rows) : 0;
+  return raw(e).subspan(size_t(first) * row_bytes, size_t(count) * row_bytes);
+}
+
+OwnedTensor SafetensorsFile::load_rows(const SafetensorsEntry& e, int64_t first, int64_t count, DType as) const {
+  HD_CHECK_KIND(e.dtype.has_value() && is_floating(*e.dtype), ErrorKind::kUnsupported, name_, ": tensor '",
+                e.name, "' has dtype ", e.dtype_name, "; only F32, F16 and BF16 tensors load as ", dtype_name(as));
+  const std::span<const uint8_t> bytes = raw_rows(e, first, count);
+  Shape shape = to_shape(name_, e);
   if (!e.shape.empty()) shape[0] = count;
   OwnedTensor out(shape, as);
   const int64_t numel = shape.numel();
-  if (numel == 0) return out;  // an empty tensor has no buffer to copy into (memcpy(null, ..., 0) is UB)
-  const size_t bytes = size_t(numel) * e.element_size;
-  const uint8_t* src = data_.data() + e.begin + size_t(first) * (rows ? e.nbytes() / uint64_t(rows) : 0);
-  if (*e.dtype == as) {
-    std::memcpy(out.view().data, src, bytes);
-  } else {
-    // Copy to an aligned staging buffer first: offsets in a valid file need not be aligned.
-    OwnedTensor staged(shape, *e.dtype);
-    std::memcpy(staged.view().data, src, bytes);
-    convert(staged.view().data, *e.dtype, out.view().data, as, size_t(numel));
-  }
+  if (numel == 0) return out;  // an empty tensor has no buffer to write into (memcpy(null, ..., 0) is UB)
+  // convert reads through memcpy: offsets in a valid file need not be aligned.
+  convert(bytes.data(), *e.dtype, out.view().data, as, size_t(numel));
   return out;
 }
 

@@ -54,6 +54,9 @@ class SafetensorsFile {
   // Throws "missing tensor" naming the file when absent.
   const SafetensorsEntry& at(std::string_view tensor_name) const;
   std::span<const uint8_t> raw(const SafetensorsEntry& e) const { return data_.subspan(e.begin, e.nbytes()); }
+  // The bytes of rows [first, first + count) of the first dimension (the whole tensor for a scalar);
+  // throws naming the tensor when they are not all inside it.
+  std::span<const uint8_t> raw_rows(const SafetensorsEntry& e, int64_t first, int64_t count) const;
   // Lets the process's resident memory drop the mapped pages of `e` once it has been read
   // (MappedFile::release_pages); nothing for bytes held by the caller.
   void release_pages(const SafetensorsEntry& e) const;
