@@ -66,45 +66,34 @@ OwnedTensor WeightReader::placed(const TensorRef& t, const Shape& shape, Relayou
   const DType from = *e.dtype, to = placement_.dtype;
   const size_t from_size = dtype_size(from), to_size = dtype_size(to);
   const int64_t numel = shape.numel();
-  const int64_t rows_stored = e.shape.empty() ? 1 : e.shape[0];
-  const uint8_t* src = t.file->raw(e).data() + (rows_stored > 0 ? size_t(t.first_row) * (e.nbytes() / size_t(rows_stored)) : 0);
+  const uint8_t* src =
+      t.file->raw_rows(e, t.first_row, t.row_count > 0 ? t.row_count : (e.shape.empty() ? 1 : e.shape[0])).data();
 
-  // One pass from the mapping into `dst`, in parallel chunks; a re-laid-out tensor is gathered a row
-  // (or an output channel) at a time into the stored dtype, then converted.
+  // One pass from the mapping into `dst`, in parallel chunks. Both relayouts transpose the last two
+  // dimensions of [blocks, cols, rows] into [blocks, rows, cols]: a transposed matrix is one block, a
+  // convolution kernel [O, I, kh·kw] one block per output channel. Each output row is gathered in the
+  // stored dtype, then converted.
   const auto fill = [&](void* dst_void) {
     auto* dst = static_cast<uint8_t*>(dst_void);
     ThreadPool& pool = ThreadPool::global();
-    switch (relayout) {
-      case Relayout::kNone:
-        pool.parallel_for(numel, kGrain, [&](int64_t begin, int64_t end) {
-          convert(src + size_t(begin) * from_size, from, dst + size_t(begin) * to_size, to, size_t(end - begin));
-        });
-        break;
-      case Relayout::kTransposed: {  // stored [cols, rows], wanted [rows, cols]
-        const int64_t rows = shape[0], cols = shape[1];
-        pool.parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
-          std::vector<uint8_t> row(size_t(cols) * from_size);
-          for (int64_t r = begin; r < end; ++r) {
-            gather(src + size_t(r) * from_size, rows, cols, from_size, row.data());
-            convert(row.data(), from, dst + size_t(r * cols) * to_size, to, size_t(cols));
-          }
-        });
-        break;
-      }
-      case Relayout::kConvToNhwc: {  // stored [O, I, kh, kw], wanted [O, kh, kw, I]
-        const int64_t out = shape[0], taps = shape[1] * shape[2], in = shape[3], block = taps * in;
-        pool.parallel_for(out, std::max<int64_t>(1, kGrain / std::max<int64_t>(block, 1)), [&](int64_t begin, int64_t end) {
-          std::vector<uint8_t> nhwc(size_t(block) * from_size);
-          for (int64_t o = begin; o < end; ++o) {
-            const uint8_t* stored = src + size_t(o * block) * from_size;
-            for (int64_t tap = 0; tap < taps; ++tap)
-              gather(stored + size_t(tap) * from_size, taps, in, from_size, nhwc.data() + size_t(tap * in) * from_size);
-            convert(nhwc.data(), from, dst + size_t(o * block) * to_size, to, size_t(block));
-          }
-        });
-        break;
-      }
+    if (relayout == Relayout::kNone) {
+      pool.parallel_for(numel, kGrain, [&](int64_t begin, int64_t end) {
+        convert(src + size_t(begin) * from_size, from, dst + size_t(begin) * to_size, to, size_t(end - begin));
+      });
+      return;
     }
+    const bool matrix = relayout == Relayout::kTransposed;
+    const int64_t blocks = matrix ? 1 : shape[0], rows = matrix ? shape[0] : shape[1] * shape[2];
+    const int64_t cols = matrix ? shape[1] : shape[3];
+    pool.parallel_for(blocks * rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)),
+                      [&](int64_t begin, int64_t end) {
+                        std::vector<uint8_t> row(size_t(cols) * from_size);
+                        for (int64_t i = begin; i < end; ++i) {
+                          const int64_t block = i / rows, r = i % rows;
+                          gather(src + size_t(block * rows * cols + r) * from_size, rows, cols, from_size, row.data());
+                          convert(row.data(), from, dst + size_t(i * cols) * to_size, to, size_t(cols));
+                        }
+                      });
   };
 
   OwnedTensor result = [&] {
