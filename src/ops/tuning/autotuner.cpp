@@ -73,6 +73,18 @@ std::atomic<int> g_kernel_choice{-1};
 // -1: not yet read from $HD_TUNE; else the TunePolicy.
 std::atomic<int> g_tune_policy{-1};
 
+// A setting a front end may set and the environment otherwise gives: `slot` once set, else `variable`
+// parsed (an unset or empty variable gives `fallback`), remembered.
+template <class E>
+E setting(std::atomic<int>& slot, const char* variable, E fallback, E (*parse)(std::string_view, std::string_view)) {
+  const int known = slot;
+  if (known >= 0) return E(known);
+  const char* text = std::getenv(variable);
+  const E value = text && *text ? parse(text, variable) : fallback;
+  slot = int(value);
+  return value;
+}
+
 }  // namespace
 
 KernelChoice parse_kernel_choice(std::string_view text, std::string_view source) {
@@ -84,14 +96,7 @@ KernelChoice parse_kernel_choice(std::string_view text, std::string_view source)
 
 void set_kernel_choice(KernelChoice choice) { g_kernel_choice = int(choice); }
 
-KernelChoice kernel_choice() {
-  const int known = g_kernel_choice;
-  if (known >= 0) return KernelChoice(known);
-  const char* text = std::getenv("HD_KERNELS");
-  const KernelChoice choice = text && *text ? parse_kernel_choice(text, "HD_KERNELS") : KernelChoice::kAll;
-  g_kernel_choice = int(choice);
-  return choice;
-}
+KernelChoice kernel_choice() { return setting(g_kernel_choice, "HD_KERNELS", KernelChoice::kAll, parse_kernel_choice); }
 
 const char* kernel_choice_name(KernelChoice choice) { return choice == KernelChoice::kOwn ? "own" : "all"; }
 
@@ -104,14 +109,7 @@ TunePolicy parse_tune_policy(std::string_view text, std::string_view source) {
 
 void set_tune_policy(TunePolicy policy) { g_tune_policy = int(policy); }
 
-TunePolicy tune_policy() {
-  const int known = g_tune_policy;
-  if (known >= 0) return TunePolicy(known);
-  const char* text = std::getenv("HD_TUNE");
-  const TunePolicy policy = text && *text ? parse_tune_policy(text, "HD_TUNE") : TunePolicy::kQuick;
-  g_tune_policy = int(policy);
-  return policy;
-}
+TunePolicy tune_policy() { return setting(g_tune_policy, "HD_TUNE", TunePolicy::kQuick, parse_tune_policy); }
 
 const char* tune_policy_name(TunePolicy policy) { return policy == TunePolicy::kQuick ? "quick" : "exhaustive"; }
 
