@@ -8,6 +8,7 @@
 #include <cudnn.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -122,21 +123,21 @@ EngineTraits traits_of(const Descriptor& config) {
   check(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
                                  &engine_handle),
         "reading a configuration's engine");
+  // Whether the engine's notes of one kind (numerical or behaviour) include `note`.
+  const auto has_note = [&](cudnnBackendAttributeName_t attribute, cudnnBackendAttributeType_t type, auto note,
+                            int64_t kinds, const char* what) {
+    std::vector<decltype(note)> notes(static_cast<size_t>(kinds));
+    int64_t returned = 0;
+    check(cudnnBackendGetAttribute(engine.get(), attribute, type, kinds, &returned, notes.data()), what);
+    return std::find(notes.begin(), notes.begin() + returned, note) != notes.begin() + returned;
+  };
   EngineTraits traits;
-  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-  int64_t note_count = 0;
-  check(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &note_count, notes),
-        "reading an engine's numerical notes");
-  for (int64_t i = 0; i < note_count; ++i)
-    if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) traits.deterministic = false;
-  cudnnBackendBehaviorNote_t behaviour[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
-  int64_t behaviour_count = 0;
-  check(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                 CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &behaviour_count, behaviour),
-        "reading an engine's behaviour notes");
-  for (int64_t i = 0; i < behaviour_count; ++i)
-    if (behaviour[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) traits.runtime_compiled = true;
+  traits.deterministic = !has_note(CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                   CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC, CUDNN_NUMERICAL_NOTE_TYPE_COUNT,
+                                   "reading an engine's numerical notes");
+  traits.runtime_compiled = has_note(CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                     CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT,
+                                     "reading an engine's behaviour notes");
   return traits;
 }
 
