@@ -4,7 +4,8 @@
 # sources tools/device/pack_peer.sh packed (carry .peers; PEER=0 skips it) and both programs make the
 # same image from the same single-file SD1.5 checkpoint (random weights, f16, LDM names) on this GPU:
 # 512x512, 20 Euler steps, CFG 7. Ours with an empty tuning cache (quick and exhaustive), the same
-# cache filled, a new size and a new batch in it, and a cache filled ahead by `hipdiffusion tune`.
+# cache filled, a new size and a new batch in it (the batch twice: the second run shows what its new
+# shapes cost), and a cache filled ahead by `hipdiffusion tune`.
 # Every run's log and $OUT/first_image.tsv (name, wall seconds, exit code) land in $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -37,20 +38,12 @@ if [ "${PEER:-1}" != 0 ] && [ ! -x "$SD" ] && [ -e .peers/stable-diffusion.cpp.t
 fi
 [ "${BUILD_ONLY:-0}" = 1 ] && exit 0
 
-# The checkpoint: the random SD1.5 folder (written by our bench, which also shows its load row), then
-# one LDM single file; read once so that both programs find it in the page cache.
-FOLDER=/tmp/hipdiffusion-random-sd15
-CKPT=/tmp/sd15-random-f16.safetensors
-if [ ! -e "$CKPT" ]; then
-  HD_TUNE_CACHE=/tmp/throwaway.tsv $HD bench --arch sd15 --device cuda:0 --steps 1 --repeats 1 > "$OUT/write-model.log" 2>&1
-  python3 tools/device/ldm_single_file.py "$FOLDER" "$CKPT" >> "$OUT/write-model.log" 2>&1 || cat "$OUT/write-model.log"
-fi
-cat "$CKPT" > /dev/null
+source "$(dirname "$0")/random_checkpoint.sh"
 
-ours() {  # ours CACHE [flags...]; each candidate's timing and its cost traced into the log
-  local cache=$1
+ours() {  # ours CACHE [flags...]; each candidate's timing and its cost, and where the process's time went
+  local cache=$1  # (src/core/startup_trace.h), traced into the log
   shift
-  HD_TUNE_TRACE=1 $HD generate --model "$CKPT" --device cuda:0 --prompt "$PROMPT" --steps 20 --cfg-scale 7 --sampler euler --seed 1 \
+  HD_TUNE_TRACE=1 HD_TRACE_STARTUP=1 $HD generate --model "$CKPT" --device cuda:0 --prompt "$PROMPT" --steps 20 --cfg-scale 7 --sampler euler --seed 1 \
     --width 512 --height 512 --vocab "$FOLDER/tokenizer" --tune-cache "$cache" --output "$OUT/ours.png" "$@"
 }
 peer() {
@@ -69,6 +62,7 @@ timed ours-filled-cache-1 ours /tmp/quick.tsv
 timed ours-filled-cache-2 ours /tmp/quick.tsv
 timed ours-new-size-768x512 ours /tmp/quick.tsv --width 768
 timed ours-new-batch-4 ours /tmp/quick.tsv --batch 4
+timed ours-batch-4-again ours /tmp/quick.tsv --batch 4
 timed ours-empty-cache-exhaustive ours /tmp/exhaustive.tsv --tune exhaustive
 timed ours-exhaustive-filled ours /tmp/exhaustive.tsv
 timed tune-512 $HD tune --model "$CKPT" --vocab "$FOLDER/tokenizer" --device cuda:0 --size 512x512 --cfg-scale 7 \
@@ -77,6 +71,7 @@ timed ours-after-tune ours /tmp/tuned.tsv
 if [ -x "$SD" ]; then
   timed peer-fa-3 peer --diffusion-fa
 fi
+timed ours-filled-cache-3 ours /tmp/quick.tsv
 # In-process speed under each cache: the UNet step may not get slower because tuning got cheaper.
 for cache in quick exhaustive; do
   $HD bench --model "$CKPT" --vocab "$FOLDER/tokenizer" --device cuda:0 --steps 20 --cfg-scale 7 --repeats 5 --tune-cache /tmp/$cache.tsv \
