@@ -1,10 +1,11 @@
 // `hipdiffusion tune` and the tuning policies through the CLI on a GPU with the tiny SD1.x fixture: tune
 // fills the cache with exhaustive choices for each size, a later generate at those sizes tunes nothing,
-// and a quick generate at a new size tunes only its new shapes, tagged quick, which an exhaustive run
-// then replaces.
+// (nor asks a library's heuristics again: their answers are noted in the cache too), and a quick
+// generate at a new size tunes only its new shapes, tagged quick, which an exhaustive run then replaces.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "cli/cli_runner.h"
@@ -17,13 +18,16 @@ const std::string kModel = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/
 
 struct CacheLines {
   int quick = 0, exhaustive = 0;
+  int notes = 0;  // the libraries' heuristics' answers
 };
 
 CacheLines count_lines(const std::filesystem::path& file) {
   std::ifstream in(file);
   CacheLines c;
   std::string line;
-  while (std::getline(in, line)) (line.ends_with("\tquick") ? c.quick : c.exhaustive) += 1;
+  while (std::getline(in, line)) {
+    (line.ends_with("\tquick") ? c.quick : line.ends_with("\tnote") ? c.notes : c.exhaustive) += 1;
+  }
   return c;
 }
 
@@ -39,7 +43,9 @@ TEST(TuneCli, FillsTheCacheSoThatGenerateTunesNothing) {
   EXPECT_GT(after_tune.exhaustive, 0);
   EXPECT_EQ(after_tune.quick, 0);
 
-  // The same sizes: every choice is in the cache, nothing is appended.
+  EXPECT_GT(after_tune.notes, 0);  // cuDNN's and cuBLASLt's heuristics, asked while tuning
+
+  // The same sizes: every choice is in the cache, and every library answer: nothing is appended.
   for (const char* size : {"--width 32 --height 32", "--width 48 --height 32"}) {
     const auto r = test::run_cli("generate" + common + " --prompt x --steps 2 " + size + " --output " +
                                  test::quoted(dir.path() / "a.png"));
@@ -48,6 +54,7 @@ TEST(TuneCli, FillsTheCacheSoThatGenerateTunesNothing) {
   const CacheLines after_generate = count_lines(cache);
   EXPECT_EQ(after_generate.exhaustive, after_tune.exhaustive);
   EXPECT_EQ(after_generate.quick, 0);
+  EXPECT_EQ(after_generate.notes, after_tune.notes);
 
   // A new size under the default (quick) policy: its new shapes only, tagged quick ...
   const auto quick = test::run_cli("generate" + common + " --prompt x --steps 1 --width 64 --height 64 --output " +
@@ -60,6 +67,31 @@ TEST(TuneCli, FillsTheCacheSoThatGenerateTunesNothing) {
   const auto retuned = test::run_cli("tune" + common + " --size 64x64");
   ASSERT_EQ(retuned.exit_code, 0) << retuned.out;
   EXPECT_GE(count_lines(cache).exhaustive - after_quick.exhaustive, after_quick.quick);
+}
+
+// A later process rebuilds every library plan from the cache (its choices and the libraries' noted
+// answers, not their heuristics): the same picture, bit for bit, as the process that tuned.
+TEST(TuneCli, ALaterRunRebuildsTheSamePlansFromTheCache) {
+  const test::TempDir dir;
+  const auto cache = dir.path() / "tuning.tsv";
+  const std::string common = " --model " + kModel + " --device cuda:0 --tune-cache " + test::quoted(cache) +
+                             " --prompt x --steps 2 --width 64 --height 64 --output ";
+  const auto first = test::run_cli("generate" + common + test::quoted(dir.path() / "first.png"));
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  const CacheLines tuned = count_lines(cache);
+  EXPECT_GT(tuned.notes, 0);
+  const auto later = test::run_cli("generate" + common + test::quoted(dir.path() / "later.png"));
+  ASSERT_EQ(later.exit_code, 0) << later.out;
+  const CacheLines after = count_lines(cache);
+  EXPECT_EQ(after.notes, tuned.notes);  // nothing asked again
+  EXPECT_EQ(after.quick, tuned.quick);
+  const auto bytes = [](const std::filesystem::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string first_png = bytes(dir.path() / "first.png");
+  EXPECT_FALSE(first_png.empty());
+  EXPECT_EQ(first_png, bytes(dir.path() / "later.png"));
 }
 
 }  // namespace

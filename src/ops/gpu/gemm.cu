@@ -3,7 +3,6 @@
 // among them, and the launch; plus a 16-bit transpose.
 #include <algorithm>
 #include <climits>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -39,21 +38,12 @@ HD_GEMM_TILES_INSTANCES(extern, kWmma12Here)
 
 namespace {
 
-std::string cached_device_name(int index) {
-  static std::mutex mutex;
-  static std::string names[16];
-  if (index < 0 || index >= 16) return device_name(index);
-  const std::lock_guard lock(mutex);
-  if (names[index].empty()) names[index] = device_name(index);
-  return names[index];
-}
-
 // Without libraries (a test's forced layout, or --kernels own) a problem is tuned apart from the tuned
 // path on the same layout, whose candidates include the libraries.
 std::string tuning_key(const GemmProblem& p, bool vector, Fragments fragments, bool libraries) {
   return str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", suffix_of(fragments),
                  libraries ? "" : " tiles only", " on ",
-                 cached_device_name(p.device.index),
+                 device_name(p.device.index),
                  ": batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x", p.width, "x", p.channels,
                  " (pixel stride ", p.pixel_stride, ") kernel ", p.kh, "x", p.kw, " stride ", p.stride, " padding ",
                  p.padding, " -> ", p.out_height, "x", p.out_width, "x", p.n, p.bias ? " bias" : "",
@@ -63,7 +53,11 @@ std::string tuning_key(const GemmProblem& p, bool vector, Fragments fragments, b
 // Milliseconds per run of `launch`: one warm-up run, then the fastest of three batches of five (kFull).
 // A single short batch let clock ramps and stray work decide: two tunings of the same UNet on one H100
 // disagreed on 20 of its 61 choices, with the same candidate timed up to 2x apart, and the step time
-// with them. kBrief (the quick policy, which times few candidates) takes one batch of three.
+// with them. kBrief (the quick policy, which times few candidates) takes one run after the warm-up, and
+// when that ran under a millisecond, one batch of three: a run that long is measured well alone (the
+// host's launch work inside it is a few percent), and the VAE's large convolutions at batch 4 took half
+// of a first image's tuning time. (The warm-up itself is never the measure: a library builds its plan
+// or loads its kernel inside it.)
 template <class F>
 double time_runs(F launch, ops::TimingEffort effort) {
   cudaEvent_t start, stop;
@@ -71,7 +65,22 @@ double time_runs(F launch, ops::TimingEffort effort) {
   HD_GPU_CHECK(cudaEventCreate(&stop));
   launch();
   const bool full = effort == ops::TimingEffort::kFull;
-  const int batches = full ? 3 : 1, runs = full ? 5 : 3;
+  int batches = 3, runs = 5;
+  if (!full) {
+    HD_GPU_CHECK(cudaEventRecord(start, current_stream()));
+    launch();
+    HD_GPU_CHECK(cudaEventRecord(stop, current_stream()));
+    HD_GPU_CHECK(cudaEventSynchronize(stop));
+    float one_ms = 0.f;
+    HD_GPU_CHECK(cudaEventElapsedTime(&one_ms, start, stop));
+    if (one_ms >= 1.0f) {
+      HD_GPU_CHECK(cudaEventDestroy(start));
+      HD_GPU_CHECK(cudaEventDestroy(stop));
+      return double(one_ms);
+    }
+    batches = 1;
+    runs = 3;
+  }
   float best = 0.f;
   for (int batch = 0; batch < batches; ++batch) {
     HD_GPU_CHECK(cudaEventRecord(start, current_stream()));

@@ -460,9 +460,12 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     if (!libraries) return list;
 #if defined(HD_WITH_CUDNN)
     // cuDNN's legacy pick is quick although the exhaustive policy never chose it for SD1.5 on an H100:
-    // it stands in for the compiling graph engines, which win a tenth of the shapes there. Without it the
-    // quick policy's tuning took 1.0 s instead of 1.4 s, and its UNet step was 32% slower, not 7%.
-    if (cudnn_can_run(p)) list.push_back({"cudnn", [&p](void* c) { cudnn_conv(p, c); }, true});
+    // it stands in for the compiling graph engines where the others cannot fuse the residual. Without it
+    // the quick policy's UNet step was 32% slower, not 7%. Where a precompiled graph engine can take the
+    // whole problem (no residual), the quick policy leaves it out: it won none of those shapes of an
+    // SD1.5 batch of 4 on the H100, and asking its heuristics cost 5 ms a shape.
+    const bool graph_takes_all = (p.height > 1 || p.kh > 1) && cudnn_graph_can_run(p) && p.residual == nullptr;
+    if (cudnn_can_run(p)) list.push_back({"cudnn", [&p](void* c) { cudnn_conv(p, c); }, !graph_takes_all});
     // Convolutions only: a dense product (a one-pixel-high image, 1x1 kernel) is cuBLASLt's. The names
     // are offered without asking cuDNN's heuristics (a cached choice needs none); a rank beyond what
     // they return fails when timed and is skipped. The engines that compile their kernels are left to

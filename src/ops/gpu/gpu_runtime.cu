@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "core/startup_trace.h"
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/device_memory.h"
 #include "ops/gpu/gpu_runtime.h"
@@ -69,8 +70,20 @@ int device_count() {
 }
 
 std::string device_name(int index) {
+  // Asked once per device: the full property query is slow, and tuning keys name the device.
+  static std::mutex mutex;
+  static std::string names[16];
+  const bool cached = index >= 0 && index < 16;
+  if (cached) {
+    const std::lock_guard lock(mutex);
+    if (!names[index].empty()) return names[index];
+  }
   cudaDeviceProp prop{};
   HD_GPU_CHECK(cudaGetDeviceProperties(&prop, index));
+  if (cached) {
+    const std::lock_guard lock(mutex);
+    names[index] = prop.name;
+  }
   return prop.name;
 }
 
@@ -151,6 +164,7 @@ CapturedGraph CapturedGraph::capture(const Device& device, const std::function<v
   native->device = device;
   native->pool = begin_private_pool(device);
   // Relaxed: allocations that miss the private pool may still call the vendor's allocator.
+  const StartupSpan span("graph capture");
   HD_GPU_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   try {
     work();
@@ -165,6 +179,7 @@ CapturedGraph CapturedGraph::capture(const Device& device, const std::function<v
   const cudaError_t ended = cudaStreamEndCapture(stream, &native->graph);
   end_private_pool(device);
   HD_GPU_CHECK(ended);
+  const StartupSpan instantiate_span("graph instantiation");
 #if defined(HD_GPU_HIP)
   HD_GPU_CHECK(hipGraphInstantiate(&native->exec, native->graph, nullptr, nullptr, 0));
 #else

@@ -17,7 +17,12 @@ DeviceType build_device_type();
 // that may touch a GPU calls it first.
 void initialize();
 int device_count();  // 0 when there is no usable GPU (or no driver)
-std::string device_name(int index);
+// The vendor libraries' one-time start-up for `device`: cuDNN and cuBLASLt loading their engines and
+// what their first heuristic query needs (about 0.2 s on the H100 machine), MIOpen, hipBLASLt and
+// rocBLAS creating their handles. For a side thread (ops::LibraryWarmUp); failures are left for the
+// ops' own first calls to report. library_warm_up.cpp.
+void warm_up_libraries(int device);
+std::string device_name(int index);  // asked once per device, then remembered
 
 // Copies between tensors of equal shape and dtype, host to device, device to host or device to device,
 // in order with the kernels on the device's stream. Copies that involve the host have finished when this

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/startup_trace.h"
 
 namespace hd::ops {
 
@@ -30,9 +31,11 @@ struct TunerState {
   std::string path = default_tune_cache_path();
   bool loaded = false;
   std::unordered_map<std::string, Choice> choices;  // key -> choice
+  std::unordered_map<std::string, std::string> notes;  // key -> a library's answer
   TuningStats stats;
 
   void load_locked() {
+    const StartupSpan span("tuning cache read");
     loaded = true;
     if (path.empty()) return;
     std::ifstream in(path);
@@ -43,6 +46,10 @@ struct TunerState {
       const size_t b = a == std::string::npos ? a : line.find('\t', a + 1);
       if (b == std::string::npos) continue;  // a torn or foreign line: that key is simply retuned
       const size_t c = line.find('\t', b + 1);
+      if (c == std::string::npos && line.compare(b + 1, std::string::npos, "note") == 0) {
+        notes[line.substr(0, a)] = line.substr(a + 1, b - a - 1);  // "<key>\t<value>\tnote"
+        continue;
+      }
       const std::string tag = c == std::string::npos ? "" : line.substr(c + 1);
       if (!tag.empty() && tag != "quick") continue;  // a foreign tag: retuned
       choices[line.substr(0, a)] = Choice{line.substr(a + 1, b - a - 1), tag.empty()};
@@ -125,6 +132,7 @@ void set_tune_cache_path(std::string path) {
   const std::lock_guard lock(s.mutex);
   s.path = std::move(path);
   s.choices.clear();
+  s.notes.clear();
   s.loaded = false;
 }
 
@@ -193,6 +201,25 @@ void forget_choice(const std::string& key) {
   TunerState& s = state();
   const std::lock_guard lock(s.mutex);
   s.choices.erase(key);
+}
+
+std::string library_note(const std::string& key) {
+  TunerState& s = state();
+  const std::lock_guard lock(s.mutex);
+  if (!s.loaded) s.load_locked();
+  const auto it = s.notes.find(key);
+  return it == s.notes.end() ? std::string() : it->second;
+}
+
+void remember_library_note(const std::string& key, const std::string& value) {
+  HD_ASSERT(key.find_first_of("\t\n") == std::string::npos && value.find_first_of("\t\n") == std::string::npos);
+  TunerState& s = state();
+  const std::lock_guard lock(s.mutex);
+  if (!s.loaded) s.load_locked();
+  auto [it, added] = s.notes.try_emplace(key, value);
+  if (!added && it->second == value) return;
+  it->second = value;
+  s.append_locked(key + '\t' + value + "\tnote\n");
 }
 
 TuningStats tuning_stats() {

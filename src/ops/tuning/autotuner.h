@@ -55,6 +55,15 @@ void forget_choice(const std::string& key);
 int choose_fastest(const std::string& key, const std::vector<std::string>& candidates,
                    const std::function<double(int)>& time_ms);
 
+// What a vendor library's own heuristics answered for a problem (an algorithm; an engine and its knobs),
+// kept in the cache file beside the choices so that a later process asks the library nothing for it:
+// cuDNN's and cuBLASLt's heuristics cost 1-8 ms per problem, a third of a second over a UNet and its
+// VAE, every run. Lines "<key>\t<value>\tnote", appended like choices (the last for a key wins; older
+// builds read them as choices for keys no op asks for). The key names the library, its version and the
+// device; neither key nor value may hold a tab or a newline.
+std::string library_note(const std::string& key);  // empty when none is remembered
+void remember_library_note(const std::string& key, const std::string& value);
+
 // What tuning has cost this process: keys tuned (not found in the cache) and the wall-clock time spent
 // timing their candidates, library set-up included.
 struct TuningStats {

@@ -89,6 +89,37 @@ TEST_F(Autotuner, RetunesWhenTheCachedCandidateIsGoneAndTheLastLineWins) {
   EXPECT_NE(read_all(file).find("k\tq\t4\tquick\n"), std::string::npos);  // appended
 }
 
+TEST_F(Autotuner, KeepsLibraryNotesBesideTheChoicesAndTheLastNoteWins) {
+  const auto file = dir_.write("tuning.tsv", std::string("k\tq\t1\nlib 9 on X: conv\told answer\tnote\n"));
+  ops::set_tune_cache_path(file.string());
+  EXPECT_EQ(ops::library_note("lib 9 on X: conv"), "old answer");
+  EXPECT_EQ(ops::library_note("lib 9 on X: other"), "");
+  ops::remember_library_note("lib 9 on X: conv", "E12.3=1 E7|");
+  ops::remember_library_note("lib 9 on X: conv", "E12.3=1 E7|");  // unchanged: not written again
+  ops::remember_library_note("lib 9 on X: gemm", "0000000000000001 00000000000000ff");
+  EXPECT_EQ(read_all(file), "k\tq\t1\nlib 9 on X: conv\told answer\tnote\nlib 9 on X: conv\tE12.3=1 E7|\tnote\n"
+                            "lib 9 on X: gemm\t0000000000000001 00000000000000ff\tnote\n");
+
+  // A later process reads the notes back, and a note is never taken for a choice (nor a choice for a note).
+  ops::set_tune_cache_path(file.string());
+  EXPECT_EQ(ops::library_note("lib 9 on X: conv"), "E12.3=1 E7|");
+  EXPECT_EQ(ops::library_note("lib 9 on X: gemm"), "0000000000000001 00000000000000ff");
+  EXPECT_EQ(ops::library_note("k"), "");
+  int timed = 0;
+  EXPECT_EQ(ops::choose_fastest("lib 9 on X: conv", {"old answer", "other"},
+                                [&](int i) {
+                                  ++timed;
+                                  return i == 0 ? 5.0 : 4.0;
+                                }),
+            1);
+  EXPECT_EQ(timed, 2);
+
+  // Without a file, notes live in memory only.
+  ops::set_tune_cache_path("");
+  ops::remember_library_note("a", "b");
+  EXPECT_EQ(ops::library_note("a"), "b");
+}
+
 TEST_F(Autotuner, SkipsCandidatesThatCannotRunAndFailsWhenNoneCan) {
   ops::set_tune_cache_path("");  // memory only
   EXPECT_EQ(ops::choose_fastest("m", {"broken", "slow"}, [](int i) { return i == 0 ? -1.0 : 9.0; }), 1);

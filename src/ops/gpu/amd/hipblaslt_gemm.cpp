@@ -5,6 +5,7 @@
 // hipBLASLt's first heuristic choice for the shape, remembered per configuration. A shape it has no
 // algorithm for is not its candidate (rocBLAS is offered instead: rocblas_gemm.cpp). Compiled and linked in
 // CI; never run (there is no AMD GPU here).
+#include <hip/hip_runtime_api.h>
 #include <hipblaslt/hipblaslt.h>
 
 #include <map>
@@ -114,6 +115,11 @@ std::optional<hipblasLtMatmulAlgo_t> algorithm_for(const GemmProblem& p) {
 }
 
 }  // namespace
+
+void hipblaslt_warm_up(int device) {
+  if (hipSetDevice(device) != hipSuccess) return;  // the products' own calls will say why
+  (void)state_for(Device{DeviceType::kHip, device});
+}
 
 bool hipblaslt_can_run(const GemmProblem& p) { return is_dense_product(p) && algorithm_for(p).has_value(); }
 

@@ -61,6 +61,11 @@ const void* ones(DeviceState& s, const Device& device, DType dtype, int64_t coun
 
 }  // namespace
 
+void rocblas_warm_up(int device) {
+  if (hipSetDevice(device) != hipSuccess) return;  // the products' own calls will say why
+  (void)state_for(Device{DeviceType::kHip, device});
+}
+
 bool rocblas_can_run(const GemmProblem& p) {
   return is_dense_product(p) && p.n < (int64_t(1) << 31) && p.m() < (int64_t(1) << 31) &&
          p.k() < (int64_t(1) << 31);

@@ -28,6 +28,12 @@ void rocblas_gemm(const GemmProblem& p, void* c);
 // expects callers to serialize (miopen.h), so that the autotuner's cache names a solution, not a rank,
 // and a choice outlives MIOpen's re-ranking in a later ROCm (a stored id no longer offered is retuned).
 std::vector<uint64_t> miopen_solutions(const GemmProblem& p);
+
+// Each library's handle for `device` created ahead of its first use (gpu_runtime.h:
+// start_library_warm_up), on a side thread. Throws hd::Error.
+void hipblaslt_warm_up(int device);
+void rocblas_warm_up(int device);
+void miopen_warm_up(int device);
 void miopen_conv(const GemmProblem& p, uint64_t solution, void* c);
 
 }  // namespace hd::gpu

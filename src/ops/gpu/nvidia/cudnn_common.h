@@ -4,11 +4,18 @@
 
 #include <cudnn.h>
 
+#include "ops/gpu/gemm.h"
+
 namespace hd::gpu {
 
 // Throws hd::Error "cuDNN: <what> failed: <cuDNN's message>" unless status is success.
 void cudnn_check(cudnnStatus_t status, const char* what);
 // The device's handle, created on first use and kept for the process (like the device's context).
 cudnnHandle_t cudnn_handle(int device);
+
+// What each API loads on its first use, asked through `handle` for the small convolution `p`
+// (cudnn_warm_up, vendor_gemm.h, calls both with a handle of its own).
+void cudnn_graph_warm_up(cudnnHandle_t handle, const GemmProblem& p);
+void cudnn_legacy_warm_up(cudnnHandle_t handle, const GemmProblem& p);
 
 }  // namespace hd::gpu

@@ -1,19 +1,23 @@
 // A convolution problem through cuDNN's convolution API: NHWC f16/bf16 tensors, our [Cout, kh, kw, Cin]
 // weights as cuDNN's KRSC filter, f32 accumulation. The algorithm is the first deterministic one cuDNN's
-// heuristics rank (cudnnGetConvolutionForwardAlgorithm_v7), asked once per shape and remembered. Residual and bias are applied
+// heuristics rank (cudnnGetConvolutionForwardAlgorithm_v7), asked once per shape and remembered (in the
+// tuning cache's notes too, for later processes). Residual and bias are applied
 // as cuDNN composes them: y = conv(x) + 1·y (y first holding the residual), then y += bias.
 #include <cudnn.h>
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <tuple>
 
 #include "core/buffer.h"
 #include "core/error.h"
+#include "core/startup_trace.h"
 #include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/nvidia/cudnn_common.h"
 #include "ops/gpu/nvidia/vendor_gemm.h"
+#include "ops/tuning/autotuner.h"
 
 namespace hd::gpu {
 
@@ -73,6 +77,23 @@ Algorithm algorithm_for(const GemmProblem& p, const Descriptors& d) {
     const std::lock_guard lock(mutex);
     if (const auto it = found.find(key); it != found.end()) return it->second;
   }
+  const StartupSpan span(startup_trace_on() ? "cuDNN legacy heuristics" : "");
+  // What the heuristics answered in an earlier process, from the tuning cache: "<algorithm> <workspace>".
+  const std::string note_key =
+      str_cat("cudnn ", cudnnGetVersion(), " convolution algorithm on ", device_name(p.device.index), ": ",
+              dtype_name(p.dtype), " ", p.images, "x", p.height, "x", p.width, "x", p.channels, " kernel ", p.kh, "x",
+              p.kw, " stride ", p.stride, " padding ", p.padding, " -> ", p.n);
+  if (const std::string note = ops::library_note(note_key); !note.empty()) {
+    int algo = -1;
+    size_t workspace = 0;
+    if (std::sscanf(note.c_str(), "%d %zu", &algo, &workspace) == 2 && algo >= 0 &&
+        algo < CUDNN_CONVOLUTION_FWD_ALGO_COUNT) {
+      const Algorithm a{cudnnConvolutionFwdAlgo_t(algo), workspace};
+      const std::lock_guard lock(mutex);
+      found.emplace(key, a);
+      return a;
+    }
+  }
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int count = 0;
   // cuDNN's heuristics, not cudnnFind: the autotuner times this candidate beside the others, and a
@@ -87,6 +108,7 @@ Algorithm algorithm_for(const GemmProblem& p, const Descriptors& d) {
         perf[i].determinism != CUDNN_DETERMINISTIC)
       continue;
     const Algorithm a{perf[i].algo, perf[i].memory};
+    ops::remember_library_note(note_key, str_cat(int(a.algo), " ", a.workspace));
     const std::lock_guard lock(mutex);
     found.emplace(key, a);
     return a;
@@ -95,6 +117,15 @@ Algorithm algorithm_for(const GemmProblem& p, const Descriptors& d) {
 }
 
 }  // namespace
+
+void cudnn_legacy_warm_up(cudnnHandle_t handle, const GemmProblem& p) {
+  const Descriptors d(p);
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int count = 0;
+  check(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
+                                               perf),
+        "asking the heuristics for an algorithm");
+}
 
 bool cudnn_can_run(const GemmProblem& p) { return is_plain_convolution(p); }
 

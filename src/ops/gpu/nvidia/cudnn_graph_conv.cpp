@@ -9,17 +9,22 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
 #include "core/buffer.h"
 #include "core/error.h"
+#include "core/startup_trace.h"
 #include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/nvidia/cudnn_common.h"
 #include "ops/gpu/nvidia/vendor_gemm.h"
+#include "ops/tuning/autotuner.h"
 
 namespace hd::gpu {
 
@@ -93,6 +98,13 @@ DescriptorPtr add_operation(const Descriptor& add, const Descriptor& a, const De
 
 enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual, kConvOut, kWithBias };
 
+// The problem as the graph sees it, for the tuning cache's notes.
+std::string shape_text(const GemmProblem& p) {
+  return str_cat(dtype_name(p.dtype), " ", p.images, "x", p.height, "x", p.width, "x", p.channels, " kernel ", p.kh, "x",
+                 p.kw, " stride ", p.stride, " padding ", p.padding, " -> ", p.out_height, "x", p.out_width, "x", p.n,
+                 p.bias ? " bias" : "", p.residual ? " residual" : "");
+}
+
 // The operation graph of one problem shape, its deterministic engine configurations in the heuristics'
 // order, and the execution plans finalized so far (lazily: finalizing may compile a kernel). `ranks`
 // maps each family's rank to its configuration.
@@ -100,6 +112,7 @@ struct ShapePlans {
   std::vector<DescriptorPtr> keep;  // tensors and operations the graph refers to
   DescriptorPtr graph;
   std::vector<DescriptorPtr> configs;
+  std::vector<std::string> specs;  // each configuration as the tuning cache notes it
   std::vector<int> ranks[2];  // [CudnnEngines]
   std::vector<DescriptorPtr> plans;  // null until finalized
   std::vector<int64_t> workspace;
@@ -115,14 +128,19 @@ struct EngineTraits {
   bool runtime_compiled = false;
 };
 
-// From the engine's numerical and behaviour notes.
-EngineTraits traits_of(const Descriptor& config) {
-  Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  cudnnBackendDescriptor_t engine_handle = engine.get();
+// The engine of a configuration.
+DescriptorPtr engine_of(const Descriptor& config) {
+  auto engine = std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t engine_handle = engine->get();
   int64_t count = 0;
   check(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
                                  &engine_handle),
         "reading a configuration's engine");
+  return engine;
+}
+
+// From the engine's numerical and behaviour notes.
+EngineTraits traits_of(const Descriptor& engine) {
   // Whether the engine's notes of one kind (numerical or behaviour) include `note`.
   const auto has_note = [&](cudnnBackendAttributeName_t attribute, cudnnBackendAttributeType_t type, auto note,
                             int64_t kinds, const char* what) {
@@ -141,7 +159,146 @@ EngineTraits traits_of(const Descriptor& config) {
   return traits;
 }
 
-std::unique_ptr<ShapePlans> build_plans(const GemmProblem& p) {
+// A configuration written as "E<engine's global index>" and ".<knob type>=<value>" for each knob: what
+// rebuilds it without the heuristics.
+std::string spec_of(const Descriptor& config, const Descriptor& engine) {
+  int64_t index = 0, count = 0;
+  check(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index),
+        "reading an engine's index");
+  std::vector<DescriptorPtr> choices;
+  std::vector<cudnnBackendDescriptor_t> handles;
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
+    choices.push_back(std::make_unique<Descriptor>(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR));
+    handles.push_back(choices.back()->get());
+  }
+  int64_t returned = 0;
+  check(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 int64_t(handles.size()), &returned, handles.data()),
+        "reading a configuration's knobs");
+  std::string spec = str_cat("E", index);
+  for (int64_t i = 0; i < returned; ++i) {
+    cudnnBackendKnobType_t type{};
+    int64_t value = 0;
+    check(cudnnBackendGetAttribute(handles[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &count,
+                                   &type),
+          "reading a knob's type");
+    check(cudnnBackendGetAttribute(handles[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &count,
+                                   &value),
+          "reading a knob's value");
+    spec += str_cat(".", int(type), "=", value);
+  }
+  return spec;
+}
+
+// The configuration `spec` (spec_of's form) on s's graph; its engine and knobs kept in s.
+DescriptorPtr config_of(ShapePlans& s, std::string_view spec) {
+  const auto number = [&](std::string_view text) {
+    int64_t v = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), v);
+    HD_CHECK(error == std::errc() && end == text.data() + text.size(), "cuDNN graph API: a malformed note '", spec, "'");
+    return v;
+  };
+  HD_CHECK(spec.size() > 1 && spec[0] == 'E', "cuDNN graph API: a malformed note '", spec, "'");
+  std::vector<std::string_view> parts;
+  for (size_t start = 1;;) {
+    const size_t dot = spec.find('.', start);
+    parts.push_back(spec.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  auto engine = std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  const int64_t index = number(parts[0]);
+  const cudnnBackendDescriptor_t graph = s.graph->get();
+  engine->set(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &graph, 1, "engine graph")
+      .set(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, &index, 1, "engine index");
+  engine->finalize("engine");
+  std::vector<cudnnBackendDescriptor_t> knobs;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t equals = parts[i].find('=');
+    HD_CHECK(equals != std::string_view::npos, "cuDNN graph API: a malformed note '", spec, "'");
+    const auto type = cudnnBackendKnobType_t(number(parts[i].substr(0, equals)));
+    const int64_t value = number(parts[i].substr(equals + 1));
+    auto choice = std::make_unique<Descriptor>(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    choice->set(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, &type, 1, "knob type")
+        .set(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, &value, 1, "knob value");
+    choice->finalize("knob choice");
+    knobs.push_back(choice->get());
+    s.keep.push_back(std::move(choice));
+  }
+  auto config = std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  config->set_descriptor(CUDNN_ATTR_ENGINECFG_ENGINE, *engine, "configuration engine");
+  if (!knobs.empty())
+    config->set(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, knobs.data(), int64_t(knobs.size()),
+                "configuration knobs");
+  config->finalize("engine configuration");
+  s.keep.push_back(std::move(engine));
+  return config;
+}
+
+// The note of s's configurations: the precompiled family's in rank order, "|", the other's.
+std::string note_of(const ShapePlans& s) {
+  std::string note;
+  for (const int family : {0, 1}) {
+    if (family == 1) note += '|';
+    for (size_t i = 0; i < s.ranks[family].size(); ++i)
+      note += (i > 0 ? " " : "") + s.specs[size_t(s.ranks[family][i])];
+  }
+  return note;
+}
+
+void configs_from_note(ShapePlans& s, std::string_view note) {
+  const size_t bar = note.find('|');
+  HD_CHECK(bar != std::string_view::npos, "cuDNN graph API: a malformed note '", note, "'");
+  for (const int family : {0, 1}) {
+    std::string_view list = family == 0 ? note.substr(0, bar) : note.substr(bar + 1);
+    while (!list.empty()) {
+      const size_t space = list.find(' ');
+      const std::string_view spec = list.substr(0, space);
+      s.ranks[family].push_back(int(s.configs.size()));
+      s.configs.push_back(config_of(s, spec));
+      s.specs.emplace_back(spec);
+      list = space == std::string_view::npos ? std::string_view() : list.substr(space + 1);
+    }
+  }
+}
+
+// The deterministic configurations cuDNN's heuristics rank for s's graph, at most kCudnnGraphCandidates
+// of each family.
+void configs_from_heuristics(ShapePlans& s) {
+  Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  heuristics.set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *s.graph, "heuristics graph")
+      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode, 1, "heuristics mode");
+  heuristics.finalize("heuristics");
+  int64_t available = 0;
+  check(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                 &available, nullptr),
+        "counting the heuristics' results");
+  std::vector<DescriptorPtr> configs;
+  std::vector<cudnnBackendDescriptor_t> handles;
+  for (int64_t i = 0; i < available; ++i) {
+    configs.push_back(std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    handles.push_back(configs.back()->get());
+  }
+  int64_t returned = 0;
+  if (available > 0) {
+    check(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                   available, &returned, handles.data()),
+          "reading the heuristics' results");
+  }
+  for (int64_t i = 0; i < returned; ++i) {
+    const DescriptorPtr engine = engine_of(*configs[size_t(i)]);
+    const EngineTraits traits = traits_of(*engine);
+    std::vector<int>& ranks = s.ranks[int(traits.runtime_compiled ? CudnnEngines::kRuntimeCompiled : CudnnEngines::kPrecompiled)];
+    if (!traits.deterministic || int(ranks.size()) >= kCudnnGraphCandidates) continue;
+    ranks.push_back(int(s.configs.size()));
+    s.specs.push_back(spec_of(*configs[size_t(i)], *engine));
+    s.configs.push_back(std::move(configs[size_t(i)]));
+  }
+}
+
+// s's operation graph for p, through `handle`.
+std::unique_ptr<ShapePlans> build_graph(const GemmProblem& p, cudnnHandle_t handle) {
   auto s = std::make_unique<ShapePlans>();
   const cudnnDataType_t io = p.dtype == DType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
   const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
@@ -210,40 +367,38 @@ std::unique_ptr<ShapePlans> build_plans(const GemmProblem& p) {
       ops.push_back(keep(add_operation(add, *current, residual, y)).get());
     }
   }
-  cudnnHandle_t handle = cudnn_handle(p.device.index);
   s->graph = std::make_unique<Descriptor>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   s->graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(), int64_t(ops.size()),
                 "graph operations")
       .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1, "graph handle");
   s->graph->finalize("operation graph");
+  return s;
+}
 
-  Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  heuristics.set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *s->graph, "heuristics graph")
-      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode, 1, "heuristics mode");
-  heuristics.finalize("heuristics");
-  int64_t available = 0;
-  check(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                 &available, nullptr),
-        "counting the heuristics' results");
-  std::vector<DescriptorPtr> configs;
-  std::vector<cudnnBackendDescriptor_t> handles;
-  for (int64_t i = 0; i < available; ++i) {
-    configs.push_back(std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-    handles.push_back(configs.back()->get());
+// p's graph and its candidate configurations.
+std::unique_ptr<ShapePlans> build_plans(const GemmProblem& p) {
+  std::unique_ptr<ShapePlans> s = build_graph(p, cudnn_handle(p.device.index));
+  // A configuration is an engine of cuDNN's (its global index) and the values of its knobs: what the
+  // heuristics ranked for this shape before, on this cuDNN and device, is rebuilt from the tuning cache's
+  // note without asking them again.
+  const std::string note_key = str_cat("cudnn ", cudnnGetVersion(), " graph engines on ", device_name(p.device.index),
+                                       ": ", shape_text(p));
+  bool noted = false;
+  if (const std::string note = ops::library_note(note_key); !note.empty()) {
+    try {
+      configs_from_note(*s, note);
+      noted = true;
+    } catch (const Error&) {  // a note this cuDNN does not take: the heuristics are asked again
+      s->configs.clear();
+      s->specs.clear();
+      s->ranks[0].clear();
+      s->ranks[1].clear();
+    }
   }
-  int64_t returned = 0;
-  if (available > 0) {
-    check(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                   available, &returned, handles.data()),
-          "reading the heuristics' results");
-  }
-  for (int64_t i = 0; i < returned; ++i) {
-    const EngineTraits traits = traits_of(*configs[size_t(i)]);
-    std::vector<int>& ranks = s->ranks[int(traits.runtime_compiled ? CudnnEngines::kRuntimeCompiled : CudnnEngines::kPrecompiled)];
-    if (!traits.deterministic || int(ranks.size()) >= kCudnnGraphCandidates) continue;
-    ranks.push_back(int(s->configs.size()));
-    s->configs.push_back(std::move(configs[size_t(i)]));
+  if (!noted) {
+    const StartupSpan span(startup_trace_on() ? "cuDNN graph heuristics" : "");
+    configs_from_heuristics(*s);
+    ops::remember_library_note(note_key, note_of(*s));
   }
   s->plans.resize(s->configs.size());
   s->workspace.assign(s->configs.size(), 0);
@@ -267,6 +422,7 @@ ShapePlans& plans_for(const GemmProblem& p) {
   auto& slot = all[key_of(p)];
   if (!slot) {
     try {
+      const StartupSpan span(startup_trace_on() ? "cuDNN graph configurations" : "");
       slot = build_plans(p);
     } catch (const Error&) {
       slot = std::make_unique<ShapePlans>();  // no graph for this shape: no candidates
@@ -276,6 +432,16 @@ ShapePlans& plans_for(const GemmProblem& p) {
 }
 
 }  // namespace
+
+void cudnn_graph_warm_up(cudnnHandle_t handle, const GemmProblem& p) {
+  std::unique_ptr<ShapePlans> s = build_graph(p, handle);
+  configs_from_heuristics(*s);
+  if (s->configs.empty()) return;
+  Descriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  plan.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *s->configs[0], "plan configuration")
+      .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1, "plan handle");
+  plan.finalize("execution plan");
+}
 
 bool cudnn_graph_can_run(const GemmProblem& p) {
   // A plain NHWC convolution of 16-byte aligned tensors, one problem (no batch of problems), dense pixels,
@@ -304,6 +470,7 @@ void cudnn_graph_conv(const GemmProblem& p, CudnnEngines family, int rank, void*
                   " cannot run this convolution");
     if (!s.plans[r]) {
       try {
+        const StartupSpan span(startup_trace_on() ? str_cat("cuDNN plan ", int(family), "-", rank) : "");
         auto built = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
         built->set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *s.configs[r], "plan configuration")
             .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1, "plan handle");

@@ -18,6 +18,12 @@ bool cublaslt_can_run(const GemmProblem& p);
 void cudnn_conv(const GemmProblem& p, void* c);
 void cublaslt_gemm(const GemmProblem& p, void* c);
 
+// Each library's one-time start-up in this process on `device` (loading its engines and what its first
+// heuristic query needs: about 0.1 s each for cuDNN and cuBLASLt on the H100 machine), through a handle
+// of its own, so that it can run on a thread of its own while the caller loads weights. Throws hd::Error.
+void cudnn_warm_up(int device);
+void cublaslt_warm_up(int device);
+
 // cuDNN's graph API: the convolution with bias and residual fused into one plan. Whether `p` is a plain
 // NHWC convolution with C apart from the residual, the form the graph takes (no cuDNN call); and a run
 // of the engine cuDNN's heuristics rank `rank` among the deterministic ones of a family
