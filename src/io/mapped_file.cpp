@@ -49,6 +49,15 @@ void MappedFile::release_pages(size_t offset, size_t length) const noexcept {
   if (first < last) (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+void MappedFile::populate() const noexcept {
+  if (data_ == nullptr) return;
+  void* start = const_cast<uint8_t*>(data_);
+#if defined(MADV_POPULATE_READ)
+  if (::madvise(start, size_, MADV_POPULATE_READ) == 0) return;
+#endif
+  (void)::madvise(start, size_, MADV_WILLNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -351,6 +351,10 @@ void SafetensorsFile::release_pages(const SafetensorsEntry& e) const {
   file_->release_pages(size_t(data_.data() - file_->bytes().data()) + e.begin, e.nbytes());
 }
 
+void SafetensorsFile::populate_pages() const {
+  if (file_) file_->populate();
+}
+
 OwnedTensor SafetensorsFile::load(const SafetensorsEntry& e, DType as) const {
   return load_rows(e, 0, e.shape.empty() ? 1 : e.shape[0], as);
 }

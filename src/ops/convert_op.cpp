@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/startup_trace.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
 #include "ops/profiler.h"
@@ -57,10 +58,18 @@ void prepare_device(const Device& device) {
                 ": this build's GPU kernels are for ",
                 gpu::build_device_type() == DeviceType::kCuda ? "cuda" : "hip", " devices");
   gpu::initialize();
-  const int count = gpu::device_count();
+  int count = 0;
+  {
+    const StartupSpan span("GPU found");
+    count = gpu::device_count();
+  }
   HD_CHECK_KIND(device.index < count, ErrorKind::kUnsupported, "device ", device.to_string(), " does not exist: ",
                 count == 0 ? std::string("no usable GPU was found (is the driver loaded?)")
                            : str_cat("this machine has ", count, " GPU", count == 1 ? "" : "s"));
+  {
+    const StartupSpan span("GPU context");
+    (void)gpu::native_stream(device);
+  }
 #else
   throw Error(ErrorKind::kUnsupported, str_cat("device ", device.to_string(),
                                                ": this build has no GPU kernels; build with the cuda or hip preset"));

@@ -23,8 +23,9 @@ void copy(const Tensor& src, const Tensor& dst);
 
 // ---- devices ----
 
-// Makes `device` ready for tensors (a GPU's runtime and allocator); throws a clear error when this build
-// has no kernels for its vendor or the device does not exist. Idempotent; every front end calls it first.
+// Makes `device` ready for tensors (a GPU's runtime, context and allocator); throws a clear error when
+// this build has no kernels for its vendor or the device does not exist. Idempotent; every front end
+// calls it first.
 void prepare_device(const Device& device);
 // Returns when every op queued on `device` has finished (a GPU's ops run asynchronously; the CPU's have
 // finished when they return).

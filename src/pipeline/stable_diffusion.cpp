@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/layout.h"
+#include "core/startup_trace.h"
+#include "ops/library_warm_up.h"
 #include "ops/ops.h"
 #include "ops/placement.h"
 #include "pipeline/tiled_decode.h"
@@ -167,11 +170,23 @@ StableDiffusion StableDiffusion::load(const std::string& model_path, const std::
                                       const std::optional<std::string>& config_folder,
                                       const ops::Placement& placement) {
   placement.validate();
-  ops::prepare_device(placement.device);
   StableDiffusion sd;
   sd.source_ = std::make_shared<ModelSource>(config_folder ? ModelSource::open(model_path, *config_folder)
                                                            : ModelSource::open(model_path));
   ModelSource& source = *sd.source_;
+  {
+    // A GPU's driver and context take 0.2 s to start (H100 machine); meanwhile a side thread maps the
+    // checkpoint's pages in, so that loading it takes no page faults. (Not for the CPU: its loading
+    // releases each tensor's pages as it goes, keeping resident memory to the f32 weights.)
+    auto populated = std::async(std::launch::async, [&] {
+      if (placement.device.is_gpu())
+        for (const auto& file : source.files()) file->populate_pages();
+    });
+    ops::prepare_device(placement.device);
+    populated.get();
+  }
+  // cuDNN and cuBLASLt start while the weights load (this scope waits for them at its end).
+  const ops::LibraryWarmUp libraries(placement.device);
   sd.arch_ = detect_architecture(source);
   if (sd.arch_.family == ModelFamily::kSDXL) {
     // A single file without configs gets SDXL's (as diffusers' from_single_file infers them), not the
@@ -179,10 +194,14 @@ StableDiffusion StableDiffusion::load(const std::string& model_path, const std::
     source.default_config("vae", R"({"scaling_factor": 0.13025, "sample_size": 1024})");
     source.default_config("unet", R"({"sample_size": 128})");
   }
+  startup_mark("model opened");
   sd.text_ = TextConditioning::load(source, sd.arch_.family, vocab_dir, placement);
+  startup_mark("text encoders loaded");
   sd.unet_ = Unet::load(require(source, "unet"), placement);
+  startup_mark("UNet loaded");
   const ModelComponent& vae = require(source, "vae");
   sd.vae_ = Vae::load(vae, vae_placement(VaeConfig::detect(vae), sd.arch_.family, placement));
+  startup_mark("VAE loaded");
   sd.vae_source_ = sd.source_;
   // A single file without a scheduler config gets SD's own schedule; its prediction type is what its
   // keys say (a v_pred key), else epsilon, unless the user says otherwise.
@@ -405,10 +424,12 @@ OwnedTensor StableDiffusion::denoise(const GenerationParams& p, TorchCpuGenerato
     }
     const Tensor noise_view = noise.view(), previous_view = previous_x0.view(), x0_view = x0.view();
     ops::sampler_step(update, prediction, sample, &noise_view, &previous_view, &x0_view);
+    if (i < range.first + 2) startup_mark(str_cat("step ", i + 1 - range.first, " queued"));
     if (progress || p.time_each_step) {
       ops::synchronize(device);  // report a step when it has run, not when it was queued
       times->steps.push_back(ms_since(step_start));
       if (progress) progress(i + 1 - range.first, range.end - range.first);
+      if (i < range.first + 2) startup_mark(str_cat("step ", i + 1 - range.first, " done"));
     }
   }
   latents = ops::to_host_f32(sample);
@@ -425,7 +446,9 @@ GenerationResult StableDiffusion::finish(const GenerationParams& p, OwnedTensor 
   OwnedTensor unscaled(latents.view().shape, DType::kF32);
   ops::scale(latents, 1.0f / vae_.config().scaling_factor, unscaled);
   DecodeReport report;
+  startup_mark("decoding");
   OwnedTensor image = decode(unscaled, &report, p.vae_tiling);
+  startup_mark("decoded");
   // The count is read once: in the loop's condition it was recomputed for every value, which stores to
   // px could not be proven not to change (35 ms of a 1024x1024 decode's 62 on the H100 machine).
   float* px = image.ptr<float>();

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/layout.h"
+#include "core/startup_trace.h"
 #include "core/thread_pool.h"
 #include "io/png.h"
 #include "io/safetensors.h"
@@ -168,6 +169,7 @@ int run_generate(std::span<const std::string_view> args) {
   }
 
   const std::string model = get("--model") ? *get("--model") : default_model_folder();
+  startup_mark("arguments read");
   const auto load_start = std::chrono::steady_clock::now();
   StableDiffusion sd = StableDiffusion::load(model, get("--vocab"), get("--config"), placement);
   std::optional<StableDiffusion> refiner;
@@ -204,6 +206,7 @@ int run_generate(std::span<const std::string_view> args) {
   const Tensor* init = init_image ? &init_image->view() : nullptr;
   const GenerationResult result = refiner ? generate_with_refiner(sd, *refiner, p, refiner_choice->switch_at, std::ref(bar), init)
                                           : sd.generate(p, std::ref(bar), init);
+  startup_mark("generated");
   const StageTimes& t = result.times;
   const ops::TuningStats tuned = ops::tuning_stats();
   std::fprintf(stderr, "generated in %.2f s: text encoding %.2f s, denoising %.2f s, decoding %.2f s", t.total / 1e3,
@@ -220,14 +223,17 @@ int run_generate(std::span<const std::string_view> args) {
   const std::string output = get("--output").value_or("out.png");
   const Tensor& image = result.image.view();  // [N, H, W, 3] in [0, 1]
   const int64_t pixels = image.dim(1) * image.dim(2) * 3;
-  for (int b = 0; b < p.batch; ++b) {
-    RgbImage rgb{int(image.dim(2)), int(image.dim(1)), std::vector<uint8_t>(size_t(pixels))};
-    const float* src = image.ptr<float>() + b * pixels;
-    for (int64_t i = 0; i < pixels; ++i) rgb.pixels[size_t(i)] = uint8_t(std::nearbyint(src[i] * 255.0f));  // as numpy's round
-    GenerationParams shown = p;
-    write_png(output_path(output, b, p.batch), rgb, {{"parameters", parameters_text(shown, model, refiner_choice)}});
-    std::printf("%s\n", output_path(output, b, p.batch).c_str());
-  }
+  // The images are compressed in parallel, one per thread (0.1 s each for 512x512 on the H100 machine).
+  const std::string parameters = parameters_text(p, model, refiner_choice);
+  ThreadPool::global().parallel_for(p.batch, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      RgbImage rgb{int(image.dim(2)), int(image.dim(1)), std::vector<uint8_t>(size_t(pixels))};
+      const float* src = image.ptr<float>() + b * pixels;
+      for (int64_t i = 0; i < pixels; ++i) rgb.pixels[size_t(i)] = uint8_t(std::nearbyint(src[i] * 255.0f));  // as numpy's round
+      write_png(output_path(output, int(b), p.batch), rgb, {{"parameters", parameters}});
+    }
+  });
+  for (int b = 0; b < p.batch; ++b) std::printf("%s\n", output_path(output, b, p.batch).c_str());
   if (auto path = get("--save-latents")) {
     // NCHW f32, as diffusers returns latents.
     const Tensor& l = result.latents.view();
@@ -243,6 +249,7 @@ int run_generate(std::span<const std::string_view> args) {
     const bool closed = std::fclose(f) == 0;
     HD_CHECK_KIND(written == file.size() && closed, ErrorKind::kRuntime, *path, ": write failed");
   }
+  startup_mark("images written");
   return kExitOk;
 }
 

@@ -1,6 +1,7 @@
 // hipdiffusion: the command-line front end. Parses the subcommand and maps failures to exit codes;
 // the work is done by the subcommands and the library below them.
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <new>
 #include <string>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/startup_trace.h"
 #include "tools/cli/commands.h"
 
 namespace {
@@ -76,12 +78,29 @@ int dispatch(std::span<const std::string_view> args) {
   throw hd::cli::UsageError{"unknown command '" + std::string(command) + "'"};
 }
 
+// The end of a command that succeeded: its output flushed, then the process ends without running
+// destructors and exit handlers. What they would release (device memory, the GPU context, gigabytes of
+// host weights) the system reclaims anyway, and releasing it one piece at a time took 0.2 s of a 1.8 s
+// `generate` on the H100 machine. Sanitizer builds exit normally, so that the leak checker runs.
+int finish(int code) {
+  const bool flushed = std::fflush(stdout) == 0 && std::fflush(stderr) == 0;
+  if (!flushed) {
+    std::fprintf(stderr, "hipdiffusion: error: cannot write the output\n");
+    code = hd::cli::kExitFailure;
+  }
+#if !defined(__SANITIZE_ADDRESS__)
+  std::_Exit(code);
+#endif
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  hd::startup_mark("main");
   std::vector<std::string_view> args(argv + 1, argv + argc);
   try {
-    return dispatch(args);
+    return finish(dispatch(args));
   } catch (const hd::cli::UsageError& e) {
     std::fprintf(stderr, "hipdiffusion: %s\n\n%s", e.message.c_str(), kUsage);
     return hd::cli::kExitUsage;
