@@ -8,8 +8,8 @@
 
 #include <cstdio>
 #include <map>
-#include <string>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include "core/buffer.h"
