@@ -469,13 +469,16 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     // Convolutions only: a dense product (a one-pixel-high image, 1x1 kernel) is cuBLASLt's. The names
     // are offered without asking cuDNN's heuristics (a cached choice needs none); a rank beyond what
     // they return fails when timed and is skipped. The engines that compile their kernels are left to
-    // the exhaustive policy: compiling them stalled a first image by 10 s on an H100.
+    // the exhaustive policy: compiling them stalled a first image by 10 s on an H100. So are the others
+    // for a convolution with a residual: none of them took one on the H100 (cuDNN 9; 144 tried in three
+    // first images), and trying cost 0.1 s of each first image.
     if ((p.height > 1 || p.kh > 1) && cudnn_graph_can_run(p)) {
       for (const CudnnEngines family : {CudnnEngines::kPrecompiled, CudnnEngines::kRuntimeCompiled}) {
         const bool precompiled = family == CudnnEngines::kPrecompiled;
         for (int rank = 0; rank < kCudnnGraphCandidates; ++rank)
           list.push_back({(precompiled ? "cudnn-graph-" : "cudnn-graph-rtc-") + std::to_string(rank),
-                          [&p, family, rank](void* c) { cudnn_graph_conv(p, family, rank, c); }, precompiled});
+                          [&p, family, rank](void* c) { cudnn_graph_conv(p, family, rank, c); },
+                          precompiled && p.residual == nullptr});
       }
     }
 #endif
