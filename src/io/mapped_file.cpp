@@ -49,13 +49,16 @@ void MappedFile::release_pages(size_t offset, size_t length) const noexcept {
   if (first < last) (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
-void MappedFile::populate() const noexcept {
-  if (data_ == nullptr) return;
-  void* start = const_cast<uint8_t*>(data_);
+void MappedFile::populate(const std::function<bool()>& keep_going) const noexcept {
+  constexpr size_t kChunk = size_t(64) << 20;  // a multiple of every page size
+  for (size_t offset = 0; data_ != nullptr && offset < size_ && keep_going(); offset += kChunk) {
+    void* start = const_cast<uint8_t*>(data_) + offset;
+    const size_t length = std::min(kChunk, size_ - offset);
 #if defined(MADV_POPULATE_READ)
-  if (::madvise(start, size_, MADV_POPULATE_READ) == 0) return;
+    if (::madvise(start, length, MADV_POPULATE_READ) == 0) continue;
 #endif
-  (void)::madvise(start, size_, MADV_WILLNEED);
+    (void)::madvise(start, length, MADV_WILLNEED);
+  }
 }
 
 MappedFile::~MappedFile() {

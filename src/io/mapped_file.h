@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -22,10 +23,13 @@ class MappedFile {
   // its resident memory (the system's page cache keeps them) and are read again if touched. A loader
   // calls it after converting a tensor, so that the file's pages do not count on top of the weights.
   void release_pages(size_t offset, size_t length) const noexcept;
-  // Maps every page of the file into the process now (reading it from disk if it is not cached), so that
-  // a loader's copies take no page faults: for a side thread while the caller waits for something else.
-  // Advice only: where the system cannot (before Linux 5.14), it is asked to read ahead instead.
-  void populate() const noexcept;
+  // Maps the file's pages into the process now (reading them from disk if they are not cached), from
+  // the start, 64 MiB at a time for as long as keep_going() says, so that a loader's copies take no page
+  // faults: for a side thread while the caller waits for something else (which then stops it; stopping
+  // leaves the rest to be read as it is touched, so a file not in the page cache is never read whole
+  // ahead of the loader). Advice only: where the system cannot (before Linux 5.14), it is asked to read
+  // ahead instead.
+  void populate(const std::function<bool()>& keep_going) const noexcept;
 
  private:
   std::string path_;

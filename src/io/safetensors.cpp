@@ -351,8 +351,8 @@ void SafetensorsFile::release_pages(const SafetensorsEntry& e) const {
   file_->release_pages(size_t(data_.data() - file_->bytes().data()) + e.begin, e.nbytes());
 }
 
-void SafetensorsFile::populate_pages() const {
-  if (file_) file_->populate();
+void SafetensorsFile::populate_pages(const std::function<bool()>& keep_going) const {
+  if (file_) file_->populate(keep_going);
 }
 
 OwnedTensor SafetensorsFile::load(const SafetensorsEntry& e, DType as) const {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -60,9 +61,9 @@ class SafetensorsFile {
   // Lets the process's resident memory drop the mapped pages of `e` once it has been read
   // (MappedFile::release_pages); nothing for bytes held by the caller.
   void release_pages(const SafetensorsEntry& e) const;
-  // Maps the whole file's pages in ahead of loading (MappedFile::populate); nothing for bytes held by the
-  // caller.
-  void populate_pages() const;
+  // Maps the file's pages in ahead of loading while keep_going() says (MappedFile::populate); nothing for
+  // bytes held by the caller.
+  void populate_pages(const std::function<bool()>& keep_going) const;
 
   // A zero-copy view into the mapping. Requires a dtype the engine knows, a rank <= kMaxRank and data
   // aligned for its element type (a valid file need not align offsets; load() always works).

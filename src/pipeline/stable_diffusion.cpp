@@ -1,6 +1,7 @@
 #include "pipeline/stable_diffusion.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <future>
@@ -175,14 +176,22 @@ StableDiffusion StableDiffusion::load(const std::string& model_path, const std::
                                                            : ModelSource::open(model_path));
   ModelSource& source = *sd.source_;
   {
-    // A GPU's driver and context take 0.2 s to start (H100 machine); meanwhile a side thread maps the
-    // checkpoint's pages in, so that loading it takes no page faults. (Not for the CPU: its loading
-    // releases each tensor's pages as it goes, keeping resident memory to the f32 weights.)
+    // A GPU's driver and context take 0.3 s to start (H100 machine); meanwhile a side thread maps the
+    // checkpoint's pages in, until the device is ready, so that loading them takes no page faults. (Not
+    // for the CPU: its loading releases each tensor's pages as it goes, keeping resident memory to the
+    // f32 weights.)
+    std::atomic<bool> device_ready = false;
     auto populated = std::async(std::launch::async, [&] {
-      if (placement.device.is_gpu())
-        for (const auto& file : source.files()) file->populate_pages();
+      if (!placement.device.is_gpu()) return;
+      for (const auto& file : source.files()) file->populate_pages([&] { return !device_ready.load(); });
     });
-    ops::prepare_device(placement.device);
+    try {
+      ops::prepare_device(placement.device);
+    } catch (...) {
+      device_ready = true;  // the future's destructor waits for the thread
+      throw;
+    }
+    device_ready = true;
     populated.get();
   }
   // cuDNN and cuBLASLt start while the weights load (this scope waits for them at its end).
