@@ -49,7 +49,7 @@ void startup_mark(std::string_view what) {
   if (!startup_trace_on()) return;
   static std::mutex mutex;
   static const double start = process_start_boottime();
-  static double previous = start;
+  static double previous = start < 0 ? boottime_now() : start;
   const std::lock_guard lock(mutex);
   const double now = boottime_now();
   std::fprintf(stderr, "startup %7.3f s (+%6.1f ms) %.*s\n", start < 0 ? 0.0 : now - start, (now - previous) * 1e3,

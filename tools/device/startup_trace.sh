@@ -4,8 +4,9 @@
 # plan, the graph capture and the steps. The same random SD1.5 single file and settings as
 # first_image.sh: an empty tuning cache, the same cache filled (three times), batch 4 in it (its new
 # shapes' candidates traced) and batch 4 again (what the new shapes' tuning cost); plus a process that
-# only prints its version (the cost of starting it with its libraries). (The driver's eager module
-# loading, CUDA_MODULE_LOADING=EAGER, made a filled-cache run 5.6 s instead of 1.7-2.0 s: not an option.) Each run's wall clock in $OUT/startup.tsv; the logs in one archive.
+# only prints its version (the cost of starting it with its libraries). Each run's wall clock in
+# $OUT/startup.tsv; the logs in one archive. (The driver's eager module loading,
+# CUDA_MODULE_LOADING=EAGER, made a filled-cache run 5.6 s instead of 1.7-2.0 s: not an option.)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"

@@ -55,9 +55,9 @@ std::string tuning_key(const GemmProblem& p, bool vector, Fragments fragments, b
 // disagreed on 20 of its 61 choices, with the same candidate timed up to 2x apart, and the step time
 // with them. kBrief (the quick policy, which times few candidates) takes one run after the warm-up, and
 // when that ran under a millisecond, one batch of three: a run that long is measured well alone (the
-// host's launch work inside it is a few percent), and the VAE's large convolutions at batch 4 took half
-// of a first image's tuning time. (The warm-up itself is never the measure: a library builds its plan
-// or loads its kernel inside it.)
+// host's launch work inside it is a few percent), and timing the VAE's large convolutions four times
+// each made a large part of a batch's first tuning. (The warm-up itself is never the measure: a library
+// builds its plan or loads its kernel inside it.)
 template <class F>
 double time_runs(F launch, ops::TimingEffort effort) {
   cudaEvent_t start, stop;
