@@ -61,6 +61,17 @@ struct Descriptors {
   Descriptors& operator=(const Descriptors&) = delete;
 };
 
+// cuDNN's heuristics' ranking for d's problem through `handle`; returns how many it ranked.
+int rank_algorithms(cudnnHandle_t handle, const Descriptors& d,
+                    cudnnConvolutionFwdAlgoPerf_t (&perf)[CUDNN_CONVOLUTION_FWD_ALGO_COUNT]) {
+  const StartupSpan span(startup_trace_on() ? "cuDNN legacy heuristics" : "");
+  int count = 0;
+  check(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
+                                               perf),
+        "asking the heuristics for an algorithm");
+  return count;
+}
+
 struct Algorithm {
   cudnnConvolutionFwdAlgo_t algo;
   size_t workspace;
@@ -77,7 +88,6 @@ Algorithm algorithm_for(const GemmProblem& p, const Descriptors& d) {
     const std::lock_guard lock(mutex);
     if (const auto it = found.find(key); it != found.end()) return it->second;
   }
-  const StartupSpan span(startup_trace_on() ? "cuDNN legacy heuristics" : "");
   // What the heuristics answered in an earlier process, from the tuning cache: "<algorithm> <workspace>".
   const std::string note_key =
       str_cat("cudnn ", cudnnGetVersion(), " convolution algorithm on ", device_name(p.device.index), ": ",
@@ -95,12 +105,9 @@ Algorithm algorithm_for(const GemmProblem& p, const Descriptors& d) {
     }
   }
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  int count = 0;
   // cuDNN's heuristics, not cudnnFind: the autotuner times this candidate beside the others, and a
   // process whose tuning cache already chose it must not time every algorithm again on first use.
-  check(cudnnGetConvolutionForwardAlgorithm_v7(cudnn_handle(p.device.index), d.x, d.w, d.conv, d.y,
-                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
-        "asking the heuristics for an algorithm");
+  const int count = rank_algorithms(cudnn_handle(p.device.index), d, perf);
   constexpr size_t kMaxWorkspace = size_t(256) << 20;
   for (int i = 0; i < count; ++i) {  // likely fastest first
     // Deterministic algorithms only: the same seed must give the same picture on every run.
@@ -119,12 +126,8 @@ Algorithm algorithm_for(const GemmProblem& p, const Descriptors& d) {
 }  // namespace
 
 void cudnn_legacy_warm_up(cudnnHandle_t handle, const GemmProblem& p) {
-  const Descriptors d(p);
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  int count = 0;
-  check(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
-                                               perf),
-        "asking the heuristics for an algorithm");
+  (void)rank_algorithms(handle, Descriptors(p), perf);
 }
 
 bool cudnn_can_run(const GemmProblem& p) { return is_plain_convolution(p); }

@@ -375,6 +375,15 @@ std::unique_ptr<ShapePlans> build_graph(const GemmProblem& p, cudnnHandle_t hand
   return s;
 }
 
+// The execution plan of `config` (finalizing it may compile a kernel).
+DescriptorPtr plan_of(const Descriptor& config, cudnnHandle_t handle) {
+  auto plan = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  plan->set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config, "plan configuration")
+      .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1, "plan handle");
+  plan->finalize("execution plan");
+  return plan;
+}
+
 // p's graph and its candidate configurations.
 std::unique_ptr<ShapePlans> build_plans(const GemmProblem& p) {
   std::unique_ptr<ShapePlans> s = build_graph(p, cudnn_handle(p.device.index));
@@ -437,10 +446,7 @@ void cudnn_graph_warm_up(cudnnHandle_t handle, const GemmProblem& p) {
   std::unique_ptr<ShapePlans> s = build_graph(p, handle);
   configs_from_heuristics(*s);
   if (s->configs.empty()) return;
-  Descriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-  plan.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *s->configs[0], "plan configuration")
-      .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1, "plan handle");
-  plan.finalize("execution plan");
+  (void)plan_of(*s->configs[0], handle);
 }
 
 bool cudnn_graph_can_run(const GemmProblem& p) {
@@ -471,10 +477,7 @@ void cudnn_graph_conv(const GemmProblem& p, CudnnEngines family, int rank, void*
     if (!s.plans[r]) {
       try {
         const StartupSpan span(startup_trace_on() ? str_cat("cuDNN plan ", int(family), "-", rank) : "");
-        auto built = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-        built->set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *s.configs[r], "plan configuration")
-            .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1, "plan handle");
-        built->finalize("execution plan");
+        DescriptorPtr built = plan_of(*s.configs[r], handle);
         int64_t size = 0, count = 0;
         check(cudnnBackendGetAttribute(built->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
                                        &count, &size),
