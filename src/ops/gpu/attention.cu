@@ -265,16 +265,12 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, boo
   const int head_dim = int(q.dim(2) / heads);
   HD_CHECK_KIND(q.dtype == DType::kF16 || q.dtype == DType::kBF16, ErrorKind::kUnsupported,
                 "attention: the GPU kernel takes f16 or bf16, got ", dtype_name(q.dtype));
-  HD_CHECK_KIND(head_dim % 8 == 0, ErrorKind::kUnsupported, "attention: head dimension ", head_dim,
-                " on the GPU must be a multiple of 8");
-  if (head_dim > kMaxFlashHeadDim) {
-    HD_CHECK_KIND(!causal, ErrorKind::kUnsupported, "attention: causal attention with head dimension ", head_dim,
-                  " (over ", kMaxFlashHeadDim, ") is not implemented on the GPU");
-    return attention_materialised(q, k, v, heads, scale, out);
-  }
-  for (const Tensor* t : {&q, &k, &v, &out})
-    HD_CHECK_KIND(is_aligned(t->data, 16), ErrorKind::kUnsupported,
-                  "attention: GPU tensors must start on a 16-byte boundary");
+  // The kernels read and write whole 16-byte vectors of a head: other widths and alignments are copied
+  // into heads that are (attention_padded.cu).
+  bool vectors = head_dim % 8 == 0;
+  for (const Tensor* t : {&q, &k, &v, &out}) vectors = vectors && is_aligned(t->data, 16);
+  if (!vectors) return attention_padded(q, k, v, heads, causal, scale, out, path);
+  if (head_dim > kMaxFlashHeadDim) return attention_materialised(q, k, v, heads, causal, scale, out);
   if (q.dim(1) == 0) return;
   AttentionArgs a{heads, int(q.dim(1)), int(k.dim(1)), head_dim, q.dim(2), k.dim(2), out.dim(2),
                   (scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim))) * 1.4426950408889634f, causal};

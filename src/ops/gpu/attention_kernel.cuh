@@ -46,6 +46,11 @@ __host__ __device__ constexpr int amd_flash_max_head_dim(MatrixUnit layout) { re
 void flash_attention_mfma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a);
 void flash_attention_wmma11(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                             const AttentionArgs& a);
+// Heads whose width is not a multiple of 8, or tensors off a 16-byte boundary (attention_padded.cu):
+// attention() on copies whose heads are widened by zeros to a multiple of 8.
+void attention_padded(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
+                      const Tensor& out, KernelPath path);
+
 void flash_attention_wmma12(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                             const AttentionArgs& a);
 

@@ -12,17 +12,19 @@ namespace hd::gpu {
 // dst = src converted between f32, f16 and bf16, rounding to nearest even (bit-identical to hd::convert).
 void convert(const Tensor& src, const Tensor& dst);
 
-// Attention for f16/bf16. Head dimensions that are a multiple of 8 up to kMaxFlashHeadDim run the flash
-// kernel; wider heads (the VAE's single 512-wide head) take the materialised path: scores in scratch
-// memory (B·H·Lq·Lk elements), softmax, then P·V, all on the GEMM kernels. A forced path (matrix_unit.h)
+// Attention for f16/bf16, any head dimension. Heads up to kMaxFlashHeadDim run the flash kernel; wider
+// heads (the VAE's single 512-wide head) take the materialised path: scores in scratch memory
+// (B·H·Lq·Lk elements), softmax, then P·V, all on the GEMM kernels. Both read whole 16-byte vectors: a
+// head dimension that is not a multiple of 8 (or a tensor off a 16-byte boundary) runs on copies
+// widened by zeros. A forced path (matrix_unit.h)
 // runs the kernel written for that layout: the portable shuffles (AMD GPUs without matrix cores), or
 // AMD's 16x16 layouts (CDNA's MFMA, RDNA3's and RDNA4's WMMA), the instruction on the AMD GPU that has it,
 // emulated elsewhere.
 inline constexpr int kMaxFlashHeadDim = 160;
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
                const Tensor& out, KernelPath path = KernelPath::kTuned);
-// The materialised path by itself (not causal).
-void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, int heads, float scale,
+// The materialised path by itself.
+void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
                             const Tensor& out);
 
 // Matrix products (f16/bf16, f32 accumulation) on the implicit-GEMM kernels, tile shapes autotuned.
@@ -52,8 +54,9 @@ void geglu(const Tensor& x, ops::GeluApproximation approximation, const Tensor& 
 // out = a + b or a · b with numpy broadcasting (rank up to 8).
 void binary(const Tensor& a, const Tensor& b, ops::BinaryOp op, const Tensor& out);
 void scale(const Tensor& x, float factor, const Tensor& out);
-// Softmax over the last dimension (out may alias x).
-void softmax(const Tensor& x, const Tensor& out);
+// Softmax over the last dimension (out may alias x). With causal_queries > 0, rows are queries
+// 0..causal_queries-1 over and over, and column j of query i counts only where j <= i (the rest are 0).
+void softmax(const Tensor& x, const Tensor& out, int64_t causal_queries = 0);
 
 // Layout, any dtype (bits are moved, not converted): [N, H, W, C] -> [N, 2H, 2W, C], and
 // [..., Ca] ++ [..., Cb] -> [..., Ca + Cb].

@@ -82,7 +82,7 @@ void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool tra
   gemm(g);
 }
 
-void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, int heads, float scale,
+void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
                             const Tensor& out) {
   const int64_t b = q.dim(0), lq = q.dim(1), lk = k.dim(1), d = q.dim(2) / heads, problems = b * heads;
   const size_t element = dtype_size(q.dtype);
@@ -99,7 +99,7 @@ void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, i
   s.alpha = scale > 0.f ? scale : 1.0f / std::sqrt(float(d));
   gemm(s);
   const Tensor scores_view = Tensor::contiguous(scores, q.dtype, Shape{problems * lq, lk}, q.device);
-  softmax(scores_view, scores_view);
+  softmax(scores_view, scores_view, causal ? lq : 0);
   transpose_16bit(v.data, v.dim(2), {lk * v.dim(2), d}, b, heads, lk, d, v_t, q.device);
   GemmProblem o = dense_gemm(q.dtype, q.device, lq, d, lk, scores, lk, v_t, lk, out.data, out.dim(2));
   o.outer = b, o.inner = heads;
