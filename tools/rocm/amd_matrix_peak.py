@@ -240,13 +240,13 @@ def tally(instrs, indices):
 def tile(name):
     """(kind, offered name, dtype, dynamic LDS bytes, threads) from a demangled kernel name; the LDS formulas are
     gemm_tiles.cuh's shared_bytes and attention_amd.cuh's launch (keep in step with them)."""
-    m = re.search(r"gemm_kernel<(\w+), (\d+), (\d+), (\d+), (\d+), (\d+), (\w+), (\w+)<.*>, (\w+)>", name)
+    m = re.search(r"gemm_kernel<(\w+), (\d+), (\d+), (\d+), (\d+), (\d+), (\w+), (\w+)<.*>, (\w+), (\d+)>", name)
     if m:
-        dtype, (bm, bn, wm, wn, stages) = m.group(1), map(int, m.group(2, 3, 4, 5, 6))
+        dtype, (bm, bn, wm, wn, stages, step_k) = m.group(1), map(int, m.group(2, 3, 4, 5, 6, 10))
         lanes = 64 if m.group(8) == "Fragments16x16" else 32
         label = ("gather64x64" if m.group(7) == "false" else "mma64x64-split4/-split8" if m.group(9) == "true" else
                  f"mma{bm}x{bn}" + ("w8" if (bm, bn, wm) == (128, 128, 4) else ""))
-        return "GEMM", label, dtype, stages * (bm + bn) * 40 * 2, wm * wn * lanes
+        return "GEMM", label, dtype, stages * (bm + bn) * (step_k + 8) * 2, wm * wn * lanes
     m = re.search(r"flash_attention_kernel<(\w+)<.*>, (\w+), (\d+), (\d+), (\d+)>", name)
     if m:
         d, keys, groups = map(int, m.group(3, 4, 5))

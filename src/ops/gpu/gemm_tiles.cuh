@@ -1,9 +1,10 @@
 // Implicit-GEMM convolution / GEMM on the matrix-fragment layer (mma.cuh).
 //
 // A block computes a kBM x kBN tile of C with kWM x kWN fragment groups, each owning a
-// (kBM/kWM) x (kBN/kWN) sub-tile of the layout's accumulator fragments (16x8 or 16x16). The k dimension streams through shared memory in
-// steps of 32: double-buffered through registers (every target), or with 3-4 steps in flight through
-// asynchronous copies (NVIDIA sm_80+, async_copy.cuh). A's rows are output pixels; their k-th element is
+// (kBM/kWM) x (kBN/kWN) sub-tile of the layout's accumulator fragments (16x8 or 16x16). The k dimension
+// streams through shared memory in steps of kBK (32, or 64 for the large NVIDIA tiles: half the barriers
+// and address arithmetic per multiply): double-buffered through registers (every target), or with 3-4
+// steps in flight through asynchronous copies (NVIDIA sm_80+, async_copy.cuh). A's rows are output pixels; their k-th element is
 // found by splitting k into (kernel row, kernel column, channel), so the im2col matrix never exists. With
 // channels a multiple of 8, every 16-byte vector of A lies inside one pixel and is one load (the "vector"
 // kernels); otherwise (the 3- and 4-channel first convolutions) elements are gathered one by one.
@@ -37,9 +38,10 @@
 
 namespace hd::gpu::gemm_tiles {
 
-constexpr int kBK = 32;                // k per pipeline step
-constexpr int kTileStride = kBK + 8;   // shared row length in 16-bit elements: 16 bytes of padding
-constexpr int kVectorsPerRow = kBK / 8;
+constexpr int kDefaultStepK = 32;  // k per pipeline step, unless a tile names another (kStepK)
+// A shared row: kStepK 16-bit elements and 16 bytes of padding, so that the eight rows one ldmatrix (or
+// one AMD fragment load) reads fall into different banks (row pitches of 80 and 144 bytes both do).
+__host__ __device__ constexpr int tile_stride(int step_k) { return step_k + 8; }
 
 struct KernelArgs {  // GemmProblem in the kernel's integer widths
   int m, n, k, inner;
@@ -70,11 +72,12 @@ __device__ __forceinline__ uint4 load_or_zero(const uint16_t* src, bool ok) {
 // Frag: the fragment layout (mma.cuh): 32-lane 16x8 fragments (NVIDIA's matrix units, or the portable
 // shuffles), 64-lane 16x16 ones (AMD's MFMA) or 32-lane 16x16 ones (AMD's WMMA), or an AMD layout's
 // emulation.
-template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, class Frag, bool kSplit>
+template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, class Frag, bool kSplit, int kStepK>
 __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __restrict__ b,
                                            const T* __restrict__ bias, const T* residual, T* c,
                                            float* __restrict__ partial, const KernelArgs& p) {
   constexpr int kThreads = kWM * kWN * Frag::kLanes;
+  constexpr int kBK = kStepK, kTileStride = tile_stride(kStepK), kVectorsPerRow = kStepK / 8;
   constexpr int kRowsPerPass = kThreads / kVectorsPerRow;
   constexpr int kAPasses = kBM / kRowsPerPass, kBPasses = kBN / kRowsPerPass;
   constexpr int kWarpM = kBM / kWM, kWarpN = kBN / kWN, kMT = kWarpM / 16, kNT = kWarpN / Frag::kN;
@@ -97,9 +100,12 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   const int tid = int(threadIdx.x), vec = tid % kVectorsPerRow, pass_row = tid / kVectorsPerRow;
 
   // Where this thread's A rows (output pixels) read from: their image and top-left input position.
-  // A row past the end gets a position that no kernel offset brings into the image.
+  // A row past the end gets a position that no kernel offset brings into the image. a_corner: the
+  // element at that position, so that a k-step's vector is the corner plus one offset that every row
+  // shares (the loads' address arithmetic is most of a k-step's non-matrix instructions).
   int64_t a_image[kAPasses];
   int a_iy[kAPasses], a_ix[kAPasses];
+  const uint16_t* a_corner[kAPasses];
 #pragma unroll
   for (int i = 0; i < kAPasses; ++i) {
     const int m = m0 + pass_row + i * kRowsPerPass;
@@ -107,6 +113,16 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
     a_image[i] = int64_t(img) * p.image_stride;
     a_iy[i] = m < p.m ? (rem / p.out_width) * p.stride - p.padding : INT_MIN / 2;
     a_ix[i] = (rem % p.out_width) * p.stride - p.padding;
+    a_corner[i] = m < p.m ? a_bits + a_image[i] + (int64_t(a_iy[i]) * p.width + a_ix[i]) * p.pixel_stride : a_bits;
+  }
+  // This thread's B rows (output channels); a row past the end reads row 0, zeroed.
+  const uint16_t* b_row[kBPasses];
+  bool b_in[kBPasses];
+#pragma unroll
+  for (int j = 0; j < kBPasses; ++j) {
+    const int n = n0 + pass_row + j * kRowsPerPass;
+    b_in[j] = n < p.n;
+    b_row[j] = b_bits + (b_in[j] ? int64_t(n) * p.ldb : 0);
   }
   const auto a_element = [&](int i, int k) HD_INLINE -> uint16_t {  // gather path: one element of A
     if (k >= p.k) return 0;
@@ -125,17 +141,16 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
     int kk, ch, ky, kx;
     p.by_channels.divide(k_ok ? k : 0, kk, ch);
     p.by_kw.divide(kk, ky, kx);
+    const int64_t offset = (int64_t(ky) * p.width + kx) * p.pixel_stride + ch;  // from a row's corner
 #pragma unroll
     for (int i = 0; i < kAPasses; ++i) {
-      const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
-      const bool ok = k_ok && unsigned(iy) < unsigned(p.height) && unsigned(ix) < unsigned(p.width);
-      f(i, ok ? a_bits + a_image[i] + (int64_t(iy) * p.width + ix) * p.pixel_stride + ch : a_bits, ok);
+      const bool ok = k_ok && unsigned(a_iy[i] + ky) < unsigned(p.height) && unsigned(a_ix[i] + kx) < unsigned(p.width);
+      f(i, ok ? a_corner[i] + offset : a_bits, ok);
     }
 #pragma unroll
     for (int j = 0; j < kBPasses; ++j) {
-      const int n = n0 + pass_row + j * kRowsPerPass;
-      const bool ok = k_ok && n < p.n;
-      g(j, ok ? b_bits + int64_t(n) * p.ldb + k : b_bits, ok);
+      const bool ok = k_ok && b_in[j];
+      g(j, ok ? b_row[j] + k : b_bits, ok);
     }
   };
   const auto a_slot = [&](int stage, int i) HD_INLINE { return a_tile(stage) + (pass_row + i * kRowsPerPass) * kTileStride + vec * 8; };
@@ -186,21 +201,32 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   for (auto& row : acc)
 #pragma unroll
     for (auto& f : row) f = typename Frag::C{};
-  const auto multiply = [&](int stage) HD_INLINE {
+  // `between` runs once, after the first 16 k's products are issued: the asynchronous path issues the
+  // next k-step's copies there, so that the tensor units start on this step before the copies' address
+  // arithmetic, not after it.
+  const auto multiply = [&](int stage, auto between) HD_INLINE {
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
+      if (kk == 16) between();
       typename Frag::A af[kMT];
       typename Frag::B bf[kNT];
 #pragma unroll
       for (int i = 0; i < kMT; ++i) af[i] = Frag::load_a(a_tile(stage), kTileStride, wm * kWarpM + i * 16, kk);
+      if constexpr (Frag::kPairedB && kNT % 2 == 0) {  // two neighbouring fragments in one load
 #pragma unroll
-      for (int j = 0; j < kNT; ++j) bf[j] = Frag::load_b(b_tile(stage), kTileStride, wn * kWarpN + j * Frag::kN, kk);
+        for (int j = 0; j < kNT; j += 2)
+          Frag::load_b_pair(b_tile(stage), kTileStride, wn * kWarpN + j * Frag::kN, kk, bf[j], bf[j + 1]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kNT; ++j) bf[j] = Frag::load_b(b_tile(stage), kTileStride, wn * kWarpN + j * Frag::kN, kk);
+      }
 #pragma unroll
       for (int i = 0; i < kMT; ++i)
 #pragma unroll
         for (int j = 0; j < kNT; ++j) Frag::template mma<T>(acc[i][j], af[i], bf[j]);
     }
   };
+  const auto nothing = [] {};
 
   // This block's k-steps: all of them, or its split's share.
   const int all_steps = (p.k + kBK - 1) / kBK, per_split = (all_steps + p.splits - 1) / p.splits;
@@ -215,9 +241,10 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
       async_wait<kStages - 2>();  // step s has landed (for this thread) ...
       __syncthreads();            // ... for every thread, and step s-1's stage is no longer read
       const int next = s + kStages - 1;
-      if (next < steps) load_async(next % kStages, (first + next) * kBK);
-      async_commit();
-      multiply(s % kStages);
+      multiply(s % kStages, [&] {  // the stage step s-1 read, which every thread has left (the barrier)
+        if (next < steps) load_async(next % kStages, (first + next) * kBK);
+        async_commit();
+      });
     }
   } else if (steps > 0) {
     load_registers(first * kBK);
@@ -225,7 +252,7 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
     __syncthreads();
     for (int s = 0; s < steps; ++s) {
       if (s + 1 < steps) load_registers((first + s + 1) * kBK);  // in flight while the tensor units work
-      multiply(s & 1);
+      multiply(s & 1, nothing);
       // The other stage was last read in step s-1, which every thread finished before the barrier below
       // of that step; this step's barrier then publishes it and retires the reads of this one.
       if (s + 1 < steps) store_registers((s + 1) & 1);
@@ -279,12 +306,12 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
 // A layout the target being compiled does not have (Frag::kOnThisTarget; the host never offers it there)
 // gets an empty kernel, so that each target's code holds only what it can run (the AMD resource report,
 // tools/rocm/amd_kernel_report.py, lists these trap stubs apart).
-template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, class Frag, bool kSplit>
+template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, class Frag, bool kSplit, int kStepK>
 __global__ void __launch_bounds__(kWM* kWN* Frag::kLanes)
     gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ bias, const T* residual, T* c,
                 float* __restrict__ partial, KernelArgs p) {
   if constexpr (Frag::kOnThisTarget) {
-    gemm_block<T, kBM, kBN, kWM, kWN, kStages, kVector, Frag, kSplit>(a, b, bias, residual, c, partial, p);
+    gemm_block<T, kBM, kBN, kWM, kWN, kStages, kVector, Frag, kSplit, kStepK>(a, b, bias, residual, c, partial, p);
   } else {
     HD_TRAP();
   }
@@ -317,18 +344,19 @@ struct Candidate {
   bool quick = false;  // timed under the quick tuning policy (ops/tuning/autotuner.h)
 };
 
-constexpr size_t shared_bytes(int bm, int bn, int stages) {
-  return size_t(stages) * size_t(bm + bn) * kTileStride * sizeof(uint16_t);
+constexpr size_t shared_bytes(int bm, int bn, int stages, int step_k) {
+  return size_t(stages) * size_t(bm + bn) * tile_stride(step_k) * sizeof(uint16_t);
 }
 
-template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, class Frag, int kSplits>
+template <class T, int kBM, int kBN, int kWM, int kWN, int kStages, bool kVector, class Frag, int kSplits,
+          int kStepK = kDefaultStepK>
 void launch_tile(const GemmProblem& p, const KernelArgs& base, void* c) {
   KernelArgs args = base;
   args.splits = kSplits;
   const int64_t batch = p.outer * p.inner;
   const dim3 grid(unsigned((args.m + kBM - 1) / kBM), unsigned((args.n + kBN - 1) / kBN), unsigned(batch * kSplits));
-  constexpr size_t kShared = shared_bytes(kBM, kBN, kStages);
-  const auto kernel = gemm_kernel<T, kBM, kBN, kWM, kWN, kStages, kVector, Frag, (kSplits > 1)>;
+  constexpr size_t kShared = shared_bytes(kBM, kBN, kStages, kStepK);
+  const auto kernel = gemm_kernel<T, kBM, kBN, kWM, kWN, kStages, kVector, Frag, (kSplits > 1), kStepK>;
   allow_dynamic_shared_memory(kernel, kShared, p.device.index);
   if constexpr (kSplits == 1) {
     kernel<<<grid, kWM * kWN * Frag::kLanes, kShared, current_stream()>>>(
@@ -407,7 +435,7 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     return list;
   }
   const int64_t tiles = ((args.m + 63) / 64) * ((args.n + 63) / 64) * p.outer * p.inner;
-  const bool small_output = tiles < multiprocessor_count(p.device.index) && args.k >= 16 * kBK;
+  const bool small_output = tiles < multiprocessor_count(p.device.index) && args.k >= 16 * kDefaultStepK;
   constexpr bool kOwnRule = F != Fragments::kNvidia;  // on NVIDIA the asynchronous tiles below take the rule
   if constexpr (Frag::kAccumulators == 8) {
     // WMMA holds a 16x16 fragment's C in 8 registers per lane: 2x2 groups on 128x128 would keep 128
@@ -448,11 +476,36 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
 #endif
     return list;
   } else {
-    add("async3-128x128", launch_tile<T, 128, 128, 2, 2, 3, true, Frag, 1>, true);
+    // k-steps of 64: half the barriers, waits and address arithmetic per multiply, for twice the shared
+    // memory (256x128 with 3 stages: 162 KiB, within an A100's and an H100's limit, not an RTX 4090's).
+    // On an H100 (2026-11-24, bench/gpu_kernels_bench.cpp) they won every UNet and VAE convolution but
+    // the smallest: 256x128 the large outputs (8192^3: 317 TFLOP/s against 260 for 128x128 in k-steps
+    // of 32), 64x128 in 4 stages the middle ones, split in 2 or 4 where its tiles leave multiprocessors
+    // idle. The shape rule's quick tiles are those, or their k-step-32 versions where the device's shared
+    // memory does not take them.
+    const size_t shared_limit = max_block_shared_bytes(p.device.index);
+    const bool large_k64 = shared_bytes(256, 128, 3, 64) <= shared_limit;
+    const bool middle_k64 = shared_bytes(64, 128, 4, 64) <= shared_limit;
+    add("async3-128x128", launch_tile<T, 128, 128, 2, 2, 3, true, Frag, 1>, !large_k64);
     add("async3-128x256w8", launch_tile<T, 128, 256, 2, 4, 3, true, Frag, 1>, false);
     add("async3-256x128w8", launch_tile<T, 256, 128, 4, 2, 3, true, Frag, 1>, false);
-    add("async4-64x128", launch_tile<T, 64, 128, 2, 2, 4, true, Frag, 1>, true);
+    add("async4-64x128", launch_tile<T, 64, 128, 2, 2, 4, true, Frag, 1>, !middle_k64);
     add("async4-128x64", launch_tile<T, 128, 64, 2, 2, 4, true, Frag, 1>, false);
+    if (middle_k64) {
+      add("async3-128x128k64", launch_tile<T, 128, 128, 2, 2, 3, true, Frag, 1, 64>, false);
+      add("async4-64x128k64", launch_tile<T, 64, 128, 2, 2, 4, true, Frag, 1, 64>, true);
+      // Split k for outputs of fewer 64x128 tiles than twice the multiprocessors (SD's 16x16 and 8x8
+      // levels) with a long k.
+      const int64_t middle_tiles = ((args.m + 63) / 64) * ((args.n + 127) / 128) * p.outer * p.inner;
+      if (middle_tiles < 2 * multiprocessor_count(p.device.index) && args.k >= 32 * kDefaultStepK) {
+        add("async4-64x128k64-split2", launch_tile<T, 64, 128, 2, 2, 4, true, Frag, 2, 64>, true);
+        add("async4-64x128k64-split4", launch_tile<T, 64, 128, 2, 2, 4, true, Frag, 4, 64>, true);
+      }
+    }
+    if (large_k64) {
+      add("async3-128x256w8k64", launch_tile<T, 128, 256, 2, 4, 3, true, Frag, 1, 64>, false);
+      add("async3-256x128w8k64", launch_tile<T, 256, 128, 4, 2, 3, true, Frag, 1, 64>, true);
+    }
     if (small_output) {
       add("async4-64x64-split4", launch_tile<T, 64, 64, 2, 2, 4, true, Frag, 4>, true);
       add("async4-64x64-split8", launch_tile<T, 64, 64, 2, 2, 4, true, Frag, 8>, false);

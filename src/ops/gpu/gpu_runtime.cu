@@ -211,6 +211,12 @@ int multiprocessor_count(int index) {
   return count;
 }
 
+size_t max_block_shared_bytes(int index) {
+  int bytes = 0;
+  HD_GPU_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, index));
+  return size_t(bytes);
+}
+
 MatrixUnit amd_matrix_unit(const std::string& name) {
   const auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
   if (starts("gfx90a") || starts("gfx942") || starts("gfx950")) return MatrixUnit::kAmdMfma;

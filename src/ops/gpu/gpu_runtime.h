@@ -56,6 +56,9 @@ class CapturedGraph {
 void synchronize(const Device& device);
 
 int multiprocessor_count(int index);
+// The most shared memory one block may ask for on the device (its opt-in limit: 227 KiB on an H100,
+// 163 KiB on an A100, 99 KiB on an RTX 30/40, 64 KiB on AMD GPUs).
+size_t max_block_shared_bytes(int index);
 // The matrix unit (matrix_unit.h) the kernels' fragment layer can drive on this device.
 // The AMD family of an architecture name as the runtime reports it ("gfx1100", "gfx90a:sramecc+:xnack-").
 MatrixUnit amd_matrix_unit(const std::string& gcn_arch_name);

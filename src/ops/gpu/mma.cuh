@@ -134,6 +134,26 @@ __device__ inline FragmentB load_b(const uint16_t* tile, int stride, int n0, int
   return FragmentB{{pair(k0 + 2 * t), pair(k0 + 8 + 2 * t)}};
 }
 
+// Two neighbouring B fragments, the 16x8 blocks at (k0, n0) and (k0, n0 + 8): one ldmatrix.x4 instead of
+// two .x2 on the tensor-core path.
+template <bool kPortable>
+__device__ inline void load_b_pair(const uint16_t* tile, int stride, int n0, int k0, FragmentB& b0, FragmentB& b1) {
+#if defined(HD_NVIDIA_MMA)
+  if constexpr (!kPortable) {
+    // Lanes 0-7: rows n0..n0+7 at k0; 8-15: the same rows at k0 + 8; 16-23 and 24-31: rows n0+8..n0+15.
+    const int lane = int(threadIdx.x) % kFragmentLanes;
+    const uint16_t* row = tile + (n0 + lane % 8 + (lane / 16) * 8) * stride + k0 + ((lane / 8) % 2) * 8;
+    const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(b0.r[0]), "=r"(b0.r[1]), "=r"(b1.r[0]), "=r"(b1.r[1])
+                 : "r"(address));
+    return;
+  }
+#endif
+  b0 = load_b<kPortable>(tile, stride, n0, k0);
+  b1 = load_b<kPortable>(tile, stride, n0 + 8, k0);
+}
+
 // B = the 16x8 block at (k0, n0) of a matrix stored transposed in shared memory: element (k, n) at
 // tile[(k0 + k) * stride + n0 + n], 16-bit values, rows 16-byte aligned. (In attention: V [keys][dims],
 // read as the B operand of P · V.)
@@ -159,8 +179,8 @@ __device__ inline FragmentB load_b_transposed(const uint16_t* tile, int stride, 
 // ---- Fragment layouts as template parameters ----
 //
 // A layout names its matrix unit (kUnit, that of the instruction it runs or emulates), the lanes of a
-// fragment group, the fragment types, the loads from shared memory (the [rows][k] tiles above), the
-// multiply-accumulate, and where each lane's accumulators sit in the 16 x kN tile of C, so that a
+// fragment group, the fragment types, the loads from shared memory (the [rows][k] tiles above; with
+// kPairedB also two neighbouring B fragments in one load), the multiply-accumulate, and where each lane's accumulators sit in the 16 x kN tile of C, so that a
 // kernel's epilogue needs no vendor knowledge:
 //   C.r[r] of `lane` is C[c_row(lane, r)][c_col(lane, r)]; with kColumnPairs, registers 2h and 2h+1
 //   are neighbours in one row (one 32-bit store of two 16-bit values).
@@ -188,6 +208,11 @@ struct Fragments16x8 {
   }
   __device__ static B load_b(const uint16_t* tile, int stride, int n0, int k0) {
     return gpu::load_b<kPortable>(tile, stride, n0, k0);
+  }
+  // B fragments at n0 and n0 + kN in one load (the tensor-core path's ldmatrix.x4).
+  static constexpr bool kPairedB = !kPortable;
+  __device__ static void load_b_pair(const uint16_t* tile, int stride, int n0, int k0, B& b0, B& b1) {
+    gpu::load_b_pair<kPortable>(tile, stride, n0, k0, b0, b1);
   }
   __device__ static int c_row(int lane, int r) { return lane / 4 + 8 * (r / 2); }
   __device__ static int c_col(int lane, int r) { return 2 * (lane % 4) + r % 2; }
@@ -235,7 +260,7 @@ template <bool kEmulate>
 struct Fragments16x16 {
   static constexpr MatrixUnit kUnit = MatrixUnit::kAmdMfma;  // its instruction's, or that emulated
   static constexpr int kLanes = 64, kN = 16, kAccumulators = 4;
-  static constexpr bool kColumnPairs = false;
+  static constexpr bool kColumnPairs = false, kPairedB = false;
   static constexpr int kMaxGroups = 8;  // the emulation's scratch: fragment groups of a block, at most
   // The instruction on CDNA only; the emulation in CUDA builds only (the tests' proxy for AMD).
 #if defined(HD_AMD_MFMA)
@@ -368,7 +393,7 @@ struct FragmentsWmma {
   static_assert(kGeneration == 11 || kGeneration == 12);
   static constexpr MatrixUnit kUnit = kGeneration == 11 ? MatrixUnit::kAmdWmma11 : MatrixUnit::kAmdWmma12;
   static constexpr int kLanes = 32, kN = 16, kAccumulators = 8;
-  static constexpr bool kColumnPairs = false;
+  static constexpr bool kColumnPairs = false, kPairedB = false;
   static constexpr int kMaxGroups = 8;  // the emulation's scratch: fragment groups of a block, at most
   static constexpr int kValuesPerLane = kGeneration == 11 ? 16 : 8;  // 16-bit values of A (and of B) per lane
 #if defined(HD_AMD_WMMA_GFX11)
