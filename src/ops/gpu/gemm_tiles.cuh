@@ -115,15 +115,12 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
     a_ix[i] = (rem % p.out_width) * p.stride - p.padding;
     a_corner[i] = m < p.m ? a_bits + a_image[i] + (int64_t(a_iy[i]) * p.width + a_ix[i]) * p.pixel_stride : a_bits;
   }
-  // This thread's B rows (output channels); a row past the end reads row 0, zeroed.
-  const uint16_t* b_row[kBPasses];
-  bool b_in[kBPasses];
-#pragma unroll
-  for (int j = 0; j < kBPasses; ++j) {
-    const int n = n0 + pass_row + j * kRowsPerPass;
-    b_in[j] = n < p.n;
-    b_row[j] = b_bits + (b_in[j] ? int64_t(n) * p.ldb : 0);
-  }
+  // This thread's B rows (output channels) are evenly spaced: one pointer, and the count of passes whose
+  // row exists (a pointer and a flag per pass kept the k-step-64 tiles' registers past 255, and spilled).
+  const int b_first = n0 + pass_row;
+  const int b_passes = b_first < p.n ? (p.n - b_first + kRowsPerPass - 1) / kRowsPerPass : 0;
+  const uint16_t* const b_first_row = b_bits + (b_passes > 0 ? int64_t(b_first) * p.ldb : 0);
+  const int64_t b_pass_stride = int64_t(kRowsPerPass) * p.ldb;
   const auto a_element = [&](int i, int k) HD_INLINE -> uint16_t {  // gather path: one element of A
     if (k >= p.k) return 0;
     int kk, ch, ky, kx;
@@ -149,8 +146,8 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
     }
 #pragma unroll
     for (int j = 0; j < kBPasses; ++j) {
-      const bool ok = k_ok && b_in[j];
-      g(j, ok ? b_row[j] + k : b_bits, ok);
+      const bool ok = k_ok && j < b_passes;
+      g(j, ok ? b_first_row + j * b_pass_stride + k : b_bits, ok);
     }
   };
   const auto a_slot = [&](int stage, int i) HD_INLINE { return a_tile(stage) + (pass_row + i * kRowsPerPass) * kTileStride + vec * 8; };
