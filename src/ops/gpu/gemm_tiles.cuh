@@ -476,10 +476,11 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     // k-steps of 64: half the barriers, waits and address arithmetic per multiply, for twice the shared
     // memory (256x128 with 3 stages: 162 KiB, within an A100's and an H100's limit, not an RTX 4090's).
     // On an H100 (2026-11-24, bench/gpu_kernels_bench.cpp) they won every UNet and VAE convolution but
-    // the smallest: 256x128 the large outputs (8192^3: 317 TFLOP/s against 260 for 128x128 in k-steps
-    // of 32), 64x128 in 4 stages the middle ones, split in 2 or 4 where its tiles leave multiprocessors
-    // idle. The shape rule's quick tiles are those, or their k-step-32 versions where the device's shared
-    // memory does not take them.
+    // the smallest: 256x128 the large outputs (8192^3: 309-317 TFLOP/s against 260 for 128x128 in
+    // k-steps of 32), 128x128 in 8 groups most of SD1.5's UNet (37 of its 84 shapes), 64x128 in 4
+    // stages the middle ones, split in 2 or 4 where its tiles leave multiprocessors idle. The shape
+    // rule's quick tiles are those, or k-step-32 versions where the device's shared memory does not
+    // take them.
     const size_t shared_limit = max_block_shared_bytes(p.device.index);
     const bool large_k64 = shared_bytes(256, 128, 3, 64) <= shared_limit;
     const bool middle_k64 = shared_bytes(64, 128, 4, 64) <= shared_limit;
@@ -488,7 +489,12 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     add("async3-256x128w8", launch_tile<T, 256, 128, 4, 2, 3, true, Frag, 1>, false);
     add("async4-64x128", launch_tile<T, 64, 128, 2, 2, 4, true, Frag, 1>, !middle_k64);
     add("async4-128x64", launch_tile<T, 128, 64, 2, 2, 4, true, Frag, 1>, false);
+    // 8 groups of 64x32 on 128x128: half the accumulators a warp, so that two blocks (16 warps) share a
+    // multiprocessor where the 4-group tile's registers allow two blocks of 4 (the profile: 12.5%
+    // occupancy and 8 cycles between a warp's instructions on the large tiles).
+    add("async3-128x128w8", launch_tile<T, 128, 128, 2, 4, 3, true, Frag, 1>, !middle_k64);
     if (middle_k64) {
+      add("async3-128x128w8k64", launch_tile<T, 128, 128, 2, 4, 3, true, Frag, 1, 64>, true);
       add("async3-128x128k64", launch_tile<T, 128, 128, 2, 2, 3, true, Frag, 1, 64>, false);
       add("async4-64x128k64", launch_tile<T, 64, 128, 2, 2, 4, true, Frag, 1, 64>, true);
       // Split k for outputs of fewer 64x128 tiles than twice the multiprocessors (SD's 16x16 and 8x8
