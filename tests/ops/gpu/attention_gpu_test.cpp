@@ -3,6 +3,8 @@
 // through the matrix units, the portable fragment path, and the kernel for AMD's MFMA layout (emulated).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_test_util.h"
