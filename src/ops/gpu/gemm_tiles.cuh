@@ -103,17 +103,16 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   // A row past the end gets a position that no kernel offset brings into the image. a_corner: the
   // element at that position, so that a k-step's vector is the corner plus one offset that every row
   // shares (the loads' address arithmetic is most of a k-step's non-matrix instructions).
-  int64_t a_image[kAPasses];
   int a_iy[kAPasses], a_ix[kAPasses];
   const uint16_t* a_corner[kAPasses];
 #pragma unroll
   for (int i = 0; i < kAPasses; ++i) {
     const int m = m0 + pass_row + i * kRowsPerPass;
     const int img = m / p.out_hw, rem = m % p.out_hw;
-    a_image[i] = int64_t(img) * p.image_stride;
     a_iy[i] = m < p.m ? (rem / p.out_width) * p.stride - p.padding : INT_MIN / 2;
     a_ix[i] = (rem % p.out_width) * p.stride - p.padding;
-    a_corner[i] = m < p.m ? a_bits + a_image[i] + (int64_t(a_iy[i]) * p.width + a_ix[i]) * p.pixel_stride : a_bits;
+    a_corner[i] = m < p.m ? a_bits + int64_t(img) * p.image_stride + (int64_t(a_iy[i]) * p.width + a_ix[i]) * p.pixel_stride
+                          : a_bits;
   }
   // This thread's B rows (output channels) are evenly spaced: one pointer, and the count of passes whose
   // row exists (a pointer and a flag per pass kept the k-step-64 tiles' registers past 255, and spilled).
@@ -128,7 +127,7 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
     p.by_kw.divide(kk, ky, kx);
     const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
     if (unsigned(iy) >= unsigned(p.height) || unsigned(ix) >= unsigned(p.width)) return 0;
-    return a_bits[a_image[i] + (int64_t(iy) * p.width + ix) * p.pixel_stride + ch];
+    return a_corner[i][(int64_t(ky) * p.width + kx) * p.pixel_stride + ch];
   };
   // For the 16-byte paths (channels % 8 == 0, so the 8 elements of a vector share one kernel position):
   // calls f(pass, address, valid) for this thread's A vectors of the k-step at k0, then g(...) for B's.
