@@ -133,6 +133,27 @@ void upsample_nearest_2x(const Tensor& x, const Tensor& out);
 // Concatenation along the last (channel) dimension: [..., Ca] ++ [..., Cb] -> [..., Ca + Cb].
 void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out);
 
+// ---- gradients (what the PyTorch extension's autograd calls; CPU reference kernels so far, a GPU
+// device gets no_kernel's error) ----
+
+// Given out = attention(q, k, v, p) and grad_out (out's shape), writes grad_q, grad_k and grad_v (the
+// shapes of q, k, v). The probabilities are recomputed from q and k, a block of queries at a time, as
+// the forward computed them: nothing but out is kept between the two.
+void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& out, AttentionParams p, const Tensor& grad_q, const Tensor& grad_k,
+                        const Tensor& grad_v);
+// Given out = group_norm(x, gamma, beta, groups, eps, fuse_silu): grad_x (x's shape), grad_gamma and
+// grad_beta ([C]). The statistics are recomputed from x.
+void group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         int groups, float eps, bool fuse_silu, const Tensor& grad_x, const Tensor& grad_gamma,
+                         const Tensor& grad_beta);
+// Given out = layer_norm(x, gamma, beta, eps): grad_x, grad_gamma and grad_beta.
+void layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma, float eps,
+                         const Tensor& grad_x, const Tensor& grad_gamma, const Tensor& grad_beta);
+// Given out = geglu(x, approximation): grad_x [..., 2N] from grad_out [..., N].
+void geglu_backward(const Tensor& grad_out, const Tensor& x, GeluApproximation approximation,
+                    const Tensor& grad_x);
+
 // ---- the denoising loop's arithmetic, where the latents live ----
 
 // The model's input: out [k·N, ...] = sample [N, ...] (f32) / divisor in out's dtype, repeated

@@ -38,6 +38,17 @@ void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out);
 void timestep_embedding(const Tensor& timesteps, TimestepEmbeddingParams p, const Tensor& out);
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
 
+void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& out, AttentionParams p, const Tensor& grad_q, const Tensor& grad_k,
+                        const Tensor& grad_v);
+void group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         int groups, float eps, bool fuse_silu, const Tensor& grad_x, const Tensor& grad_gamma,
+                         const Tensor& grad_beta);
+void layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma, float eps,
+                         const Tensor& grad_x, const Tensor& grad_gamma, const Tensor& grad_beta);
+void geglu_backward(const Tensor& grad_out, const Tensor& x, GeluApproximation approximation,
+                    const Tensor& grad_x);
+
 // Scalar forms shared by the kernels and the tests' references.
 float gelu_erf(float x);
 float gelu_tanh(float x);
