@@ -10,7 +10,15 @@
 
 namespace hd {
 
+namespace {
+thread_local ScratchProvider* provider = nullptr;  // this thread's innermost ScratchProvider
+}
+
+ScratchProvider::ScratchProvider() : previous_(provider) { provider = this; }
+ScratchProvider::~ScratchProvider() { provider = previous_; }
+
 void* scratch(const Device& device, size_t bytes) {
+  if (provider != nullptr) return provider->allocate(device, bytes);
   static std::mutex mutex;
   static std::map<std::pair<int, int>, Buffer> buffers;  // (device type, index) -> buffer
   const std::lock_guard lock(mutex);

@@ -12,4 +12,20 @@ namespace hd {
 
 void* scratch(const Device& device, size_t bytes);
 
+// A caller's allocator for scratch memory (PyTorch's caching allocator, from the extension): while one
+// lives, scratch() on this thread asks it instead of the shared buffer. What it hands out must stay valid
+// for the ops queued in its lifetime (PyTorch's allocator keeps memory freed on a stream for that stream's
+// later work, which is how the extension uses it). Scopes nest.
+class ScratchProvider {
+ public:
+  ScratchProvider();
+  virtual ~ScratchProvider();
+  ScratchProvider(const ScratchProvider&) = delete;
+  ScratchProvider& operator=(const ScratchProvider&) = delete;
+  virtual void* allocate(const Device& device, size_t bytes) = 0;
+
+ private:
+  ScratchProvider* previous_;
+};
+
 }  // namespace hd

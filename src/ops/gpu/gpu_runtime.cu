@@ -91,7 +91,12 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 
+// The caller's stream of this thread's innermost ExternalStream, and its device (-1: none).
+thread_local int external_device = -1;
+thread_local cudaStream_t external_stream = nullptr;
+
 cudaStream_t stream_for(int device) {
+  if (device == external_device) return external_stream;
   static std::mutex mutex;
   static cudaStream_t streams[kMaxDevices] = {};
   HD_CHECK(device >= 0 && device < kMaxDevices, "device index ", device, " out of range");
@@ -117,6 +122,18 @@ cudaStream_t current_stream() {
 }
 
 void* native_stream(const Device& device) { return stream_for(device.index); }
+
+ExternalStream::ExternalStream(const Device& device, void* stream)
+    : previous_device_(external_device), previous_stream_(external_stream) {
+  HD_CHECK(device.is_gpu(), "ExternalStream: ", device.to_string(), " is not a GPU");
+  external_device = device.index;
+  external_stream = static_cast<cudaStream_t>(stream);
+}
+
+ExternalStream::~ExternalStream() {
+  external_device = previous_device_;
+  external_stream = static_cast<cudaStream_t>(previous_stream_);
+}
 
 void copy(const Tensor& src, const Tensor& dst) {
   HD_CHECK(src.shape == dst.shape && src.dtype == dst.dtype, "gpu copy: ", src.describe(), " does not match ",

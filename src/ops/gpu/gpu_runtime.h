@@ -38,6 +38,21 @@ void copy_to_device_async(const void* pinned_src, void* dst, size_t bytes, const
 // legacy default stream), as an opaque pointer for code that includes no vendor header.
 void* native_stream(const Device& device);
 
+// While one lives, the ops this thread queues on `device` run on `stream` (a caller's: PyTorch's current
+// stream, from the extension) instead of the engine's own, so that they are ordered with the caller's
+// work without a synchronisation. Scopes nest; a scope for one device leaves the others alone.
+class ExternalStream {
+ public:
+  ExternalStream(const Device& device, void* stream);
+  ~ExternalStream();
+  ExternalStream(const ExternalStream&) = delete;
+  ExternalStream& operator=(const ExternalStream&) = delete;
+
+ private:
+  int previous_device_;
+  void* previous_stream_;
+};
+
 // GPU work captured once and replayed as one launch (a CUDA / HIP graph). During capture the work's
 // allocations come from a pool of the graph's own (caching_allocator.cpp), so no memory the graph uses
 // is ever handed to other work; tensors the work allocated and the caller keeps (its outputs) stay valid,
