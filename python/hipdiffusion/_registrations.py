@@ -1,0 +1,202 @@
+"""Fake (shape) functions and autograd formulas of torch.ops.hipdiffusion.*, so that the operators
+trace under torch.compile(fullgraph=True) and train. The gradients run the engine's kernels where it has
+them (support.backward_unsupported) and PyTorch's own (torch.func.vjp of reference.py) elsewhere,
+counted in fallback_report()."""
+
+import torch
+from torch.library import register_autograd, register_fake
+
+from . import reference
+from .fallback import record
+from .support import backward_unsupported
+
+_ops = torch.ops.hipdiffusion
+
+
+# ---- fake functions: the outputs' shapes, dtypes and (contiguous) strides ----
+
+
+@register_fake("hipdiffusion::attention")
+def _(q, k, v, heads, causal=False, scale=0.0):
+    return q.new_empty(q.shape)
+
+
+@register_fake("hipdiffusion::attention_backward")
+def _(grad_out, q, k, v, out, heads, causal, scale):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+@register_fake("hipdiffusion::group_norm")
+def _(x, weight, bias, groups, eps, silu=False):
+    return x.new_empty(x.shape)
+
+
+@register_fake("hipdiffusion::group_norm_backward")
+def _(grad_out, x, weight, bias, groups, eps, silu):
+    return x.new_empty(x.shape), weight.new_empty(weight.shape), bias.new_empty(bias.shape)
+
+
+@register_fake("hipdiffusion::layer_norm")
+def _(x, weight, bias, eps):
+    return x.new_empty(x.shape)
+
+
+@register_fake("hipdiffusion::layer_norm_backward")
+def _(grad_out, x, weight, eps):
+    return x.new_empty(x.shape), weight.new_empty(weight.shape), weight.new_empty(weight.shape)
+
+
+@register_fake("hipdiffusion::geglu")
+def _(x, approximate="none"):
+    torch._check(x.shape[-1] % 2 == 0, lambda: f"geglu: last dimension {x.shape[-1]} is odd")
+    return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
+
+
+@register_fake("hipdiffusion::geglu_backward")
+def _(grad_out, x, approximate="none"):
+    return x.new_empty(x.shape)
+
+
+@register_fake("hipdiffusion::linear")
+def _(x, weight, bias=None, residual=None):
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+@register_fake("hipdiffusion::conv2d")
+def _(x, weight, bias=None, residual=None, stride=1, padding=0):
+    n, h, w, _ = x.shape
+    cout, kh, kw, _ = weight.shape
+    return x.new_empty((n, (h + 2 * padding - kh) // stride + 1, (w + 2 * padding - kw) // stride + 1, cout))
+
+
+# ---- autograd ----
+
+
+def _pytorch_gradient(op, reason, function, primals, grad):
+    """The gradient of `function` at `primals` by PyTorch's autograd, counted as a fallback of `op`."""
+    record(op, reason)
+    _, vjp = torch.func.vjp(function, *primals)
+    return vjp(grad)
+
+
+def _attention_setup(ctx, inputs, output):
+    q, k, v, heads, causal, scale = inputs
+    ctx.save_for_backward(q, k, v, output)
+    ctx.args = (heads, causal, scale)
+
+
+def _attention_backward(ctx, grad):
+    q, k, v, out = ctx.saved_tensors
+    heads, causal, scale = ctx.args
+    reason = backward_unsupported(grad, q, k, v)
+    if reason is None:
+        dq, dk, dv = _ops.attention_backward(grad, q, k, v, out, heads, causal, scale)
+    else:
+        dq, dk, dv = _pytorch_gradient(
+            "attention_backward", reason, lambda q, k, v: reference.attention(q, k, v, heads, causal, scale),
+            (q, k, v), grad)
+    return dq, dk, dv, None, None, None
+
+
+register_autograd("hipdiffusion::attention", _attention_backward, setup_context=_attention_setup)
+
+
+def _group_norm_setup(ctx, inputs, output):
+    x, weight, bias, groups, eps, silu = inputs
+    ctx.save_for_backward(x, weight, bias)
+    ctx.args = (groups, eps, silu)
+
+
+def _group_norm_backward(ctx, grad):
+    x, weight, bias = ctx.saved_tensors
+    groups, eps, silu = ctx.args
+    reason = backward_unsupported(grad, x, weight, bias)
+    if reason is None:
+        return (*_ops.group_norm_backward(grad, x, weight, bias, groups, eps, silu), None, None, None)
+    grads = _pytorch_gradient(
+        "group_norm_backward", reason,
+        lambda x, w, b: reference.group_norm_channels_last(x, w, b, groups, eps, silu), (x, weight, bias), grad)
+    return (*grads, None, None, None)
+
+
+register_autograd("hipdiffusion::group_norm", _group_norm_backward, setup_context=_group_norm_setup)
+
+
+def _layer_norm_setup(ctx, inputs, output):
+    x, weight, bias, eps = inputs
+    ctx.save_for_backward(x, weight, bias)
+    ctx.eps = eps
+
+
+def _layer_norm_backward(ctx, grad):
+    x, weight, bias = ctx.saved_tensors
+    reason = backward_unsupported(grad, x, weight)
+    if reason is None:
+        return (*_ops.layer_norm_backward(grad, x, weight, ctx.eps), None)
+    grads = _pytorch_gradient(
+        "layer_norm_backward", reason, lambda x, w, b: reference.layer_norm(x, w, b, ctx.eps), (x, weight, bias),
+        grad)
+    return (*grads, None)
+
+
+register_autograd("hipdiffusion::layer_norm", _layer_norm_backward, setup_context=_layer_norm_setup)
+
+
+def _geglu_setup(ctx, inputs, output):
+    x, approximate = inputs
+    ctx.save_for_backward(x)
+    ctx.approximate = approximate
+
+
+def _geglu_backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    reason = backward_unsupported(grad, x)
+    if reason is None:
+        return _ops.geglu_backward(grad, x, ctx.approximate), None
+    (dx,) = _pytorch_gradient("geglu_backward", reason, lambda x: reference.geglu(x, ctx.approximate), (x,), grad)
+    return dx, None
+
+
+register_autograd("hipdiffusion::geglu", _geglu_backward, setup_context=_geglu_setup)
+
+
+# Dense products and convolutions: their gradients are products and convolutions themselves, which
+# PyTorch's own (cuBLAS/cuDNN, hipBLASLt/MIOpen) compute; not a fallback.
+
+
+def _linear_setup(ctx, inputs, output):
+    x, weight, bias, residual = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.has_bias, ctx.has_residual = bias is not None, residual is not None
+
+
+def _linear_backward(ctx, grad):
+    x, weight = ctx.saved_tensors
+    dx = grad @ weight
+    dw = grad.reshape(-1, grad.shape[-1]).t() @ x.reshape(-1, x.shape[-1])
+    db = grad.reshape(-1, grad.shape[-1]).sum(0) if ctx.has_bias else None
+    return dx, dw, db, grad if ctx.has_residual else None
+
+
+register_autograd("hipdiffusion::linear", _linear_backward, setup_context=_linear_setup)
+
+
+def _conv2d_setup(ctx, inputs, output):
+    x, weight, bias, residual, stride, padding = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.has_bias, ctx.has_residual = bias is not None, residual is not None
+    ctx.stride, ctx.padding = stride, padding
+
+
+def _conv2d_backward(ctx, grad):
+    x, weight = ctx.saved_tensors
+    to_nchw = (0, 3, 1, 2)
+    dx, dw, db = torch.ops.aten.convolution_backward(
+        grad.permute(to_nchw), x.permute(to_nchw), weight.permute(to_nchw),
+        [weight.shape[0]] if ctx.has_bias else None, [ctx.stride] * 2, [ctx.padding] * 2, [1, 1], False, [0, 0], 1,
+        [True, True, ctx.has_bias])
+    to_nhwc = (0, 2, 3, 1)
+    return dx.permute(to_nhwc), dw.permute(to_nhwc), db, grad if ctx.has_residual else None, None, None
+
+
+register_autograd("hipdiffusion::conv2d", _conv2d_backward, setup_context=_conv2d_setup)

@@ -1,0 +1,129 @@
+"""hipdiffusion.diffusers.optimize on the tiny SD1.x-like and SDXL-like pipelines of the test fixtures
+(made by tools/make_fixtures.py with diffusers itself), on the CPU in float32: the same seed gives the
+same latents and pictures as the unpatched pipeline, the engine's kernels ran (no fallback), and
+restore() gives back diffusers' own computation bit for bit."""
+
+import os
+import pathlib
+
+import pytest
+import torch
+
+import hipdiffusion
+from hipdiffusion import ops
+
+if os.environ.get("HIPDIFFUSION_TESTS_NEED_DIFFUSERS"):
+    # tools/python/test.sh installs both: a missing one is a failure there, not a skip.
+    import diffusers
+    import transformers  # noqa: F401
+else:
+    diffusers = pytest.importorskip("diffusers")
+    pytest.importorskip("transformers")  # the pipelines' text encoders
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "models"
+
+
+@pytest.fixture(scope="module")
+def sd1():
+    return diffusers.StableDiffusionPipeline.from_pretrained(FIXTURES / "tiny_sd1", torch_dtype=torch.float32)
+
+
+@pytest.fixture(scope="module")
+def sdxl():
+    return diffusers.StableDiffusionXLPipeline.from_pretrained(FIXTURES / "tiny_sdxl_pipeline", torch_dtype=torch.float32)
+
+
+def latents(pipe, **kwargs):
+    generator = torch.Generator("cpu").manual_seed(7)
+    args = dict(prompt="a red square", negative_prompt="blurry", num_inference_steps=3, guidance_scale=7.5,
+                output_type="latent", generator=generator)
+    args.update(kwargs)
+    return pipe(**args).images
+
+
+def relative_l2(a, b):
+    return ((a - b).norm() / b.norm()).item()
+
+
+class CallCounter:
+    def __init__(self, monkeypatch):
+        self.counts = {}
+        for name in ("attention", "group_norm", "geglu"):
+            original = getattr(ops, name)
+            monkeypatch.setattr(ops, name, self._counting(name, original))
+
+    def _counting(self, name, original):
+        def wrapper(*args, **kwargs):
+            self.counts[name] = self.counts.get(name, 0) + 1
+            return original(*args, **kwargs)
+
+        return wrapper
+
+
+def check_pipeline(pipe, monkeypatch, allowed_fallbacks=(), **kwargs):
+    size = dict(height=64, width=64)  # 8x8 latents: the tiny models are quick at any size, the CPU is not
+    before = latents(pipe, **size, **kwargs)
+    picture_before = pipe.vae.decode(before / pipe.vae.config.scaling_factor).sample
+    counter = CallCounter(monkeypatch)
+    hipdiffusion.diffusers.optimize(pipe)
+    try:
+        after = latents(pipe, **size, **kwargs)
+        picture_after = pipe.vae.decode(after / pipe.vae.config.scaling_factor).sample
+    finally:
+        hipdiffusion.diffusers.restore(pipe)
+    # The latents reach ~80 in magnitude (the first Euler step multiplies noise by sigma_max); the engine's
+    # float32 kernels and PyTorch's round differently, which three steps carry along: measured 5.3e-6.
+    assert relative_l2(after, before) < 1e-5
+    assert (after - before).abs().max() < 1e-5 * before.abs().max()
+    assert relative_l2(picture_after, picture_before) < 1e-5
+    assert {(r["op"], r["reason"]) for r in hipdiffusion.fallback_report()} <= set(allowed_fallbacks)
+    assert counter.counts.get("attention", 0) > 0 and counter.counts.get("group_norm", 0) > 0
+    assert counter.counts.get("geglu", 0) > 0
+    restored = latents(pipe, **size, **kwargs)
+    torch.testing.assert_close(restored, before, atol=0, rtol=0)
+
+
+def test_sd1_same_latents_and_pictures(sd1, monkeypatch):
+    check_pipeline(sd1, monkeypatch)
+
+
+def test_sdxl_same_latents_and_pictures(sdxl, monkeypatch):
+    # SDXL's transformers (linear projections) hand back NCHW-contiguous images, which the next GroupNorm
+    # reads: the engine's kernel wants channels last, so those run PyTorch's, counted.
+    nchw = ("group_norm", "input is not channels_last in memory (x.to(memory_format=torch.channels_last))")
+    check_pipeline(sdxl, monkeypatch, allowed_fallbacks=[nchw])
+
+
+def test_restore_gives_back_diffusers_processors(sd1):
+    before = {name: type(p) for name, p in sd1.unet.attn_processors.items()}
+    hipdiffusion.diffusers.optimize(sd1)
+    assert all(isinstance(p, hipdiffusion.diffusers.AttnProcessor) for p in sd1.unet.attn_processors.values())
+    hipdiffusion.diffusers.optimize(sd1)  # twice: harmless
+    hipdiffusion.diffusers.restore(sd1)
+    assert {name: type(p) for name, p in sd1.unet.attn_processors.items()} == before
+    assert all("forward" not in vars(m) for m in sd1.unet.modules())
+
+
+def test_masked_attention_falls_back_to_the_original_processor(sd1):
+    hipdiffusion.diffusers.optimize(sd1)
+    try:
+        attn = sd1.unet.down_blocks[0].attentions[0].transformer_blocks[0].attn2
+        x = torch.randn(2, 16, attn.query_dim)
+        context = torch.randn(2, 5, attn.cross_attention_dim)
+        mask = torch.zeros(2, 1, 5)
+        mask[:, :, 3:] = -10000.0
+        got = attn(x, encoder_hidden_states=context, attention_mask=mask)
+        want = attn.processor.original(attn, x, context, mask)
+        torch.testing.assert_close(got, want)
+    finally:
+        hipdiffusion.diffusers.restore(sd1)
+    assert [r["reason"] for r in hipdiffusion.fallback_report()] == ["attention mask"]
+
+
+def test_modes(sd1):
+    with pytest.raises(NotImplementedError, match="not built yet"):
+        hipdiffusion.diffusers.optimize(sd1, mode="engine")
+    with pytest.raises(ValueError, match="mode must be"):
+        hipdiffusion.diffusers.optimize(sd1, mode="fast")
+    with pytest.raises(ValueError, match="neither a unet nor a vae"):
+        hipdiffusion.diffusers.optimize(object())
