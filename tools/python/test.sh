@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The Python package's tests on the CPU: a virtual environment (build/venv) with PyTorch from PyPI,
+# the package built against it, then pytest. Run from the repository root after tools/install_deps.sh.
+# The GPU tests in python/tests skip themselves on a machine without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+venv=build/venv
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+# PyTorch 2.15 (what CI tests against; the package builds against any installed torch >= 2.4),
+# scikit-build-core (the package's build backend), pytest, and diffusers + transformers for the
+# diffusers integration's tests on the fixtures' tiny pipelines.
+"$venv/bin/pip" install -q --disable-pip-version-check torch==2.15.0 "scikit-build-core>=0.10" pytest numpy \
+  diffusers transformers
+# --no-build-isolation: build against the torch just installed, not a second copy in an isolated env.
+"$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation .
+HIPDIFFUSION_TESTS_NEED_DIFFUSERS=1 "$venv/bin/python" -m pytest -q python/tests
