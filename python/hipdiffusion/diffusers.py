@@ -2,7 +2,8 @@
 
 Runs the UNet's and the VAE's attention, GroupNorm and GEGLU through hipdiffusion's ops (each with its
 automatic fallback) by patching the pipeline's own modules: attention through an attention processor
-(`set_attn_processor`), GroupNorm and GEGLU through their instances' `forward`. Weights stay where they
+(`set_attn_processor`), GroupNorm and GEGLU through their instances' `forward`, and each ResNet block's
+forward so that its two GroupNorms take the SiLU after them in the same pass. Weights stay where they
 are (state_dict keys unchanged, LoRA weights fused before or after keep working), schedulers, callbacks
 and everything else stay diffusers'. The models are put in channels_last memory, the layout the
 engine's kernels read without a copy. `restore(pipe)` undoes all of it.
@@ -78,6 +79,28 @@ def _geglu_forward(self, hidden_states, *args, **kwargs):
     return ops.geglu(self.proj(hidden_states), "none")
 
 
+def _fusable_resnet(block) -> bool:
+    """A ResnetBlock2D as SD's UNets and VAEs use it: GroupNorm, SiLU, no resampling inside the block,
+    the time embedding added before the second norm."""
+    return (block.upsample is None and block.downsample is None and block.time_embedding_norm == "default"
+            and isinstance(block.nonlinearity, nn.SiLU) and isinstance(block.norm1, nn.GroupNorm)
+            and isinstance(block.norm2, nn.GroupNorm))
+
+
+def _resnet_forward(self, input_tensor, temb, *args, **kwargs):
+    """diffusers' ResnetBlock2D with each GroupNorm and the SiLU after it in one pass (ops.group_norm's
+    silu): norm1+SiLU, conv1, + projected time embedding, norm2+SiLU, dropout, conv2, + shortcut."""
+    n1, n2 = self.norm1, self.norm2
+    hidden = ops.group_norm(input_tensor, n1.num_groups, n1.weight, n1.bias, n1.eps, silu=True)
+    hidden = self.conv1(hidden)
+    if self.time_emb_proj is not None and temb is not None:
+        hidden = hidden + self.time_emb_proj(temb if self.skip_time_act else self.nonlinearity(temb))[:, :, None, None]
+    hidden = ops.group_norm(hidden, n2.num_groups, n2.weight, n2.bias, n2.eps, silu=True)
+    hidden = self.conv2(self.dropout(hidden))
+    shortcut = self.conv_shortcut(input_tensor) if self.conv_shortcut is not None else input_tensor
+    return (shortcut + hidden) / self.output_scale_factor
+
+
 def _models(pipe):
     return [m for m in (getattr(pipe, "unet", None), getattr(pipe, "vae", None)) if m is not None]
 
@@ -96,6 +119,7 @@ def optimize(pipe, mode: str = "processors"):
     if getattr(pipe, _STATE, None) is not None:
         return pipe
     from diffusers.models.activations import GEGLU
+    from diffusers.models.resnet import ResnetBlock2D
 
     state = {"processors": [], "patched": [], "formats": []}
     for model in models:
@@ -108,6 +132,9 @@ def optimize(pipe, mode: str = "processors"):
                 state["patched"].append(module)
             elif isinstance(module, GEGLU):
                 module.forward = types.MethodType(_geglu_forward, module)
+                state["patched"].append(module)
+            elif isinstance(module, ResnetBlock2D) and _fusable_resnet(module):
+                module.forward = types.MethodType(_resnet_forward, module)
                 state["patched"].append(module)
         state["formats"].append((model, _memory_format(model)))
         model.to(memory_format=torch.channels_last)
