@@ -3,11 +3,13 @@
 // synchronisation and can be captured into PyTorch's CUDA/HIP graphs. ROCm builds of PyTorch name
 // their GPU "cuda" to Python and keep the c10 runtime under c10/hip.
 #include <atomic>
+#include <optional>
 #include <vector>
 
 #include "core/scratch.h"
 #include "ops/gpu/gpu_runtime.h"
 #include "ops/ops.h"
+#include "ops/tuning/autotuner.h"
 #include "torch_bridge.h"
 
 #if defined(HD_TORCH_HIP)
@@ -16,6 +18,11 @@
 #include <c10/hip/HIPStream.h>
 namespace hd_c10_gpu {
 inline void* current_stream(c10::DeviceIndex i) { return c10::hip::getCurrentHIPStream(i).stream(); }
+inline bool capturing(void* stream) {
+  hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+  return hipStreamIsCapturing(static_cast<hipStream_t>(stream), &status) == hipSuccess &&
+         status != hipStreamCaptureStatusNone;
+}
 inline c10::Allocator* caching_allocator() { return c10::hip::HIPCachingAllocator::get(); }
 using DeviceGuard = c10::hip::HIPGuard;
 }  // namespace hd_c10_gpu
@@ -25,6 +32,11 @@ using DeviceGuard = c10::hip::HIPGuard;
 #include <c10/cuda/CUDAStream.h>
 namespace hd_c10_gpu {
 inline void* current_stream(c10::DeviceIndex i) { return c10::cuda::getCurrentCUDAStream(i).stream(); }
+inline bool capturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) == cudaSuccess &&
+         status != cudaStreamCaptureStatusNone;
+}
 inline c10::Allocator* caching_allocator() { return c10::cuda::CUDACachingAllocator::get(); }
 using DeviceGuard = c10::cuda::CUDAGuard;
 }  // namespace hd_c10_gpu
@@ -51,12 +63,19 @@ class TorchScratch final : public ScratchProvider {
 }  // namespace
 
 struct DeviceScope::State {
-  explicit State(const at::Tensor& t)
-      : guard(t.device()),
-        stream(engine_device(t), hd_c10_gpu::current_stream(t.device().index())) {}
+  State(const at::Tensor& t, void* torch_stream)
+      : guard(t.device()), stream(engine_device(t), torch_stream) {
+    // Inside a capture (torch.cuda.graph), a shape the autotuner has not seen is an error that says to
+    // run the work once before capturing, as PyTorch's own warm-up rule does: timing candidates there
+    // would synchronise and break the capture.
+    if (hd_c10_gpu::capturing(torch_stream)) no_tuning.emplace(kInCapture);
+  }
+  static constexpr const char* kInCapture =
+      "inside a CUDA/HIP graph capture: run the captured work once before capturing it";
   hd_c10_gpu::DeviceGuard guard;
   gpu::ExternalStream stream;
   TorchScratch scratch;
+  std::optional<ops::NoTuningScope> no_tuning;
 };
 
 DeviceScope::DeviceScope(const at::Tensor& t) {
@@ -70,7 +89,7 @@ DeviceScope::DeviceScope(const at::Tensor& t) {
     ops::prepare_device(engine_device(t));
     if (index >= 0 && index < kDevices) prepared[index].store(true, std::memory_order_release);
   }
-  state_ = std::make_unique<State>(t);
+  state_ = std::make_unique<State>(t, hd_c10_gpu::current_stream(t.device().index()));
 }
 
 DeviceScope::~DeviceScope() = default;

@@ -143,3 +143,22 @@ def test_cuda_graph_capture_and_replay():
     torch.cuda.synchronize()
     torch.testing.assert_close(captured, block(*args), atol=0, rtol=0)
     assert_kernels_ran()
+
+
+def test_a_new_shape_inside_a_capture_is_a_clear_error():
+    """The autotuner cannot time candidates inside a capture: a shape it has not seen says so (PyTorch's
+    rule: run captured work once before capturing it); after a run outside, the capture works."""
+    x = rand(1, 24, 13, 13, dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = (rand(40, 24, 3, 3, dtype=torch.float16) * 0.05).to(memory_format=torch.channels_last)
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    with pytest.raises(NotImplementedError, match="run the captured work once before capturing"):
+        with torch.cuda.graph(graph, stream=side):
+            ops.conv2d(x, w, None, 1, 1)
+    assert_close_to(ops.conv2d(x, w, None, 1, 1), F.conv2d(x.float(), w.float(), None, 1, 1), torch.float16)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        captured = ops.conv2d(x, w, None, 1, 1)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_close_to(captured, F.conv2d(x.float(), w.float(), None, 1, 1), torch.float16)

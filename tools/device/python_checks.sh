@@ -23,5 +23,6 @@ source tools/device/runtime_env.sh
 export PYTHONPATH=$PWD/python:/tmp/site HD_TUNE_CACHE=/tmp/python_tuning.tsv
 python3 -m pytest -q python/tests ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1; echo "pytest exit $?" | tee -a "$OUT/pytest.log"
 tail -25 "$OUT/pytest.log"
+[ -n "${NO_BENCH:-}" ] && exit 0  # the tests alone
 python3 bench/torch_ops_bench.py --json-out "$OUT/torch_ops_f16.json" 2>&1 | tee "$OUT/torch_ops_bench.md"
 python3 bench/diffusers_optimize_bench.py ${BENCH_ARGS:-} --json-out "$OUT/diffusers_optimize.json" 2>&1 | tee "$OUT/diffusers_optimize.md"

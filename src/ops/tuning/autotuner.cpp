@@ -142,6 +142,13 @@ std::string tune_cache_path() {
   return s.path;
 }
 
+namespace {
+thread_local const char* no_tuning_reason = nullptr;  // this thread's innermost NoTuningScope's
+}
+
+NoTuningScope::NoTuningScope(const char* why) : previous_(no_tuning_reason) { no_tuning_reason = why; }
+NoTuningScope::~NoTuningScope() { no_tuning_reason = previous_; }
+
 int choose_fastest(const std::string& key, const std::vector<std::string>& candidates,
                    const std::function<double(int, TimingEffort)>& time_ms, const std::vector<bool>& quick) {
   HD_ASSERT(!candidates.empty());
@@ -158,6 +165,8 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
         if (candidates[i] == it->second.candidate) return int(i);
     }
   }
+  HD_CHECK_KIND(no_tuning_reason == nullptr, ErrorKind::kUnsupported, "autotuner: ", key,
+                " has no kernel chosen yet and cannot be tuned ", no_tuning_reason);
   // Timed outside the lock: the candidates launch kernels and wait for them.
   const auto start = std::chrono::steady_clock::now();
   const bool some_quick = std::find(quick.begin(), quick.end(), true) != quick.end();

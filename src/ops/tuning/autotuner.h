@@ -48,6 +48,20 @@ enum class TimingEffort { kBrief, kFull };
 // those can run, the others are tried. Throws when none can run.
 int choose_fastest(const std::string& key, const std::vector<std::string>& candidates,
                    const std::function<double(int, TimingEffort)>& time_ms, const std::vector<bool>& quick = {});
+// While one lives on this thread, a key with no remembered choice is an error that says `why` instead
+// of a measurement: for work being captured into a graph (PyTorch's CUDA graphs, through the extension),
+// where timing candidates would synchronise and break the capture. Keys already chosen work as usual.
+class NoTuningScope {
+ public:
+  explicit NoTuningScope(const char* why);
+  ~NoTuningScope();
+  NoTuningScope(const NoTuningScope&) = delete;
+  NoTuningScope& operator=(const NoTuningScope&) = delete;
+
+ private:
+  const char* previous_;
+};
+
 // Drops the remembered choice for `key` (in this process; the file keeps it until a new line follows):
 // for a cached candidate that turns out unable to run here, which the caller then chooses without.
 void forget_choice(const std::string& key);

@@ -270,5 +270,32 @@ TEST(KernelChoice, ParsesOwnAndAllAndNamesTheSourceOfAnythingElse) {
   ops::set_kernel_choice(before);
 }
 
+// Inside a NoTuningScope (the extension's CUDA-graph captures) a new key is an error that says why and
+// times nothing; a key chosen before is answered as usual; the scope ends with its lifetime.
+TEST_F(Autotuner, NoTuningScopeRefusesNewKeysAndAnswersKnownOnes) {
+  ops::set_tune_cache_path("");
+  int timed = 0;
+  const auto times = [&](int i) {
+    ++timed;
+    return double(i + 1);
+  };
+  EXPECT_EQ(ops::choose_fastest("gemm known", {"a", "b"}, times), 0);
+  timed = 0;
+  {
+    const ops::NoTuningScope scope("inside a test's capture");
+    EXPECT_EQ(ops::choose_fastest("gemm known", {"a", "b"}, times), 0);
+    try {
+      ops::choose_fastest("gemm new", {"a", "b"}, times);
+      ADD_FAILURE() << "a new key was tuned inside the scope";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+      EXPECT_NE(std::string(e.what()).find("cannot be tuned inside a test's capture"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(timed, 0);
+  EXPECT_EQ(ops::choose_fastest("gemm new", {"a", "b"}, times), 0);
+  EXPECT_EQ(timed, 2);
+}
+
 }  // namespace
 }  // namespace hd
