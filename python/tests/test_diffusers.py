@@ -129,3 +129,23 @@ def test_modes(sd1):
         hipdiffusion.diffusers.optimize(sd1, mode="fast")
     with pytest.raises(ValueError, match="neither a unet nor a vae"):
         hipdiffusion.diffusers.optimize(object())
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and hipdiffusion.gpu_build()),
+                    reason="needs a GPU and a GPU build of the package")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_same_latents_on_the_gpu_within_half_precision(sd1, dtype):
+    """On the GPU in f16/bf16 the patched pipeline's latents stay within the precision's rounding of the
+    unpatched pipeline's (the kernels round differently; 3 steps carry it along)."""
+    pipe = sd1.to("cuda", dtype)
+    try:
+        kwargs = dict(prompt="a red square", negative_prompt="blurry", num_inference_steps=3, output_type="latent",
+                      height=64, width=64)
+        before = pipe(generator=torch.Generator("cpu").manual_seed(7), **kwargs).images.float()
+        hipdiffusion.diffusers.optimize(pipe)
+        after = pipe(generator=torch.Generator("cpu").manual_seed(7), **kwargs).images.float()
+        hipdiffusion.diffusers.restore(pipe)
+    finally:
+        pipe.to("cpu", torch.float32)
+    assert [r for r in hipdiffusion.fallback_report()] == []
+    assert relative_l2(after, before) < (5e-3 if dtype == torch.float16 else 3e-2)
