@@ -91,6 +91,11 @@ def _resnet_forward(self, input_tensor, temb, *args, **kwargs):
     """diffusers' ResnetBlock2D with each GroupNorm and the SiLU after it in one pass (ops.group_norm's
     silu): norm1+SiLU, conv1, + projected time embedding, norm2+SiLU, dropout, conv2, + shortcut."""
     n1, n2 = self.norm1, self.norm2
+    if not input_tensor.is_contiguous(memory_format=torch.channels_last):
+        # SDXL's transformers (linear projections) hand back NCHW-contiguous images: one copy here keeps
+        # the block, its shortcut and the convolutions after it in channels_last, where the GroupNorms run
+        # ours instead of falling back.
+        input_tensor = input_tensor.contiguous(memory_format=torch.channels_last)
     hidden = ops.group_norm(input_tensor, n1.num_groups, n1.weight, n1.bias, n1.eps, silu=True)
     hidden = self.conv1(hidden)
     if self.time_emb_proj is not None and temb is not None:
