@@ -10,9 +10,9 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 # PyTorch 2.15 (what CI tests against; the package builds against any installed torch >= 2.4),
 # scikit-build-core (the package's build backend), pytest, and diffusers + transformers for the
-# diffusers integration's tests on the fixtures' tiny pipelines.
+# diffusers integration's tests on the fixtures' tiny pipelines (the versions they were checked with).
 "$venv/bin/pip" install -q --disable-pip-version-check torch==2.15.0 "scikit-build-core>=0.10" pytest numpy \
-  diffusers transformers
+  diffusers==0.42.1 transformers==5.24.0
 # --no-build-isolation: build against the torch just installed, not a second copy in an isolated env.
 "$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation .
 HIPDIFFUSION_TESTS_NEED_DIFFUSERS=1 "$venv/bin/python" -m pytest -q python/tests
