@@ -32,20 +32,18 @@ class AttnProcessor:
     def __init__(self, original):
         self.original = original
 
-    def _unsupported(self, attn, attention_mask, encoder_hidden_states) -> Optional[str]:
+    def _unsupported(self, attn, attention_mask) -> Optional[str]:
         if attention_mask is not None:
             return "attention mask"
         if getattr(attn, "norm_q", None) is not None or getattr(attn, "norm_k", None) is not None:
             return "q/k normalisation"
         if getattr(attn, "add_k_proj", None) is not None:
             return "added key/value projections"
-        if getattr(attn, "is_cross_attention", False) and encoder_hidden_states is None:
-            return "cross-attention without encoder states"
         return None
 
     def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None, temb=None,
                  *args, **kwargs):
-        reason = self._unsupported(attn, attention_mask, encoder_hidden_states)
+        reason = self._unsupported(attn, attention_mask)
         if reason is not None:
             record("diffusers attention", reason)
             return self.original(attn, hidden_states, encoder_hidden_states, attention_mask, temb, *args, **kwargs)
