@@ -44,6 +44,7 @@ void run_translating_errors(const char* op, const std::function<void()>& body) {
     switch (e.kind()) {
       case ErrorKind::kInvalidInput: TORCH_CHECK_VALUE(false, "hipdiffusion::", op, ": ", e.what());
       case ErrorKind::kUnsupported: TORCH_CHECK_NOT_IMPLEMENTED(false, "hipdiffusion::", op, ": ", e.what());
+      case ErrorKind::kOutOfMemory: TORCH_CHECK_WITH(OutOfMemoryError, false, "hipdiffusion::", op, ": ", e.what());
       default: TORCH_CHECK(false, "hipdiffusion::", op, ": ", e.what());
     }
   }

@@ -18,7 +18,8 @@ Tensor view_of(const at::Tensor& t);
 const Tensor* optional_view(const c10::optional<at::Tensor>& t, Tensor& storage);
 
 // Runs `op` with the engine's errors turned into c10 errors: a bad argument becomes ValueError, an
-// unsupported input NotImplementedError, anything else RuntimeError; each keeps the engine's message.
+// unsupported input NotImplementedError, running out of device memory torch.OutOfMemoryError, anything
+// else RuntimeError; each keeps the engine's message.
 void run_translating_errors(const char* op, const std::function<void()>& body);
 
 // For the life of the scope, the engine's ops on `device` (a tensor's device) run on PyTorch's current
