@@ -63,7 +63,8 @@ class CallCounter:
 
 
 def check_pipeline(pipe, monkeypatch, **kwargs):
-    size = dict(height=64, width=64)  # 8x8 latents: the tiny models are quick at any size, the CPU is not
+    # 64x64 pictures: the tiny models are quick at any size, the CPU is not (img2img takes its image's).
+    size = {} if "image" in kwargs else dict(height=64, width=64)
     before = latents(pipe, **size, **kwargs)
     picture_before = pipe.vae.decode(before / pipe.vae.config.scaling_factor).sample
     counter = CallCounter(monkeypatch)
@@ -93,6 +94,13 @@ def test_sdxl_same_latents_and_pictures(sdxl, monkeypatch):
     # SDXL's transformers hand back NCHW-contiguous images: the ResNet blocks after them turn them back to
     # channels_last, so nothing falls back here either.
     check_pipeline(sdxl, monkeypatch)
+
+
+def test_sd1_img2img_same_latents(sd1, monkeypatch):
+    """img2img adds the VAE encoder (its mid-block attention and GroupNorms) in front."""
+    pipe = diffusers.StableDiffusionImg2ImgPipeline(**sd1.components)
+    image = torch.rand(1, 3, 64, 64, generator=torch.Generator("cpu").manual_seed(3))
+    check_pipeline(pipe, monkeypatch, image=image, strength=0.7)
 
 
 def test_restore_gives_back_diffusers_processors(sd1):
