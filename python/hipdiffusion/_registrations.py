@@ -1,7 +1,7 @@
 """Fake (shape) functions and autograd formulas of torch.ops.hipdiffusion.*, so that the operators
 trace under torch.compile(fullgraph=True) and train. The gradients run the engine's kernels where it has
-them (support.backward_unsupported) and PyTorch's own (torch.func.vjp of reference.py) elsewhere,
-counted in fallback_report()."""
+them (support.backward_unsupported: all four on the CPU, all but attention's on a GPU) and PyTorch's own
+(torch.func.vjp of reference.py) elsewhere, counted in fallback_report()."""
 
 import torch
 from torch.library import register_autograd, register_fake
@@ -88,7 +88,7 @@ def _attention_setup(ctx, inputs, output):
 def _attention_backward(ctx, grad):
     q, k, v, out = ctx.saved_tensors
     heads, causal, scale = ctx.args
-    reason = backward_unsupported(grad, q, k, v)
+    reason = backward_unsupported("attention", grad, q, k, v)
     if reason is None:
         dq, dk, dv = _ops.attention_backward(grad, q, k, v, out, heads, causal, scale)
     else:
@@ -110,7 +110,7 @@ def _group_norm_setup(ctx, inputs, output):
 def _group_norm_backward(ctx, grad):
     x, weight, bias = ctx.saved_tensors
     groups, eps, silu = ctx.args
-    reason = backward_unsupported(grad, x, weight, bias)
+    reason = backward_unsupported("group_norm", grad, x, weight, bias)
     if reason is None:
         return (*_ops.group_norm_backward(grad, x, weight, bias, groups, eps, silu), None, None, None)
     grads = _pytorch_gradient(
@@ -130,7 +130,7 @@ def _layer_norm_setup(ctx, inputs, output):
 
 def _layer_norm_backward(ctx, grad):
     x, weight, bias = ctx.saved_tensors
-    reason = backward_unsupported(grad, x, weight)
+    reason = backward_unsupported("layer_norm", grad, x, weight)
     if reason is None:
         return (*_ops.layer_norm_backward(grad, x, weight, ctx.eps), None)
     grads = _pytorch_gradient(
@@ -150,7 +150,7 @@ def _geglu_setup(ctx, inputs, output):
 
 def _geglu_backward(ctx, grad):
     (x,) = ctx.saved_tensors
-    reason = backward_unsupported(grad, x)
+    reason = backward_unsupported("geglu", grad, x)
     if reason is None:
         return _ops.geglu_backward(grad, x, ctx.approximate), None
     (dx,) = _pytorch_gradient("geglu_backward", reason, lambda x: reference.geglu(x, ctx.approximate), (x,), grad)

@@ -39,10 +39,14 @@ def kernel_unsupported(*tensors: torch.Tensor) -> Optional[str]:
     return None
 
 
-def backward_unsupported(*tensors: torch.Tensor) -> Optional[str]:
-    """None when the engine has a gradient kernel for these tensors (the CPU reference so far)."""
+# The ops whose gradient has a GPU kernel too (attention's is CPU-only so far).
+_GPU_GRADIENTS = frozenset({"group_norm", "layer_norm", "geglu"})
+
+
+def backward_unsupported(op: str, *tensors: torch.Tensor) -> Optional[str]:
+    """None when the engine has a gradient kernel of `op` for these tensors."""
     reason = kernel_unsupported(*tensors)
-    if reason is None and tensors[0].device.type != "cpu":
+    if reason is None and tensors[0].device.type != "cpu" and op not in _GPU_GRADIENTS:
         return "no GPU gradient kernel yet (PyTorch's gradient runs)"
     return reason
 

@@ -1,6 +1,6 @@
-// Front half of the gradients: argument checks, then the device's kernel. Only the CPU has kernels so
-// far; a GPU tensor gets an error that says so (the PyTorch extension routes those to PyTorch's own
-// gradients and counts them, python/hipdiffusion/fallback.py).
+// Front half of the gradients: argument checks, then the device's kernel. Attention's gradient has a
+// CPU kernel only so far; a GPU tensor gets an error that says so (the PyTorch extension routes those to
+// PyTorch's own gradient and counts them, python/hipdiffusion/fallback.py).
 #include <cmath>
 #include <utility>
 
@@ -8,6 +8,9 @@
 #include "ops/op_checks.h"
 #include "ops/ops.h"
 #include "ops/profiler.h"
+#if defined(HD_WITH_GPU)
+#include "ops/gpu/gpu_ops.h"
+#endif
 
 namespace hd::ops {
 
@@ -24,7 +27,7 @@ void check_operands(std::string_view op, const Device& dev, DType dtype, Operand
 
 void require_cpu(std::string_view op, const Device& dev) {
   HD_CHECK_KIND(dev.is_cpu(), ErrorKind::kUnsupported, op, ": no kernel for ", dev.to_string(),
-                " yet (gradients run on the CPU only)");
+                " yet (this gradient runs on the CPU only)");
 }
 
 }  // namespace
@@ -70,8 +73,12 @@ void group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& 
   check_shape(op, "output gradient", grad_out, x.shape);
   check_shape(op, "input gradient", grad_x, x.shape);
   HD_CHECK(std::isfinite(eps) && eps > 0.0f, op, ": eps ", eps, " must be positive");
-  require_cpu(op, x.device);
-  cpu::group_norm_backward(grad_out, x, gamma, beta, groups, eps, fuse_silu, grad_x, grad_gamma, grad_beta);
+  if (x.device.is_cpu()) return cpu::group_norm_backward(grad_out, x, gamma, beta, groups, eps, fuse_silu, grad_x, grad_gamma, grad_beta);
+#if defined(HD_WITH_GPU)
+  gpu::group_norm_backward(grad_out, x, gamma, beta, groups, eps, fuse_silu, grad_x, grad_gamma, grad_beta);
+#else
+  no_kernel(op, x.device);
+#endif
 }
 
 void layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma, float eps,
@@ -88,8 +95,12 @@ void layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& 
   check_shape(op, "output gradient", grad_out, x.shape);
   check_shape(op, "input gradient", grad_x, x.shape);
   HD_CHECK(std::isfinite(eps) && eps > 0.0f, op, ": eps ", eps, " must be positive");
-  require_cpu(op, x.device);
-  cpu::layer_norm_backward(grad_out, x, gamma, eps, grad_x, grad_gamma, grad_beta);
+  if (x.device.is_cpu()) return cpu::layer_norm_backward(grad_out, x, gamma, eps, grad_x, grad_gamma, grad_beta);
+#if defined(HD_WITH_GPU)
+  gpu::layer_norm_backward(grad_out, x, gamma, eps, grad_x, grad_gamma, grad_beta);
+#else
+  no_kernel(op, x.device);
+#endif
 }
 
 void geglu_backward(const Tensor& grad_out, const Tensor& x, GeluApproximation approximation,
@@ -103,8 +114,12 @@ void geglu_backward(const Tensor& grad_out, const Tensor& x, GeluApproximation a
   half[half.rank() - 1] = x.dim(-1) / 2;
   check_shape(op, "output gradient", grad_out, half);
   check_shape(op, "input gradient", grad_x, x.shape);
-  require_cpu(op, x.device);
-  cpu::geglu_backward(grad_out, x, approximation, grad_x);
+  if (x.device.is_cpu()) return cpu::geglu_backward(grad_out, x, approximation, grad_x);
+#if defined(HD_WITH_GPU)
+  gpu::geglu_backward(grad_out, x, approximation, grad_x);
+#else
+  no_kernel(op, x.device);
+#endif
 }
 
 }  // namespace hd::ops

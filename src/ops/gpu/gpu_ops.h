@@ -51,6 +51,15 @@ void group_norm_apply(const Tensor& x, const Tensor& affine, bool fuse_silu, con
 void activation(const Tensor& x, ops::Activation kind, const Tensor& out);
 // out [..., N] = x[..., :N] · gelu(x[..., N:]).
 void geglu(const Tensor& x, ops::GeluApproximation approximation, const Tensor& out);
+
+// Gradients (the PyTorch extension's autograd), f32 arithmetic: norm_backward.cu, geglu_backward.cu.
+void group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups,
+                         float eps, bool fuse_silu, const Tensor& grad_x, const Tensor& grad_gamma,
+                         const Tensor& grad_beta);
+void layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma, float eps,
+                         const Tensor& grad_x, const Tensor& grad_gamma, const Tensor& grad_beta);
+void geglu_backward(const Tensor& grad_out, const Tensor& x, ops::GeluApproximation approximation,
+                    const Tensor& grad_x);
 // out = a + b or a · b with numpy broadcasting (rank up to 8).
 void binary(const Tensor& a, const Tensor& b, ops::BinaryOp op, const Tensor& out);
 void scale(const Tensor& x, float factor, const Tensor& out);
