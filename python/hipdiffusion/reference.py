@@ -6,6 +6,8 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from .support import channels_first_permutation, channels_last_permutation
+
 
 def attention(q, k, v, heads: int, causal: bool, scale: float) -> torch.Tensor:
     """q [B, Lq, H*D], k and v [B, Lk, H*D] -> [B, Lq, H*D], through scaled_dot_product_attention."""
@@ -23,9 +25,8 @@ def attention(q, k, v, heads: int, causal: bool, scale: float) -> torch.Tensor:
 
 def group_norm_channels_last(x, weight, bias, groups: int, eps: float, silu: bool) -> torch.Tensor:
     """x [N, *spatial, C] (the engine's layout)."""
-    rank = x.dim()
-    y = F.group_norm(x.permute(0, rank - 1, *range(1, rank - 1)), groups, weight, bias, eps)
-    y = y.permute(0, *range(2, rank), 1)
+    nchw = x.permute(channels_first_permutation(x.dim()))
+    y = F.group_norm(nchw, groups, weight, bias, eps).permute(channels_last_permutation(nchw))
     return F.silu(y) if silu else y
 
 
