@@ -32,6 +32,7 @@ TEST(BenchCli, ReportsStageTimesAsJson) {
   ASSERT_FALSE(j.empty());
   EXPECT_EQ(j["steps"], 3);
   EXPECT_EQ(j["repeats"], 2);
+  EXPECT_EQ(j["batch"], 1);
   EXPECT_EQ(j["unet_batch"], 2);  // CFG 7.5 by default
   EXPECT_EQ(j["width"], 32);      // the model's own size
   EXPECT_EQ(j["device"], "cpu f32");
@@ -50,6 +51,7 @@ TEST(BenchCli, ReportsStageTimesAsJson) {
 
 TEST(BenchCli, ReportsWhichKernelsItWasAllowed) {
   EXPECT_EQ(json_report("--steps 1 --repeats 1 --kernels own")["kernels"], "own");
+  EXPECT_EQ(json_report("--steps 1 --repeats 1 --batch 2")["unet_batch"], 4);
 }
 
 // --profile: the ops of one more generation, each timed on its own; the text encoder's, the UNet's and the
@@ -73,7 +75,7 @@ TEST(BenchCli, ProfileTimesEachKindOfOp) {
 TEST(BenchCli, PrintsATableByDefault) {
   const auto r = test::run_cli("bench --model " + kModel + " --steps 1 --repeats 1 --cfg-scale 1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("UNet step (sampler incl.)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("UNet step (batch 1, sampler incl.)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("whole image"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("loading the model (to ready weights)"), std::string::npos) << r.out;
 }

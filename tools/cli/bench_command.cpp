@@ -29,7 +29,7 @@ namespace {
 
 const std::vector<std::string> kValued = {"--model", "--arch",   "--device", "--dtype",     "--steps", "--repeats",
                                           "--width", "--height", "--sampler", "--cfg-scale", "--vocab", "--config",
-                                          "--tune", "--tune-cache", "--max-device-memory", "--kernels"};
+                                          "--tune", "--tune-cache", "--max-device-memory", "--kernels", "--batch"};
 const std::vector<std::string> kSwitches = {"--json", "--profile", "--vae-tiling", "--vae-tiling-blended"};
 
 double median(std::vector<double> v) {
@@ -55,6 +55,7 @@ int run_bench(std::span<const std::string_view> args) {
   if (auto v = flags.get("--steps")) p.steps = parse_number<int>("--steps", *v);
   if (auto v = flags.get("--sampler")) p.sampler = parse_sampler(*v);
   if (auto v = flags.get("--cfg-scale")) p.cfg_scale = parse_number<float>("--cfg-scale", *v);
+  if (auto v = flags.get("--batch")) p.batch = parse_number<int>("--batch", *v);
   const int repeats = flags.get("--repeats") ? parse_number<int>("--repeats", *flags.get("--repeats")) : 5;
   HD_CHECK(repeats >= 1 && repeats <= 1000, "--repeats must be between 1 and 1000, got ", repeats);
   validate(p, 8);  // bad --steps or --cfg-scale before any model is written or loaded; sizes once it is
@@ -86,14 +87,14 @@ int run_bench(std::span<const std::string_view> args) {
   const bool guided = p.cfg_scale > 1.0f;
   std::fprintf(stderr, "%s (%s), %dx%d, %d steps of %s, CFG %g (UNet batch %d), %s, kernels: %s: 1 warm-up + %d "
                "timed runs\n", description.c_str(), sd.description().c_str(), p.width, p.height, p.steps,
-               std::string(sampler_name(p.sampler)).c_str(), double(p.cfg_scale), guided ? 2 : 1,
+               std::string(sampler_name(p.sampler)).c_str(), double(p.cfg_scale), (guided ? 2 : 1) * p.batch,
                placement.to_string().c_str(), ops::kernel_choice_name(kernels), repeats);
 
   const ops::TuningStats tuned_before = ops::tuning_stats();
   const GenerationResult warm_up = sd.generate(p);
-  const ops::TuningStats tuned = ops::tuning_stats();
-  const int keys_tuned = tuned.keys_tuned - tuned_before.keys_tuned;
-  const double tuning_ms = tuned.milliseconds - tuned_before.milliseconds;
+  const ops::TuningStats tuned = ops::tuning_since(tuned_before);
+  const int keys_tuned = tuned.keys_tuned;
+  const double tuning_ms = tuned.milliseconds;
   std::vector<double> text, steps, loops, decodes, totals;
   size_t decode_extra = 0;
   for (int r = 0; r < repeats; ++r) {
@@ -139,7 +140,8 @@ int run_bench(std::span<const std::string_view> args) {
                               {"height", p.height},
                               {"steps", p.steps},
                               {"sampler", std::string(sampler_name(p.sampler))},
-                              {"unet_batch", guided ? 2 : 1},
+                              {"batch", p.batch},
+                              {"unet_batch", (guided ? 2 : 1) * p.batch},
                               {"repeats", repeats},
                               {"text_encoding_ms", median(text)},
                               {"unet_step_ms", median(steps)},
@@ -150,6 +152,7 @@ int run_bench(std::span<const std::string_view> args) {
                               {"first_image_ms", warm_up.times.total},
                               {"tune_policy", ops::tune_policy_name(ops::tune_policy())},
                               {"first_image_shapes_tuned", keys_tuned},
+                              {"first_image_shapes_from_near_sizes", tuned.keys_borrowed},
                               {"first_image_tuning_ms", tuning_ms},
                               {"vae_retried_in_bf16", warm_up.vae_retried_in_bf16},
                               {"vae_tiled", warm_up.vae_tiled},
@@ -161,14 +164,16 @@ int run_bench(std::span<const std::string_view> args) {
   }
   std::printf("%-34s %10s\n", "stage (median)", "ms");
   std::printf("%-34s %10.2f\n", "text encoding (both prompts)", median(text));
-  std::printf("%-34s %10.2f\n", guided ? "UNet step (batch 2, sampler incl.)" : "UNet step (sampler incl.)",
+  std::printf("%-34s %10.2f\n", str_cat("UNet step (batch ", (guided ? 2 : 1) * p.batch, ", sampler incl.)").c_str(),
               median(steps));
   std::printf("%-34s %10.2f\n", str_cat("denoising loop (", p.steps, " steps)").c_str(), median(loops));
   std::printf("%-34s %10.2f\n", "VAE decode (to host)", median(decodes));
   std::printf("%-34s %10.2f\n", "whole image", median(totals));
   std::printf("%-34s %10.2f\n", "loading the model (to ready weights)", load_ms);
   std::printf("%-34s %10.2f\n", "first image (autotuning, capture)", warm_up.times.total);
-  std::printf("%-34s %10.2f\n", str_cat("  of which tuning (", keys_tuned, " shapes, ", ops::tune_policy_name(ops::tune_policy()), ")").c_str(),
+  std::printf("%-34s %10.2f\n",
+              str_cat("  of which tuning (", keys_tuned, " shapes, ", tuned.keys_borrowed, " from near sizes, ",
+                      ops::tune_policy_name(ops::tune_policy()), ")").c_str(),
               tuning_ms);
   if (placement.device.is_gpu()) {
     std::printf("peak device memory: %.2f GiB; the VAE decode's own (above what was held before it): %.2f GiB\n",

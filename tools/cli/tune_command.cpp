@@ -81,9 +81,8 @@ int run_tune(std::span<const std::string_view> args) {
     const ops::TuningStats before = ops::tuning_stats();
     const auto start = std::chrono::steady_clock::now();
     sd.generate(p);
-    const ops::TuningStats after = ops::tuning_stats();
     std::printf("%dx%d, batch %d, CFG %g: %d shapes tuned in %.1f s\n", size.width, size.height, p.batch,
-                double(p.cfg_scale), after.keys_tuned - before.keys_tuned,
+                double(p.cfg_scale), ops::tuning_since(before).keys_tuned,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     std::fflush(stdout);
   }

@@ -11,7 +11,7 @@ choices = {}
 for line in open(sys.argv[1], encoding="utf-8"):
     fields = line.rstrip("\n").split("\t")
     # Choices made with the libraries allowed only (a --kernels own key says "tiles only").
-    if len(fields) < 3 or fields[-1] == "note" or not fields[0].startswith("gemm ") or " tiles only" in fields[0]:
+    if len(fields) < 3 or fields[2] == "note" or not fields[0].startswith("gemm ") or " tiles only" in fields[0]:
         continue
     choices[fields[0]] = fields[1]
 own = [k for k, v in choices.items() if not v.startswith(VENDOR_PREFIXES)]

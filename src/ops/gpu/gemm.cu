@@ -39,15 +39,17 @@ HD_GEMM_TILES_INSTANCES(extern, kWmma12Here)
 namespace {
 
 // Without libraries (a test's forced layout, or --kernels own) a problem is tuned apart from the tuned
-// path on the same layout, whose candidates include the libraries.
+// path on the same layout, whose candidates include the libraries. A sized key (ops::sized_key): the
+// same weights at another batch or image size are its neighbours, whose choice a first use may take.
 std::string tuning_key(const GemmProblem& p, bool vector, Fragments fragments, bool libraries) {
-  return str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", suffix_of(fragments),
-                 libraries ? "" : " tiles only", " on ",
-                 device_name(p.device.index),
-                 ": batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x", p.width, "x", p.channels,
-                 " (pixel stride ", p.pixel_stride, ") kernel ", p.kh, "x", p.kw, " stride ", p.stride, " padding ",
-                 p.padding, " -> ", p.out_height, "x", p.out_width, "x", p.n, p.bias ? " bias" : "",
-                 p.residual ? " residual" : "");
+  const std::string family =
+      str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", suffix_of(fragments),
+              libraries ? "" : " tiles only", " on ", device_name(p.device.index), ": channels ", p.channels,
+              " (pixel stride ", p.pixel_stride, ") kernel ", p.kh, "x", p.kw, " stride ", p.stride, " padding ",
+              p.padding, " -> ", p.n, p.bias ? " bias" : "", p.residual ? " residual" : "");
+  const std::string size = str_cat("batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x", p.width,
+                                    " -> ", p.out_height, "x", p.out_width);
+  return ops::sized_key(family, p.outer * p.inner * p.m(), size);
 }
 
 // Milliseconds per run of `launch`: one warm-up run, then the fastest of three batches of five (kFull).

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -21,17 +23,62 @@ namespace hd::ops {
 
 namespace {
 
+// How a choice was made: by timing every candidate fully, by timing the quick few briefly, or by taking
+// a near neighbour's (autotuner.h).
+enum class Origin { kExhaustive, kQuick, kNear };
+
 struct Choice {
   std::string candidate;
-  bool exhaustive = true;  // chosen among every candidate, fully timed
+  Origin origin = Origin::kExhaustive;
 };
+
+struct Note {
+  std::string value;
+  bool near = false;
+};
+
+// A sized key's family and work (sized_key's form); false for any other key.
+bool parse_sized(std::string_view key, std::string_view* family, double* work) {
+  const size_t at = key.rfind(" @ ");
+  if (at == std::string_view::npos) return false;
+  const std::string_view rest = key.substr(at + 3);
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), value);
+  if (error != std::errc() || value <= 0) return false;
+  *family = key.substr(0, at);
+  *work = double(value);
+  return true;
+}
+
+// The entry of `entries` nearest to `key` in work among its family's, within kNearWorkRatio, that
+// `usable` accepts (ties go to the smaller key, so that every process picks the same); null when none.
+template <class Map, class Usable>
+const typename Map::value_type* nearest(const Map& entries, std::string_view key, Usable usable) {
+  std::string_view family;
+  double work = 0.0;
+  if (!parse_sized(key, &family, &work)) return nullptr;
+  const typename Map::value_type* best = nullptr;
+  double best_distance = 0.0;
+  for (const auto& entry : entries) {
+    std::string_view other_family;
+    double other_work = 0.0;
+    if (!parse_sized(entry.first, &other_family, &other_work) || other_family != family || !usable(entry.second))
+      continue;
+    const double ratio = std::max(work, other_work) / std::min(work, other_work);
+    if (ratio > kNearWorkRatio) continue;
+    const double distance = std::log(ratio);
+    if (!best || distance < best_distance || (distance == best_distance && entry.first < best->first))
+      best = &entry, best_distance = distance;
+  }
+  return best;
+}
 
 struct TunerState {
   std::mutex mutex;
   std::string path = default_tune_cache_path();
   bool loaded = false;
   std::unordered_map<std::string, Choice> choices;  // key -> choice
-  std::unordered_map<std::string, std::string> notes;  // key -> a library's answer
+  std::unordered_map<std::string, Note> notes;  // key -> a library's answer
   TuningStats stats;
 
   void load_locked() {
@@ -46,13 +93,16 @@ struct TunerState {
       const size_t b = a == std::string::npos ? a : line.find('\t', a + 1);
       if (b == std::string::npos) continue;  // a torn or foreign line: that key is simply retuned
       const size_t c = line.find('\t', b + 1);
-      if (c == std::string::npos && line.compare(b + 1, std::string::npos, "note") == 0) {
-        notes[line.substr(0, a)] = line.substr(a + 1, b - a - 1);  // "<key>\t<value>\tnote"
+      const std::string_view third = std::string_view(line).substr(b + 1, c == std::string::npos ? c : c - b - 1);
+      const std::string_view tag = c == std::string::npos ? "" : std::string_view(line).substr(c + 1);
+      std::string key = line.substr(0, a), value = line.substr(a + 1, b - a - 1);
+      if (third == "note") {  // "<key>\t<value>\tnote", "\tnear" after a neighbour's
+        if (tag.empty() || tag == "near") notes[std::move(key)] = Note{std::move(value), !tag.empty()};
         continue;
       }
-      const std::string tag = c == std::string::npos ? "" : line.substr(c + 1);
-      if (!tag.empty() && tag != "quick") continue;  // a foreign tag: retuned
-      choices[line.substr(0, a)] = Choice{line.substr(a + 1, b - a - 1), tag.empty()};
+      const Origin origin = tag.empty() ? Origin::kExhaustive : tag == "quick" ? Origin::kQuick : Origin::kNear;
+      if (!tag.empty() && tag != "quick" && tag != "near") continue;  // a foreign tag: retuned
+      choices[std::move(key)] = Choice{std::move(value), origin};
     }
   }
 
@@ -92,6 +142,16 @@ E setting(std::atomic<int>& slot, const char* variable, E fallback, E (*parse)(s
   return value;
 }
 
+// $HD_TUNE_NEAR=0 leaves near neighbours out of the quick policy: what measures their effect (the step
+// time of a cache tuned with them beside one tuned without).
+bool near_choices_allowed() {
+  static const bool allowed = [] {
+    const char* text = std::getenv("HD_TUNE_NEAR");
+    return !(text && std::string_view(text) == "0");
+  }();
+  return allowed;
+}
+
 }  // namespace
 
 KernelChoice parse_kernel_choice(std::string_view text, std::string_view source) {
@@ -119,6 +179,12 @@ void set_tune_policy(TunePolicy policy) { g_tune_policy = int(policy); }
 TunePolicy tune_policy() { return setting(g_tune_policy, "HD_TUNE", TunePolicy::kQuick, parse_tune_policy); }
 
 const char* tune_policy_name(TunePolicy policy) { return policy == TunePolicy::kQuick ? "quick" : "exhaustive"; }
+
+std::string sized_key(std::string_view family, int64_t work, std::string_view size) {
+  HD_ASSERT(work > 0 && family.find_first_of("\t\n") == std::string_view::npos &&
+            size.find_first_of("\t\n") == std::string_view::npos);
+  return str_cat(family, " @ ", work, " ", size);
+}
 
 std::string default_tune_cache_path() {
   if (const char* explicit_path = std::getenv("HD_TUNE_CACHE")) return explicit_path;
@@ -156,47 +222,66 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
   if (candidates.size() == 1) return 0;
   const TunePolicy policy = tune_policy();
   TunerState& s = state();
+  int near = -1;  // under the quick policy, the index of a near neighbour's choice
   {
     const std::lock_guard lock(s.mutex);
     if (!s.loaded) s.load_locked();
     if (const auto it = s.choices.find(key);
-        it != s.choices.end() && (policy == TunePolicy::kQuick || it->second.exhaustive)) {
+        it != s.choices.end() && (policy == TunePolicy::kQuick || it->second.origin == Origin::kExhaustive)) {
       for (size_t i = 0; i < candidates.size(); ++i)
         if (candidates[i] == it->second.candidate) return int(i);
+    }
+    if (policy == TunePolicy::kQuick && near_choices_allowed()) {
+      if (const auto* neighbour =
+              nearest(s.choices, key, [](const Choice& c) { return c.origin != Origin::kNear; })) {
+        const auto found = std::find(candidates.begin(), candidates.end(), neighbour->second.candidate);
+        if (found != candidates.end()) near = int(found - candidates.begin());
+      }
     }
   }
   HD_CHECK_KIND(no_tuning_reason == nullptr, ErrorKind::kUnsupported, "autotuner: ", key,
                 " has no kernel chosen yet and cannot be tuned ", no_tuning_reason);
   // Timed outside the lock: the candidates launch kernels and wait for them.
   const auto start = std::chrono::steady_clock::now();
+  static const bool trace = std::getenv("HD_TUNE_TRACE") != nullptr;
+  const auto timed = [&](int i, TimingEffort effort) {
+    const auto timing_start = std::chrono::steady_clock::now();
+    const double ms = time_ms(i, effort);
+    if (trace) {  // $HD_TUNE_TRACE: what each candidate ran in, and what timing it cost (set-up included)
+      std::fprintf(stderr, "tune\t%s\t%s\t%.4f ms\t%.1f ms to time%s\n", key.c_str(), candidates[size_t(i)].c_str(), ms,
+                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - timing_start).count(),
+                   i == near ? "\tnear" : "");
+    }
+    return ms;
+  };
+  // The neighbour's choice, run once: taken when it runs here.
+  int best = -1;
+  double best_ms = 0.0;
+  Origin origin = policy == TunePolicy::kExhaustive ? Origin::kExhaustive : Origin::kQuick;
+  if (near >= 0) {
+    if (const double ms = timed(near, TimingEffort::kBrief); ms >= 0.0) best = near, best_ms = ms, origin = Origin::kNear;
+  }
   const bool some_quick = std::find(quick.begin(), quick.end(), true) != quick.end();
   const bool narrowed = policy == TunePolicy::kQuick && some_quick;
   const TimingEffort effort = policy == TunePolicy::kQuick ? TimingEffort::kBrief : TimingEffort::kFull;
-  static const bool trace = std::getenv("HD_TUNE_TRACE") != nullptr;
-  int best = -1;
-  double best_ms = 0.0;
   // Under the quick policy, the quick candidates; the others only when none of those can run.
   for (const bool first_pass : {true, false}) {
-    if (!first_pass && (best >= 0 || !narrowed)) break;
+    if (origin == Origin::kNear || (!first_pass && (best >= 0 || !narrowed))) break;
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (narrowed && quick[i] != first_pass) continue;
-      const auto timing_start = std::chrono::steady_clock::now();
-      const double ms = time_ms(int(i), effort);
-      if (trace) {  // $HD_TUNE_TRACE: what each candidate ran in, and what timing it cost (set-up included)
-        std::fprintf(stderr, "tune\t%s\t%s\t%.4f ms\t%.1f ms to time\n", key.c_str(), candidates[i].c_str(), ms,
-                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - timing_start).count());
-      }
+      const double ms = int(i) == near ? -1.0 : timed(int(i), effort);  // a neighbour's that failed: not again
       if (ms >= 0.0 && (best < 0 || ms < best_ms)) best = int(i), best_ms = ms;
     }
   }
   HD_CHECK_KIND(best >= 0, ErrorKind::kUnsupported, "autotuner: no candidate kernel can run ", key);
-  const bool exhaustive = policy == TunePolicy::kExhaustive;
   const std::lock_guard lock(s.mutex);
   s.stats.keys_tuned += 1;
+  s.stats.keys_borrowed += origin == Origin::kNear ? 1 : 0;
   s.stats.milliseconds += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  s.choices[key] = Choice{candidates[size_t(best)], exhaustive};
+  s.choices[key] = Choice{candidates[size_t(best)], origin};
   std::ostringstream line;
-  line << key << '\t' << candidates[size_t(best)] << '\t' << best_ms << (exhaustive ? "" : "\tquick") << '\n';
+  line << key << '\t' << candidates[size_t(best)] << '\t' << best_ms
+       << (origin == Origin::kQuick ? "\tquick" : origin == Origin::kNear ? "\tnear" : "") << '\n';
   s.append_locked(line.str());
   return best;
 }
@@ -212,29 +297,40 @@ void forget_choice(const std::string& key) {
   s.choices.erase(key);
 }
 
-std::string library_note(const std::string& key) {
+LibraryNote library_note(const std::string& key) {
+  const bool quick = tune_policy() == TunePolicy::kQuick;
+  const bool near_allowed = quick && near_choices_allowed();
   TunerState& s = state();
   const std::lock_guard lock(s.mutex);
   if (!s.loaded) s.load_locked();
-  const auto it = s.notes.find(key);
-  return it == s.notes.end() ? std::string() : it->second;
+  if (const auto it = s.notes.find(key); it != s.notes.end() && (quick || !it->second.near))
+    return {it->second.value, it->second.near};
+  if (!near_allowed) return {};
+  const auto* neighbour = nearest(s.notes, key, [](const Note& n) { return !n.near; });
+  return neighbour ? LibraryNote{neighbour->second.value, true} : LibraryNote{};
 }
 
-void remember_library_note(const std::string& key, const std::string& value) {
+void remember_library_note(const std::string& key, const std::string& value, bool near) {
   HD_ASSERT(key.find_first_of("\t\n") == std::string::npos && value.find_first_of("\t\n") == std::string::npos);
   TunerState& s = state();
   const std::lock_guard lock(s.mutex);
   if (!s.loaded) s.load_locked();
-  auto [it, added] = s.notes.try_emplace(key, value);
-  if (!added && it->second == value) return;
-  it->second = value;
-  s.append_locked(key + '\t' + value + "\tnote\n");
+  auto [it, added] = s.notes.try_emplace(key, Note{value, near});
+  if (!added && it->second.value == value && it->second.near == near) return;
+  it->second = Note{value, near};
+  s.append_locked(key + '\t' + value + (near ? "\tnote\tnear\n" : "\tnote\n"));
 }
 
 TuningStats tuning_stats() {
   TunerState& s = state();
   const std::lock_guard lock(s.mutex);
   return s.stats;
+}
+
+TuningStats tuning_since(const TuningStats& before) {
+  const TuningStats now = tuning_stats();
+  return {now.keys_tuned - before.keys_tuned, now.keys_borrowed - before.keys_borrowed,
+          now.milliseconds - before.milliseconds};
 }
 
 }  // namespace hd::ops

@@ -7,8 +7,17 @@
 // (--tune exhaustive, and `hipdiffusion tune`, which fills the cache ahead of time). A quick run takes
 // any cached choice; an exhaustive run takes only exhaustive ones and retunes the rest.
 //
+// A shape's first use under the quick policy first looks for a near neighbour: a key of the same family
+// (sized_key below: the same op, dtype, channels, kernel and device, another batch or image size) whose
+// work is within kNearWorkRatio of this one's and whose choice was measured. Its winner is taken at once,
+// run once to be sure it runs here, and tagged "near" (the exhaustive policy retunes it like a quick
+// choice); only without such a neighbour, or when its winner is not offered or fails here, are the quick
+// candidates timed ($HD_TUNE_NEAR=0: always, as before neighbours were asked). A new image size or batch in a filled cache then costs one run per shape, not the
+// ten or so timings (and a library's heuristics) of a quick tuning: 73-75 new shapes of SD1.5 cost about
+// a second of quick tuning on an H100.
+//
 // Cache file: one line per choice, "<key>\t<candidate name>\t<milliseconds>" with "\tquick" after a quick
-// choice, appended as choices are made (one write each on a file opened for appending, so that processes
+// choice and "\tnear" after a neighbour's, appended as choices are made (one write each on a file opened for appending, so that processes
 // tuning at once do not tear each other's lines); the last line for a key wins. A line whose candidate no
 // longer exists (a kernel renamed or removed) is ignored and that key retuned; a torn line is ignored.
 // Default location: $HD_TUNE_CACHE, else $XDG_CACHE_HOME/hipdiffusion/tuning.tsv, else
@@ -17,6 +26,7 @@
 // (The state lives in autotuner.cpp, so that GPU sources include no standard containers through here.)
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -25,6 +35,14 @@
 namespace hd::ops {
 
 std::string default_tune_cache_path();
+
+// A key whose family and size the quick policy can tell apart: "<family> @ <work> <size>", where `work`
+// measures the problem's size (a product's rows times its batch) and `size` says it in full. Keys of one
+// family are neighbours; a key built otherwise has none.
+std::string sized_key(std::string_view family, int64_t work, std::string_view size);
+// How far apart two neighbours' work may be, as the larger over the smaller: SD1.5's batch 4 with CFG is
+// 4x the UNet batch of one image with CFG, 1024x1024 4x 512x512.
+inline constexpr double kNearWorkRatio = 4.0;
 
 // Where choices are read from and appended to; forgets what was read from the previous file.
 void set_tune_cache_path(std::string path);
@@ -75,16 +93,28 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
 // VAE, every run. Lines "<key>\t<value>\tnote", appended like choices (the last for a key wins; older
 // builds read them as choices for keys no op asks for). The key names the library, its version and the
 // device; neither key nor value may hold a tab or a newline.
-std::string library_note(const std::string& key);  // empty when none is remembered
-void remember_library_note(const std::string& key, const std::string& value);
+//
+// A sized key (sized_key) without a note of its own gets, under the quick policy, its nearest measured
+// neighbour's (`near`: the neighbour's ranking stands in for this problem's, saving the heuristics with
+// the timing); a note remembered as near ("\tnote\tnear") keeps a later process on the same engines, and
+// the exhaustive policy takes no near note (the library is asked about the problem itself).
+struct LibraryNote {
+  std::string value;  // empty when none is remembered
+  bool near = false;  // a neighbour's answer, not this problem's
+};
+LibraryNote library_note(const std::string& key);
+void remember_library_note(const std::string& key, const std::string& value, bool near = false);
 
 // What tuning has cost this process: keys tuned (not found in the cache) and the wall-clock time spent
 // timing their candidates, library set-up included.
 struct TuningStats {
-  int keys_tuned = 0;
+  int keys_tuned = 0;     // candidates timed
+  int keys_borrowed = 0;  // a near neighbour's choice taken (one run each), counted in keys_tuned too
   double milliseconds = 0.0;
 };
 TuningStats tuning_stats();
+// What tuning cost since `before` (a snapshot taken earlier): what the front ends report for one image.
+TuningStats tuning_since(const TuningStats& before);
 
 // Which kernels the autotuner may choose from. kAll: our own and the vendor libraries the build has
 // (cuDNN, cuBLASLt; hipBLASLt, rocBLAS, MIOpen); kOwn: our own only, what a GPU runs where those libraries

@@ -92,8 +92,8 @@ TEST_F(Autotuner, RetunesWhenTheCachedCandidateIsGoneAndTheLastLineWins) {
 TEST_F(Autotuner, KeepsLibraryNotesBesideTheChoicesAndTheLastNoteWins) {
   const auto file = dir_.write("tuning.tsv", std::string("k\tq\t1\nlib 9 on X: conv\told answer\tnote\n"));
   ops::set_tune_cache_path(file.string());
-  EXPECT_EQ(ops::library_note("lib 9 on X: conv"), "old answer");
-  EXPECT_EQ(ops::library_note("lib 9 on X: other"), "");
+  EXPECT_EQ(ops::library_note("lib 9 on X: conv").value, "old answer");
+  EXPECT_EQ(ops::library_note("lib 9 on X: other").value, "");
   ops::remember_library_note("lib 9 on X: conv", "E12.3=1 E7|");
   ops::remember_library_note("lib 9 on X: conv", "E12.3=1 E7|");  // unchanged: not written again
   ops::remember_library_note("lib 9 on X: gemm", "0000000000000001 00000000000000ff");
@@ -102,9 +102,9 @@ TEST_F(Autotuner, KeepsLibraryNotesBesideTheChoicesAndTheLastNoteWins) {
 
   // A later process reads the notes back, and a note is never taken for a choice (nor a choice for a note).
   ops::set_tune_cache_path(file.string());
-  EXPECT_EQ(ops::library_note("lib 9 on X: conv"), "E12.3=1 E7|");
-  EXPECT_EQ(ops::library_note("lib 9 on X: gemm"), "0000000000000001 00000000000000ff");
-  EXPECT_EQ(ops::library_note("k"), "");
+  EXPECT_EQ(ops::library_note("lib 9 on X: conv").value, "E12.3=1 E7|");
+  EXPECT_EQ(ops::library_note("lib 9 on X: gemm").value, "0000000000000001 00000000000000ff");
+  EXPECT_EQ(ops::library_note("k").value, "");
   int timed = 0;
   EXPECT_EQ(ops::choose_fastest("lib 9 on X: conv", {"old answer", "other"},
                                 [&](int i) {
@@ -117,7 +117,7 @@ TEST_F(Autotuner, KeepsLibraryNotesBesideTheChoicesAndTheLastNoteWins) {
   // Without a file, notes live in memory only.
   ops::set_tune_cache_path("");
   ops::remember_library_note("a", "b");
-  EXPECT_EQ(ops::library_note("a"), "b");
+  EXPECT_EQ(ops::library_note("a").value, "b");
 }
 
 TEST_F(Autotuner, SkipsCandidatesThatCannotRunAndFailsWhenNoneCan) {
@@ -182,6 +182,114 @@ TEST_F(Autotuner, QuickFallsBackToTheOthersWhenNoMarkedCandidateCanRun) {
   };
   EXPECT_EQ(ops::choose_fastest("k", {"a", "b", "c", "d"}, times, {true, true, false, false}), 3);
   EXPECT_EQ(timed, (std::vector<int>{0, 1, 2, 3}));
+}
+
+// A new size of a known family takes its nearest measured neighbour's choice after one run of it, and
+// writes it down as a neighbour's; a later process reads that back; the exhaustive policy retunes it.
+TEST_F(Autotuner, QuickTakesTheNearestMeasuredNeighboursChoiceAfterOneRun) {
+  const auto file = dir_.path() / "tuning.tsv";
+  ops::set_tune_cache_path(file.string());
+  const std::vector<std::string> names{"a", "b", "c"};
+  const std::string family = "gemm f16 on X: channels 320 -> 640";
+  const std::string small = ops::sized_key(family, 1000, "2x32x32");
+  const std::string large = ops::sized_key(family, 5000, "2x80x64");  // 5x: no neighbour of small
+  ASSERT_EQ(small, family + " @ 1000 2x32x32");
+  std::vector<int> timed;
+  std::vector<ops::TimingEffort> efforts;
+  const auto times = [&](std::vector<double> ms) {
+    return [&timed, &efforts, ms](int i, ops::TimingEffort effort) {
+      timed.push_back(i);
+      efforts.push_back(effort);
+      return ms[size_t(i)];
+    };
+  };
+  EXPECT_EQ(ops::choose_fastest(small, names, times({3, 1, 2})), 1);  // measured: b
+  EXPECT_EQ(ops::choose_fastest(large, names, times({2, 9, 1})), 2);  // measured: c
+  timed.clear();
+  efforts.clear();
+  const ops::TuningStats before = ops::tuning_stats();
+  // 1400 is nearer 1000 (1.4x) than 5000 (3.6x): b, run once briefly although c would be faster.
+  const std::string between = ops::sized_key(family, 1400, "2x40x35");
+  EXPECT_EQ(ops::choose_fastest(between, names, times({3, 5, 1})), 1);
+  EXPECT_EQ(timed, (std::vector<int>{1}));
+  EXPECT_EQ(efforts, (std::vector<ops::TimingEffort>{ops::TimingEffort::kBrief}));
+  const ops::TuningStats tuned = ops::tuning_since(before);
+  EXPECT_EQ(tuned.keys_tuned, 1);
+  EXPECT_EQ(tuned.keys_borrowed, 1);
+  EXPECT_NE(read_all(file).find(between + "\tb\t5\tnear\n"), std::string::npos) << read_all(file);
+
+  // A neighbour's choice is never a neighbour's source: 2500 borrows 5000's c (2x), not 1400's b (1.8x).
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 2500, "x"), {"b", "c"}, times({1, 1})), 1);
+  // Too far from every measured neighbour (more than kNearWorkRatio), another family, or a key that is
+  // not sized: the quick candidates are timed.
+  timed.clear();
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 25000, "far"), names, times({3, 2, 4})), 1);
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family + " bias", 1000, "2x32x32"), names, times({1, 2, 3})), 0);
+  EXPECT_EQ(ops::choose_fastest(family + " 1000", names, times({2, 1, 3})), 1);
+  EXPECT_EQ(timed.size(), 9u);
+
+  // A later process takes the neighbour's choice as it is; an exhaustive one retunes it.
+  ops::set_tune_cache_path(file.string());
+  timed.clear();
+  EXPECT_EQ(ops::choose_fastest(between, names, times({3, 5, 1})), 1);
+  EXPECT_TRUE(timed.empty());
+  ops::set_tune_policy(ops::TunePolicy::kExhaustive);
+  EXPECT_EQ(ops::choose_fastest(between, names, times({3, 5, 1})), 2);
+  EXPECT_EQ(timed, (std::vector<int>{0, 1, 2}));
+  // And the exhaustive policy never borrows.
+  timed.clear();
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 1100, "y"), names, times({3, 5, 1})), 2);
+  EXPECT_EQ(timed, (std::vector<int>{0, 1, 2}));
+}
+
+// The neighbour's winner is not taken when this problem is not offered it, or when it fails here: the
+// quick candidates are timed instead (the failed one not again).
+TEST_F(Autotuner, ANeighboursChoiceThatIsMissingOrFailsIsTunedInstead) {
+  ops::set_tune_cache_path("");
+  const std::string family = "conv on X";
+  std::vector<int> timed;
+  const auto times = [&](std::vector<double> ms) {
+    return [&timed, ms](int i, ops::TimingEffort) {
+      timed.push_back(i);
+      return ms[size_t(i)];
+    };
+  };
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 100, "a"), {"split", "tile"}, times({1, 2})), 0);
+  timed.clear();
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 200, "b"), {"tile", "big"}, times({2, 1})), 1);  // no split
+  EXPECT_EQ(timed, (std::vector<int>{0, 1}));
+  timed.clear();
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 120, "c"), {"tile", "split", "big"}, times({2, -1, 3})), 0);
+  EXPECT_EQ(timed, (std::vector<int>{1, 0, 2}));  // split once (failed), then the others
+}
+
+// Library notes of sized keys: a problem without its own note gets, under the quick policy, its nearest
+// neighbour's (marked near), which a caller may keep as the problem's own ("\tnote\tnear"); the
+// exhaustive policy takes no near note, so that the library is asked about the problem itself.
+TEST_F(Autotuner, ANoteOfASizedKeyComesFromTheNearestNeighbourUnderTheQuickPolicyOnly) {
+  const auto file = dir_.path() / "tuning.tsv";
+  ops::set_tune_cache_path(file.string());
+  const std::string family = "lib 9 on X: conv 320";
+  ops::remember_library_note(ops::sized_key(family, 1000, "a"), "E1");
+  ops::remember_library_note(ops::sized_key(family, 9000, "b"), "E9");
+  const std::string key = ops::sized_key(family, 2000, "c");
+  const ops::LibraryNote near = ops::library_note(key);
+  EXPECT_EQ(near.value, "E1");
+  EXPECT_TRUE(near.near);
+  EXPECT_EQ(ops::library_note(ops::sized_key(family, 5000, "d")).value, "E9");  // 1.8x from 9000, 5x from 1000
+  EXPECT_EQ(ops::library_note(ops::sized_key(family, 50000, "e")).value, "");   // 5.6x from the nearest
+  ops::remember_library_note(key, near.value, true);
+  EXPECT_NE(read_all(file).find(key + "\tE1\tnote\tnear\n"), std::string::npos) << read_all(file);
+
+  ops::set_tune_cache_path(file.string());  // read back: kept as near
+  EXPECT_EQ(ops::library_note(key).value, "E1");
+  EXPECT_TRUE(ops::library_note(key).near);
+  EXPECT_EQ(ops::library_note(ops::sized_key(family, 2100, "f")).value, "E1");  // from 1000's, not from 2000's
+  ops::set_tune_policy(ops::TunePolicy::kExhaustive);
+  EXPECT_EQ(ops::library_note(key).value, "");
+  ops::remember_library_note(key, "E5");  // the library's own answer replaces the neighbour's
+  EXPECT_EQ(ops::library_note(key).value, "E5");
+  EXPECT_FALSE(ops::library_note(key).near);
 }
 
 TEST_F(Autotuner, CountsTheKeysItTunedAndTheTimeItTook) {

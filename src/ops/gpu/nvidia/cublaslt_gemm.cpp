@@ -173,7 +173,7 @@ void cublaslt_gemm(const GemmProblem& p, void* c) {
     const std::string note_key = str_cat("cublaslt ", cublasLtGetVersion(), " algorithm on ", device_name(p.device.index),
                                          ": ", dtype_name(p.dtype), " ", m, "x", n, "x", k, " ld ", p.ldb, " ",
                                          p.pixel_stride, " ", p.ldc, p.bias ? " bias" : "", p.residual ? " residual" : "");
-    if (!algorithm_from_note(ops::library_note(note_key), &algo)) {
+    if (!algorithm_from_note(ops::library_note(note_key).value, &algo)) {
       const StartupSpan span(startup_trace_on() ? "cuBLASLt heuristic" : "");
       algo = d.first_algorithm(s.handle);
       ops::remember_library_note(note_key, note_of(algo));

@@ -93,7 +93,7 @@ Algorithm algorithm_for(const GemmProblem& p, const Descriptors& d) {
       str_cat("cudnn ", cudnnGetVersion(), " convolution algorithm on ", device_name(p.device.index), ": ",
               dtype_name(p.dtype), " ", p.images, "x", p.height, "x", p.width, "x", p.channels, " kernel ", p.kh, "x",
               p.kw, " stride ", p.stride, " padding ", p.padding, " -> ", p.n);
-  if (const std::string note = ops::library_note(note_key); !note.empty()) {
+  if (const std::string note = ops::library_note(note_key).value; !note.empty()) {
     int algo = -1;
     size_t workspace = 0;
     if (std::sscanf(note.c_str(), "%d %zu", &algo, &workspace) == 2 && algo >= 0 &&

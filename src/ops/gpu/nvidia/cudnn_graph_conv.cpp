@@ -98,11 +98,15 @@ DescriptorPtr add_operation(const Descriptor& add, const Descriptor& a, const De
 
 enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual, kConvOut, kWithBias };
 
-// The problem as the graph sees it, for the tuning cache's notes.
-std::string shape_text(const GemmProblem& p) {
-  return str_cat(dtype_name(p.dtype), " ", p.images, "x", p.height, "x", p.width, "x", p.channels, " kernel ", p.kh, "x",
-                 p.kw, " stride ", p.stride, " padding ", p.padding, " -> ", p.out_height, "x", p.out_width, "x", p.n,
-                 p.bias ? " bias" : "", p.residual ? " residual" : "");
+// The problem as the graph sees it, for the tuning cache's notes: a sized key (ops::sized_key), so that
+// a new batch or image size may start from a neighbour's engines.
+std::string note_key_of(const GemmProblem& p) {
+  const std::string family =
+      str_cat("cudnn ", cudnnGetVersion(), " graph engines on ", device_name(p.device.index), ": ", dtype_name(p.dtype),
+              " channels ", p.channels, " kernel ", p.kh, "x", p.kw, " stride ", p.stride, " padding ", p.padding,
+              " -> ", p.n, p.bias ? " bias" : "", p.residual ? " residual" : "");
+  return ops::sized_key(family, p.m(),
+                        str_cat("images ", p.images, "x", p.height, "x", p.width, " -> ", p.out_height, "x", p.out_width));
 }
 
 // The operation graph of one problem shape, its deterministic engine configurations in the heuristics'
@@ -389,15 +393,17 @@ std::unique_ptr<ShapePlans> build_plans(const GemmProblem& p) {
   std::unique_ptr<ShapePlans> s = build_graph(p, cudnn_handle(p.device.index));
   // A configuration is an engine of cuDNN's (its global index) and the values of its knobs: what the
   // heuristics ranked for this shape before, on this cuDNN and device, is rebuilt from the tuning cache's
-  // note without asking them again.
-  const std::string note_key = str_cat("cudnn ", cudnnGetVersion(), " graph engines on ", device_name(p.device.index),
-                                       ": ", shape_text(p));
+  // note without asking them again; under the quick policy a shape without a note takes its nearest
+  // neighbour's ranking (4 ms of heuristics saved per new shape) and keeps it as its own, so that a later
+  // process builds the same engine for the rank chosen now.
+  const std::string note_key = note_key_of(p);
   bool noted = false;
-  if (const std::string note = ops::library_note(note_key); !note.empty()) {
+  if (const ops::LibraryNote note = ops::library_note(note_key); !note.value.empty()) {
     try {
-      configs_from_note(*s, note);
+      configs_from_note(*s, note.value);
       noted = true;
-    } catch (const Error&) {  // a note this cuDNN does not take: the heuristics are asked again
+      if (note.near) ops::remember_library_note(note_key, note.value, true);
+    } catch (const Error&) {  // a note this cuDNN (or this shape) does not take: the heuristics are asked
       s->configs.clear();
       s->specs.clear();
       s->ranks[0].clear();
