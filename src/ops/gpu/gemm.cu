@@ -222,11 +222,13 @@ void gemm(const GemmProblem& p, KernelPath path) {
   const Prepared prepared = prepare(p, path);
   with_candidates(p, prepared, [&](const std::vector<Candidate>& list) {
     std::vector<std::string> names;
-    std::vector<bool> quick;
-    for (const Candidate& c : list) names.push_back(c.name), quick.push_back(c.quick);
+    std::vector<bool> quick, library_picks;
+    for (const Candidate& c : list)
+      names.push_back(c.name), quick.push_back(c.quick), library_picks.push_back(c.library_pick);
     const std::string key = tuning_key(p, prepared.vector, prepared.fragments, prepared.libraries);
     const int chosen = ops::choose_fastest(
-        key, names, [&](int i, ops::TimingEffort effort) { return time_candidate(p, list[size_t(i)], effort); }, quick);
+        key, names, [&](int i, ops::TimingEffort effort) { return time_candidate(p, list[size_t(i)], effort); }, quick,
+        library_picks);
     try {
       list[size_t(chosen)].launch(p.c);
     } catch (const Error& e) {
@@ -238,7 +240,7 @@ void gemm(const GemmProblem& p, KernelPath path) {
       const int again = ops::choose_fastest(
           key, names,
           [&](int i, ops::TimingEffort effort) { return i == chosen ? -1.0 : time_candidate(p, list[size_t(i)], effort); },
-          quick);
+          quick, library_picks);
       list[size_t(again)].launch(p.c);
     }
   });

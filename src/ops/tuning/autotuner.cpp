@@ -27,14 +27,18 @@ namespace {
 // a near neighbour's (autotuner.h).
 enum class Origin { kExhaustive, kQuick, kNear };
 
+// `read` marks what the cache file held when this process read it: only that serves as a neighbour
+// (autotuner.h says why).
 struct Choice {
   std::string candidate;
   Origin origin = Origin::kExhaustive;
+  bool read = false;
 };
 
 struct Note {
   std::string value;
   bool near = false;
+  bool read = false;
 };
 
 // A sized key's family and work (sized_key's form); false for any other key.
@@ -48,6 +52,14 @@ bool parse_sized(std::string_view key, std::string_view* family, double* work) {
   *family = key.substr(0, at);
   *work = double(value);
   return true;
+}
+
+// The larger of two sized keys' work over the smaller.
+double work_ratio(std::string_view a, std::string_view b) {
+  std::string_view family;
+  double work_a = 0.0, work_b = 0.0;
+  HD_ASSERT(parse_sized(a, &family, &work_a) && parse_sized(b, &family, &work_b));
+  return std::max(work_a, work_b) / std::min(work_a, work_b);
 }
 
 // The entry of `entries` nearest to `key` in work among its family's, within kNearWorkRatio, that
@@ -64,7 +76,7 @@ const typename Map::value_type* nearest(const Map& entries, std::string_view key
     double other_work = 0.0;
     if (!parse_sized(entry.first, &other_family, &other_work) || other_family != family || !usable(entry.second))
       continue;
-    const double ratio = std::max(work, other_work) / std::min(work, other_work);
+    const double ratio = work_ratio(key, entry.first);
     if (ratio > kNearWorkRatio) continue;
     const double distance = std::log(ratio);
     if (!best || distance < best_distance || (distance == best_distance && entry.first < best->first))
@@ -97,12 +109,12 @@ struct TunerState {
       const std::string_view tag = c == std::string::npos ? "" : std::string_view(line).substr(c + 1);
       std::string key = line.substr(0, a), value = line.substr(a + 1, b - a - 1);
       if (third == "note") {  // "<key>\t<value>\tnote", "\tnear" after a neighbour's
-        if (tag.empty() || tag == "near") notes[std::move(key)] = Note{std::move(value), !tag.empty()};
+        if (tag.empty() || tag == "near") notes[std::move(key)] = Note{std::move(value), !tag.empty(), true};
         continue;
       }
       const Origin origin = tag.empty() ? Origin::kExhaustive : tag == "quick" ? Origin::kQuick : Origin::kNear;
       if (!tag.empty() && tag != "quick" && tag != "near") continue;  // a foreign tag: retuned
-      choices[std::move(key)] = Choice{std::move(value), origin};
+      choices[std::move(key)] = Choice{std::move(value), origin, true};
     }
   }
 
@@ -216,13 +228,16 @@ NoTuningScope::NoTuningScope(const char* why) : previous_(no_tuning_reason) { no
 NoTuningScope::~NoTuningScope() { no_tuning_reason = previous_; }
 
 int choose_fastest(const std::string& key, const std::vector<std::string>& candidates,
-                   const std::function<double(int, TimingEffort)>& time_ms, const std::vector<bool>& quick) {
+                   const std::function<double(int, TimingEffort)>& time_ms, const std::vector<bool>& quick,
+                   const std::vector<bool>& library_picks) {
   HD_ASSERT(!candidates.empty());
   HD_ASSERT(quick.empty() || quick.size() == candidates.size());
+  HD_ASSERT(library_picks.empty() || library_picks.size() == candidates.size());
   if (candidates.size() == 1) return 0;
   const TunePolicy policy = tune_policy();
   TunerState& s = state();
   int near = -1;  // under the quick policy, the index of a near neighbour's choice
+  bool far = false;  // that neighbour is more than kNearDirectRatio away
   {
     const std::lock_guard lock(s.mutex);
     if (!s.loaded) s.load_locked();
@@ -233,9 +248,10 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
     }
     if (policy == TunePolicy::kQuick && near_choices_allowed()) {
       if (const auto* neighbour =
-              nearest(s.choices, key, [](const Choice& c) { return c.origin != Origin::kNear; })) {
+              nearest(s.choices, key, [](const Choice& c) { return c.read && c.origin != Origin::kNear; })) {
         const auto found = std::find(candidates.begin(), candidates.end(), neighbour->second.candidate);
         if (found != candidates.end()) near = int(found - candidates.begin());
+        far = work_ratio(key, neighbour->first) > kNearDirectRatio;
       }
     }
   }
@@ -254,12 +270,18 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
     }
     return ms;
   };
-  // The neighbour's choice, run once: taken when it runs here.
+  // The neighbour's choice, run once: taken when it runs here, unless a far neighbour's choice of our own
+  // loses to a library's own pick.
   int best = -1;
   double best_ms = 0.0;
   Origin origin = policy == TunePolicy::kExhaustive ? Origin::kExhaustive : Origin::kQuick;
   if (near >= 0) {
     if (const double ms = timed(near, TimingEffort::kBrief); ms >= 0.0) best = near, best_ms = ms, origin = Origin::kNear;
+    const bool raced = origin == Origin::kNear && far && !library_picks.empty() && !library_picks[size_t(near)];
+    for (size_t i = 0; raced && i < candidates.size(); ++i) {
+      if (!library_picks[i]) continue;
+      if (const double ms = timed(int(i), TimingEffort::kBrief); ms >= 0.0 && ms < best_ms) best = int(i), best_ms = ms;
+    }
   }
   const bool some_quick = std::find(quick.begin(), quick.end(), true) != quick.end();
   const bool narrowed = policy == TunePolicy::kQuick && some_quick;
@@ -306,7 +328,7 @@ LibraryNote library_note(const std::string& key) {
   if (const auto it = s.notes.find(key); it != s.notes.end() && (quick || !it->second.near))
     return {it->second.value, it->second.near};
   if (!near_allowed) return {};
-  const auto* neighbour = nearest(s.notes, key, [](const Note& n) { return !n.near; });
+  const auto* neighbour = nearest(s.notes, key, [](const Note& n) { return n.read && !n.near; });
   return neighbour ? LibraryNote{neighbour->second.value, true} : LibraryNote{};
 }
 

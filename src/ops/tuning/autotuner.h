@@ -9,10 +9,16 @@
 //
 // A shape's first use under the quick policy first looks for a near neighbour: a key of the same family
 // (sized_key below: the same op, dtype, channels, kernel and device, another batch or image size) whose
-// work is within kNearWorkRatio of this one's and whose choice was measured. Its winner is taken at once,
+// work is within kNearWorkRatio of this one's and whose choice was measured by an earlier process (read
+// from the cache file: within one image the neighbours are the model's other resolution levels, and
+// taking their choices made an empty cache's UNet step 4-13% slower in two runs on an H100, where
+// quick tuning's own spread is about 5%). Its winner is taken at once,
 // run once to be sure it runs here, and tagged "near" (the exhaustive policy retunes it like a quick
 // choice); only without such a neighbour, or when its winner is not offered or fails here, are the quick
-// candidates timed ($HD_TUNE_NEAR=0: always, as before neighbours were asked). A new image size or batch in a filled cache then costs one run per shape, not the
+// candidates timed ($HD_TUNE_NEAR=0: always, as before neighbours were asked). A neighbour more than
+// kNearDirectRatio away whose winner is not a vendor library's own pick is raced against those picks
+// (`library_picks`): at SD1.5's batch 4 the residual convolutions that our tiles won at batch 1 ran 2x
+// faster in cuDNN, which made the UNet step 9% slower than a quick tuning's. A new image size or batch in a filled cache then costs one run per shape, not the
 // ten or so timings (and a library's heuristics) of a quick tuning: 73-75 new shapes of SD1.5 cost about
 // a second of quick tuning on an H100.
 //
@@ -43,6 +49,8 @@ std::string sized_key(std::string_view family, int64_t work, std::string_view si
 // How far apart two neighbours' work may be, as the larger over the smaller: SD1.5's batch 4 with CFG is
 // 4x the UNet batch of one image with CFG, 1024x1024 4x 512x512.
 inline constexpr double kNearWorkRatio = 4.0;
+// Up to this far (768x512 from 512x512 is 1.5x) a neighbour's choice is taken alone; beyond it, raced.
+inline constexpr double kNearDirectRatio = 2.0;
 
 // Where choices are read from and appended to; forgets what was read from the previous file.
 void set_tune_cache_path(std::string path);
@@ -63,9 +71,11 @@ enum class TimingEffort { kBrief, kFull };
 // read from the cache file, or measured now with `time_ms(i, effort)` (the time of one run of candidate
 // i in milliseconds; negative when the candidate cannot run this problem). Under the quick policy only
 // the candidates `quick` marks are timed (all of them when it marks none, or is empty); when none of
-// those can run, the others are tried. Throws when none can run.
+// those can run, the others are tried. `library_picks` marks the vendor libraries' own first picks (a
+// far neighbour's rivals, above). Throws when none can run.
 int choose_fastest(const std::string& key, const std::vector<std::string>& candidates,
-                   const std::function<double(int, TimingEffort)>& time_ms, const std::vector<bool>& quick = {});
+                   const std::function<double(int, TimingEffort)>& time_ms, const std::vector<bool>& quick = {},
+                   const std::vector<bool>& library_picks = {});
 // While one lives on this thread, a key with no remembered choice is an error that says `why` instead
 // of a measurement: for work being captured into a graph (PyTorch's CUDA graphs, through the extension),
 // where timing candidates would synchronise and break the capture. Keys already chosen work as usual.
@@ -94,8 +104,8 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
 // builds read them as choices for keys no op asks for). The key names the library, its version and the
 // device; neither key nor value may hold a tab or a newline.
 //
-// A sized key (sized_key) without a note of its own gets, under the quick policy, its nearest measured
-// neighbour's (`near`: the neighbour's ranking stands in for this problem's, saving the heuristics with
+// A sized key (sized_key) without a note of its own gets, under the quick policy, its nearest
+// neighbour's that the cache file held when read (`near`: the neighbour's ranking stands in for this problem's, saving the heuristics with
 // the timing); a note remembered as near ("\tnote\tnear") keeps a later process on the same engines, and
 // the exhaustive policy takes no near note (the library is asked about the problem itself).
 struct LibraryNote {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "core/error.h"
@@ -184,8 +185,23 @@ TEST_F(Autotuner, QuickFallsBackToTheOthersWhenNoMarkedCandidateCanRun) {
   EXPECT_EQ(timed, (std::vector<int>{0, 1, 2, 3}));
 }
 
-// A new size of a known family takes its nearest measured neighbour's choice after one run of it, and
-// writes it down as a neighbour's; a later process reads that back; the exhaustive policy retunes it.
+// Records which candidates a test's timing function ran, answering from `ms`.
+class TimingLog {
+ public:
+  std::function<double(int, ops::TimingEffort)> answer(std::vector<double> ms) {
+    return [this, ms](int i, ops::TimingEffort effort) {
+      timed.push_back(i);
+      efforts.push_back(effort);
+      return ms[size_t(i)];
+    };
+  }
+  std::vector<int> timed;
+  std::vector<ops::TimingEffort> efforts;
+};
+
+// A new size of a known family takes the choice of its nearest neighbour that an earlier process
+// measured (read from the cache file) after one run of it, and writes it down as a neighbour's; a later
+// process reads that back; the exhaustive policy retunes it.
 TEST_F(Autotuner, QuickTakesTheNearestMeasuredNeighboursChoiceAfterOneRun) {
   const auto file = dir_.path() / "tuning.tsv";
   ops::set_tune_cache_path(file.string());
@@ -194,78 +210,98 @@ TEST_F(Autotuner, QuickTakesTheNearestMeasuredNeighboursChoiceAfterOneRun) {
   const std::string small = ops::sized_key(family, 1000, "2x32x32");
   const std::string large = ops::sized_key(family, 5000, "2x80x64");  // 5x: no neighbour of small
   ASSERT_EQ(small, family + " @ 1000 2x32x32");
-  std::vector<int> timed;
-  std::vector<ops::TimingEffort> efforts;
-  const auto times = [&](std::vector<double> ms) {
-    return [&timed, &efforts, ms](int i, ops::TimingEffort effort) {
-      timed.push_back(i);
-      efforts.push_back(effort);
-      return ms[size_t(i)];
-    };
-  };
-  EXPECT_EQ(ops::choose_fastest(small, names, times({3, 1, 2})), 1);  // measured: b
-  EXPECT_EQ(ops::choose_fastest(large, names, times({2, 9, 1})), 2);  // measured: c
-  timed.clear();
-  efforts.clear();
+  TimingLog log;
+  EXPECT_EQ(ops::choose_fastest(small, names, log.answer({3, 1, 2})), 1);  // measured: b
+  EXPECT_EQ(ops::choose_fastest(large, names, log.answer({2, 9, 1})), 2);  // measured: c
+  // Choices this process made are no neighbours: 4000 is timed in full.
+  log.timed.clear();
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 4000, "x"), names, log.answer({2, 9, 1})), 2);
+  EXPECT_EQ(log.timed, (std::vector<int>{0, 1, 2}));
+
+  ops::set_tune_cache_path(file.string());  // a later process
+  log.timed.clear();
+  log.efforts.clear();
   const ops::TuningStats before = ops::tuning_stats();
-  // 1400 is nearer 1000 (1.4x) than 5000 (3.6x): b, run once briefly although c would be faster.
+  // 1400 is nearer 1000 (1.4x) than 4000 (2.9x): b, run once briefly although c would be faster.
   const std::string between = ops::sized_key(family, 1400, "2x40x35");
-  EXPECT_EQ(ops::choose_fastest(between, names, times({3, 5, 1})), 1);
-  EXPECT_EQ(timed, (std::vector<int>{1}));
-  EXPECT_EQ(efforts, (std::vector<ops::TimingEffort>{ops::TimingEffort::kBrief}));
+  EXPECT_EQ(ops::choose_fastest(between, names, log.answer({3, 5, 1})), 1);
+  EXPECT_EQ(log.timed, (std::vector<int>{1}));
+  EXPECT_EQ(log.efforts, (std::vector<ops::TimingEffort>{ops::TimingEffort::kBrief}));
   const ops::TuningStats tuned = ops::tuning_since(before);
   EXPECT_EQ(tuned.keys_tuned, 1);
   EXPECT_EQ(tuned.keys_borrowed, 1);
   EXPECT_NE(read_all(file).find(between + "\tb\t5\tnear\n"), std::string::npos) << read_all(file);
 
-  // A neighbour's choice is never a neighbour's source: 2500 borrows 5000's c (2x), not 1400's b (1.8x).
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 2500, "x"), {"b", "c"}, times({1, 1})), 1);
-  // Too far from every measured neighbour (more than kNearWorkRatio), another family, or a key that is
-  // not sized: the quick candidates are timed.
-  timed.clear();
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 25000, "far"), names, times({3, 2, 4})), 1);
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family + " bias", 1000, "2x32x32"), names, times({1, 2, 3})), 0);
-  EXPECT_EQ(ops::choose_fastest(family + " 1000", names, times({2, 1, 3})), 1);
-  EXPECT_EQ(timed.size(), 9u);
+  // Too far from every neighbour (more than kNearWorkRatio), another family, or a key that is not
+  // sized: the quick candidates are timed.
+  log.timed.clear();
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 25000, "far"), names, log.answer({3, 2, 4})), 1);
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family + " bias", 1000, "2x32x32"), names, log.answer({1, 2, 3})), 0);
+  EXPECT_EQ(ops::choose_fastest(family + " 1000", names, log.answer({2, 1, 3})), 1);
+  EXPECT_EQ(log.timed.size(), 9u);
 
-  // A later process takes the neighbour's choice as it is; an exhaustive one retunes it.
+  // A later process takes the neighbour's choice as it is, and never takes it as a neighbour's source:
+  // 1500 gets 1000's b (1.5x), not 1400's (1.07x); an exhaustive process retunes it and never borrows.
   ops::set_tune_cache_path(file.string());
-  timed.clear();
-  EXPECT_EQ(ops::choose_fastest(between, names, times({3, 5, 1})), 1);
-  EXPECT_TRUE(timed.empty());
+  log.timed.clear();
+  EXPECT_EQ(ops::choose_fastest(between, names, log.answer({3, 5, 1})), 1);
+  EXPECT_TRUE(log.timed.empty());
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 1500, "y"), {"c", "b"}, log.answer({1, 5})), 1);
+  EXPECT_NE(read_all(file).find(ops::sized_key(family, 1500, "y") + "\tb\t5\tnear\n"), std::string::npos);
   ops::set_tune_policy(ops::TunePolicy::kExhaustive);
-  EXPECT_EQ(ops::choose_fastest(between, names, times({3, 5, 1})), 2);
-  EXPECT_EQ(timed, (std::vector<int>{0, 1, 2}));
-  // And the exhaustive policy never borrows.
-  timed.clear();
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 1100, "y"), names, times({3, 5, 1})), 2);
-  EXPECT_EQ(timed, (std::vector<int>{0, 1, 2}));
+  log.timed.clear();
+  EXPECT_EQ(ops::choose_fastest(between, names, log.answer({3, 5, 1})), 2);
+  EXPECT_EQ(log.timed, (std::vector<int>{0, 1, 2}));
+  log.timed.clear();
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 1100, "z"), names, log.answer({3, 5, 1})), 2);
+  EXPECT_EQ(log.timed, (std::vector<int>{0, 1, 2}));
 }
 
 // The neighbour's winner is not taken when this problem is not offered it, or when it fails here: the
 // quick candidates are timed instead (the failed one not again).
 TEST_F(Autotuner, ANeighboursChoiceThatIsMissingOrFailsIsTunedInstead) {
-  ops::set_tune_cache_path("");
-  const std::string family = "conv on X";
-  std::vector<int> timed;
-  const auto times = [&](std::vector<double> ms) {
-    return [&timed, ms](int i, ops::TimingEffort) {
-      timed.push_back(i);
-      return ms[size_t(i)];
-    };
-  };
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 100, "a"), {"split", "tile"}, times({1, 2})), 0);
-  timed.clear();
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 200, "b"), {"tile", "big"}, times({2, 1})), 1);  // no split
-  EXPECT_EQ(timed, (std::vector<int>{0, 1}));
-  timed.clear();
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 120, "c"), {"tile", "split", "big"}, times({2, -1, 3})), 0);
-  EXPECT_EQ(timed, (std::vector<int>{1, 0, 2}));  // split once (failed), then the others
+  const auto file = dir_.path() / "tuning.tsv";
+  ops::set_tune_cache_path(file.string());
+  TimingLog log;
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key("conv", 100, "a"), {"split", "tile"}, log.answer({1, 2})), 0);
+  ops::set_tune_cache_path(file.string());
+  log.timed.clear();
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key("conv", 150, "b"), {"tile", "big"}, log.answer({2, 1})), 1);  // no split
+  EXPECT_EQ(log.timed, (std::vector<int>{0, 1}));
+  log.timed.clear();
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key("conv", 120, "c"), {"tile", "split", "big"}, log.answer({2, -1, 3})), 0);
+  EXPECT_EQ(log.timed, (std::vector<int>{1, 0, 2}));  // split once (failed), then the others
 }
 
-// Library notes of sized keys: a problem without its own note gets, under the quick policy, its nearest
-// neighbour's (marked near), which a caller may keep as the problem's own ("\tnote\tnear"); the
-// exhaustive policy takes no near note, so that the library is asked about the problem itself.
+// A neighbour more than kNearDirectRatio away: its choice of our own is raced against the libraries' own
+// picks (the faster wins, tagged near); its choice of a library's pick is taken alone.
+TEST_F(Autotuner, AFarNeighboursChoiceOfOursIsRacedAgainstTheLibrariesPicks) {
+  const auto file = dir_.path() / "tuning.tsv";
+  ops::set_tune_cache_path(file.string());
+  const std::vector<std::string> names{"ours", "ours-split", "library", "library-rank-1"};
+  const std::vector<bool> quick{true, true, true, true}, picks{false, false, true, false};
+  TimingLog log;
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key("conv", 100, "a"), names, log.answer({1, 2, 3, 4}), quick, picks), 0);
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key("other", 100, "a"), names, log.answer({5, 5, 1, 4}), quick, picks), 2);
+  ops::set_tune_cache_path(file.string());
+  log.timed.clear();
+  // 2x away: taken alone.
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key("conv", 200, "b"), names, log.answer({5, 2, 3, 4}), quick, picks), 0);
+  EXPECT_EQ(log.timed, (std::vector<int>{0}));
+  log.timed.clear();
+  // 4x away: raced against the library's pick only, which wins here.
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key("conv", 400, "c"), names, log.answer({5, 1, 3, 4}), quick, picks), 2);
+  EXPECT_EQ(log.timed, (std::vector<int>{0, 2}));
+  log.timed.clear();
+  // A neighbour whose winner is the library's pick: taken alone, even 4x away.
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key("other", 400, "b"), names, log.answer({1, 1, 3, 4}), quick, picks), 2);
+  EXPECT_EQ(log.timed, (std::vector<int>{2}));
+}
+
+// Library notes of sized keys: a problem without its own note gets, under the quick policy, the note of
+// its nearest neighbour that the cache file held (marked near), which a caller may keep as the
+// problem's own ("\tnote\tnear"); the exhaustive policy takes no near note, so that the library is asked
+// about the problem itself.
 TEST_F(Autotuner, ANoteOfASizedKeyComesFromTheNearestNeighbourUnderTheQuickPolicyOnly) {
   const auto file = dir_.path() / "tuning.tsv";
   ops::set_tune_cache_path(file.string());
@@ -273,6 +309,8 @@ TEST_F(Autotuner, ANoteOfASizedKeyComesFromTheNearestNeighbourUnderTheQuickPolic
   ops::remember_library_note(ops::sized_key(family, 1000, "a"), "E1");
   ops::remember_library_note(ops::sized_key(family, 9000, "b"), "E9");
   const std::string key = ops::sized_key(family, 2000, "c");
+  EXPECT_EQ(ops::library_note(key).value, "");  // this process's own notes are no neighbours
+  ops::set_tune_cache_path(file.string());
   const ops::LibraryNote near = ops::library_note(key);
   EXPECT_EQ(near.value, "E1");
   EXPECT_TRUE(near.near);
