@@ -2,8 +2,14 @@
 // device's fragment layout, gemm_tiles.cuh, and on NVIDIA cuDNN and cuBLASLt), the autotuner's choice
 // among them, and the launch; plus a 16-bit transpose.
 #include <algorithm>
+#include <array>
 #include <climits>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/buffer.h"
@@ -104,7 +110,7 @@ double time_candidate(const GemmProblem& p, const Candidate& c, ops::TimingEffor
   const int64_t extent = (p.outer - 1) * p.c_batch.outer + (p.inner - 1) * p.c_batch.inner + (p.m() - 1) * p.ldc + p.n;
   const Buffer trial(p.device, size_t(extent) * dtype_size(p.dtype));
   try {
-    return time_runs([&] { c.launch(trial.data()); }, effort);
+    return time_runs([&] { c.launch(p, trial.data()); }, effort);
   } catch (const Error&) {
     (void)cudaGetLastError();
     return -1.0;
@@ -198,6 +204,72 @@ void with_candidates(const GemmProblem& p, const Prepared& prepared, F f) {
   });
 }
 
+// ---- the hot path: a signature's launch remembered ----
+
+// Everything of a problem that decides its tuning key, its candidates and their kernel arguments (shape,
+// strides, which operands exist, their alignment, the path); never its pointers.
+using Signature = std::array<int64_t, 27>;
+
+Signature signature_of(const GemmProblem& p, KernelPath path) {
+  const auto bit = [](bool set, int position) { return int64_t(set) << position; };
+  const int64_t operands = bit(is_aligned(p.a, 16), 0) | bit(is_aligned(p.b, 16), 1) | bit(is_aligned(p.c, 16), 2) |
+                           bit(is_aligned(p.c, 4), 3) | bit(is_aligned(p.bias, 16), 4) |
+                           bit(is_aligned(p.residual, 16), 5) | bit(is_aligned(p.residual, 4), 6) |
+                           bit(p.bias != nullptr, 7) | bit(p.residual != nullptr, 8) |
+                           bit(p.residual != nullptr && p.residual == p.c, 9);
+  uint32_t alpha = 0;
+  std::memcpy(&alpha, &p.alpha, sizeof(alpha));
+  return {int64_t(p.dtype), p.device.index, int64_t(path),  p.outer,         p.inner,         p.n,
+          p.a_batch.outer,  p.a_batch.inner, p.images,      p.height,        p.width,         p.channels,
+          p.pixel_stride,   p.out_height,    p.out_width,   p.kh,            p.kw,            p.stride,
+          p.padding,        p.ldb,           p.b_batch.outer, p.b_batch.inner, p.ldc,         p.c_batch.outer,
+          p.c_batch.inner,  int64_t(alpha),  operands};
+}
+
+struct SignatureHash {
+  size_t operator()(const Signature& s) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
+    for (const int64_t v : s) h = (h ^ uint64_t(v)) * 1099511628211ull;
+    return size_t(h);
+  }
+};
+
+using Launch = std::function<void(const GemmProblem&, void*)>;
+
+// A problem whose signature ran before runs the same candidate again without its candidate list, tuning
+// key or the tuner's lookup being built (a few microseconds of strings and allocations a call, on every
+// call the UNet's graph does not replay: the VAE, the text encoders, the Python ops). What the tuner
+// may since have changed (tuning_generation) empties it.
+class RememberedLaunches {
+ public:
+  std::shared_ptr<const Launch> find(const Signature& s) {
+    const std::lock_guard lock(mutex_);
+    if (generation_ != ops::tuning_generation()) launches_.clear(), generation_ = ops::tuning_generation();
+    const auto it = launches_.find(s);
+    return it == launches_.end() ? nullptr : it->second;
+  }
+  void remember(const Signature& s, const Launch& launch) {
+    const std::lock_guard lock(mutex_);
+    if (launches_.size() >= kMaxLaunches) launches_.clear();  // a caller of ever new shapes: bounded
+    launches_[s] = std::make_shared<const Launch>(launch);
+  }
+  void forget(const Signature& s) {
+    const std::lock_guard lock(mutex_);
+    launches_.erase(s);
+  }
+
+ private:
+  static constexpr size_t kMaxLaunches = 4096;
+  std::mutex mutex_;
+  uint64_t generation_ = 0;
+  std::unordered_map<Signature, std::shared_ptr<const Launch>, SignatureHash> launches_;
+};
+
+RememberedLaunches& remembered_launches() {
+  static RememberedLaunches launches;
+  return launches;
+}
+
 }  // namespace
 
 GemmProblem dense_gemm(DType dtype, const Device& device, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
@@ -219,6 +291,18 @@ GemmProblem dense_gemm(DType dtype, const Device& device, int64_t m, int64_t n, 
 
 void gemm(const GemmProblem& p, KernelPath path) {
   if (p.m() == 0 || p.n == 0 || p.outer * p.inner == 0) return;
+  const Signature signature = signature_of(p, path);
+  if (const std::shared_ptr<const Launch> launch = remembered_launches().find(signature)) {
+    HD_GPU_CHECK(cudaSetDevice(p.device.index));
+    try {
+      (*launch)(p, p.c);
+      return;
+    } catch (const Error& e) {  // as a cached choice that cannot run, below
+      if (e.kind() != ErrorKind::kUnsupported) throw;
+      (void)cudaGetLastError();
+      remembered_launches().forget(signature);
+    }
+  }
   const Prepared prepared = prepare(p, path);
   with_candidates(p, prepared, [&](const std::vector<Candidate>& list) {
     std::vector<std::string> names;
@@ -230,7 +314,8 @@ void gemm(const GemmProblem& p, KernelPath path) {
         key, names, [&](int i, ops::TimingEffort effort) { return time_candidate(p, list[size_t(i)], effort); }, quick,
         library_picks);
     try {
-      list[size_t(chosen)].launch(p.c);
+      list[size_t(chosen)].launch(p, p.c);
+      remembered_launches().remember(signature, list[size_t(chosen)].launch);
     } catch (const Error& e) {
       // A cached library choice this process cannot run (another library version, with fewer engines
       // for the shape): chosen again without it, and the new choice appended to the cache.
@@ -241,7 +326,8 @@ void gemm(const GemmProblem& p, KernelPath path) {
           key, names,
           [&](int i, ops::TimingEffort effort) { return i == chosen ? -1.0 : time_candidate(p, list[size_t(i)], effort); },
           quick, library_picks);
-      list[size_t(again)].launch(p.c);
+      list[size_t(again)].launch(p, p.c);
+      remembered_launches().remember(signature, list[size_t(again)].launch);
     }
   });
 }
@@ -260,7 +346,7 @@ void gemm_with(const GemmProblem& p, const std::string& candidate, KernelPath pa
   with_candidates(p, prepare(p, path), [&](const std::vector<Candidate>& list) {
     for (const Candidate& c : list) {
       if (c.name != candidate) continue;
-      c.launch(p.c);
+      c.launch(p, p.c);
       ran = true;
     }
   });

@@ -333,10 +333,12 @@ __global__ void split_k_reduce_kernel(const float* __restrict__ partial, const T
 
 // ---- host side: candidates, tuning, launch ----
 
-// A way to compute a problem, writing C to the pointer it is given (p.c, or a tuning buffer).
+// A way to compute a problem, writing C to the pointer it is given (p.c, or a tuning buffer). The launch
+// holds nothing of one call's problem but what its shape decides, so that it serves every problem of the
+// same signature (gemm.cu remembers it for the next call).
 struct Candidate {
   std::string name;
-  std::function<void(void* c)> launch;
+  std::function<void(const GemmProblem& p, void* c)> launch;
   bool quick = false;  // timed under the quick tuning policy (ops/tuning/autotuner.h)
   bool library_pick = false;  // a vendor library's own first pick (the autotuner's library_picks)
 };
@@ -426,7 +428,7 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
   const std::string suffix = suffix_of(F);
   std::vector<Candidate> list;
   const auto add = [&](std::string name, void (*launch)(const GemmProblem&, const KernelArgs&, void*), bool quick) {
-    list.push_back({std::move(name), [&p, args, launch](void* c) { launch(p, args, c); }, quick, false});
+    list.push_back({std::move(name), [args, launch](const GemmProblem& q, void* c) { launch(q, args, c); }, quick, false});
   };
   if (!vector) {
     add("gather64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, false, Frag, 1>, true);
@@ -458,20 +460,20 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     if (p.height > 1 || p.kh > 1) {
       bool first = true;
       for (const uint64_t id : miopen_solutions(p)) {
-        list.push_back({"miopen-" + std::to_string(id), [&p, id](void* c) { miopen_conv(p, id, c); }, first, first});
+        list.push_back({"miopen-" + std::to_string(id), [id](const GemmProblem& q, void* c) { miopen_conv(q, id, c); }, first, first});
         first = false;
       }
     }
 #endif
 #if defined(HD_WITH_HIPBLASLT)
     if (hipblaslt_can_run(p)) {
-      list.push_back({"hipblaslt", [&p](void* c) { hipblaslt_gemm(p, c); }, true, true});
+      list.push_back({"hipblaslt", [](const GemmProblem& q, void* c) { hipblaslt_gemm(q, c); }, true, true});
       return list;
     }
 #endif
 #if defined(HD_WITH_ROCBLAS)
     // hipBLASLt has no kernel for this problem
-    if (rocblas_can_run(p)) list.push_back({"rocblas", [&p](void* c) { rocblas_gemm(p, c); }, true, true});
+    if (rocblas_can_run(p)) list.push_back({"rocblas", [](const GemmProblem& q, void* c) { rocblas_gemm(q, c); }, true, true});
 #endif
     return list;
   } else {
@@ -524,7 +526,7 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     // SD1.5 batch of 4 on the H100, and asking its heuristics cost 5 ms a shape.
     const bool graph_takes_all = (p.height > 1 || p.kh > 1) && cudnn_graph_can_run(p) && p.residual == nullptr;
     if (cudnn_can_run(p))
-      list.push_back({"cudnn", [&p](void* c) { cudnn_conv(p, c); }, !graph_takes_all, !graph_takes_all});
+      list.push_back({"cudnn", [](const GemmProblem& q, void* c) { cudnn_conv(q, c); }, !graph_takes_all, !graph_takes_all});
     // Convolutions only: a dense product (a one-pixel-high image, 1x1 kernel) is cuBLASLt's. The names
     // are offered without asking cuDNN's heuristics (a cached choice needs none); a rank beyond what
     // they return fails when timed and is skipped. The engines that compile their kernels are left to
@@ -536,13 +538,13 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
         const bool precompiled = family == CudnnEngines::kPrecompiled;
         for (int rank = 0; rank < kCudnnGraphCandidates; ++rank)
           list.push_back({(precompiled ? "cudnn-graph-" : "cudnn-graph-rtc-") + std::to_string(rank),
-                          [&p, family, rank](void* c) { cudnn_graph_conv(p, family, rank, c); },
+                          [family, rank](const GemmProblem& q, void* c) { cudnn_graph_conv(q, family, rank, c); },
                           precompiled && p.residual == nullptr, precompiled && p.residual == nullptr && rank == 0});
       }
     }
 #endif
 #if defined(HD_WITH_CUBLASLT)
-    if (cublaslt_can_run(p)) list.push_back({"cublaslt", [&p](void* c) { cublaslt_gemm(p, c); }, true, true});
+    if (cublaslt_can_run(p)) list.push_back({"cublaslt", [](const GemmProblem& q, void* c) { cublaslt_gemm(q, c); }, true, true});
 #endif
     return list;
   }

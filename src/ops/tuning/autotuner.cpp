@@ -137,6 +137,8 @@ TunerState& state() {
   return s;
 }
 
+std::atomic<uint64_t> g_generation{0};  // tuning_generation()
+
 // -1: not yet read from $HD_KERNELS; else the KernelChoice.
 std::atomic<int> g_kernel_choice{-1};
 // -1: not yet read from $HD_TUNE; else the TunePolicy.
@@ -173,7 +175,10 @@ KernelChoice parse_kernel_choice(std::string_view text, std::string_view source)
                                                 "libraries), got '", text, "'"));
 }
 
-void set_kernel_choice(KernelChoice choice) { g_kernel_choice = int(choice); }
+void set_kernel_choice(KernelChoice choice) {
+  g_kernel_choice = int(choice);
+  ++g_generation;
+}
 
 KernelChoice kernel_choice() { return setting(g_kernel_choice, "HD_KERNELS", KernelChoice::kAll, parse_kernel_choice); }
 
@@ -186,7 +191,10 @@ TunePolicy parse_tune_policy(std::string_view text, std::string_view source) {
                                                 "'exhaustive' (every kernel, timed fully), got '", text, "'"));
 }
 
-void set_tune_policy(TunePolicy policy) { g_tune_policy = int(policy); }
+void set_tune_policy(TunePolicy policy) {
+  g_tune_policy = int(policy);
+  ++g_generation;
+}
 
 TunePolicy tune_policy() { return setting(g_tune_policy, "HD_TUNE", TunePolicy::kQuick, parse_tune_policy); }
 
@@ -212,6 +220,7 @@ void set_tune_cache_path(std::string path) {
   s.choices.clear();
   s.notes.clear();
   s.loaded = false;
+  ++g_generation;
 }
 
 std::string tune_cache_path() {
@@ -317,7 +326,10 @@ void forget_choice(const std::string& key) {
   TunerState& s = state();
   const std::lock_guard lock(s.mutex);
   s.choices.erase(key);
+  ++g_generation;
 }
+
+uint64_t tuning_generation() { return g_generation; }
 
 LibraryNote library_note(const std::string& key) {
   const bool quick = tune_policy() == TunePolicy::kQuick;

@@ -90,6 +90,11 @@ class NoTuningScope {
   const char* previous_;
 };
 
+// Counts the changes that may change a choice already made (a cache file, policy or kernel choice set; a
+// choice forgotten): an op that remembers its choices past the tuner (gemm.cu's hot path) drops them
+// when it moves.
+uint64_t tuning_generation();
+
 // Drops the remembered choice for `key` (in this process; the file keeps it until a new line follows):
 // for a cached candidate that turns out unable to run here, which the caller then chooses without.
 void forget_choice(const std::string& key);

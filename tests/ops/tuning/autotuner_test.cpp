@@ -330,6 +330,28 @@ TEST_F(Autotuner, ANoteOfASizedKeyComesFromTheNearestNeighbourUnderTheQuickPolic
   EXPECT_FALSE(ops::library_note(key).near);
 }
 
+// What may change a choice already made moves the generation that ops remembering choices watch.
+TEST_F(Autotuner, TheGenerationMovesWithWhatMayChangeAChoice) {
+  uint64_t last = ops::tuning_generation();
+  const auto moved = [&] {
+    const uint64_t now = ops::tuning_generation();
+    const bool changed = now != last;
+    last = now;
+    return changed;
+  };
+  ops::set_tune_cache_path("");
+  EXPECT_TRUE(moved());
+  ops::choose_fastest("generation k", {"a", "b"}, [](int i) { return 1.0 + i; });
+  EXPECT_FALSE(moved());  // a new choice changes no earlier one
+  ops::forget_choice("generation k");
+  EXPECT_TRUE(moved());
+  ops::set_tune_policy(ops::TunePolicy::kQuick);
+  EXPECT_TRUE(moved());
+  const ops::KernelChoice kernels = ops::kernel_choice();
+  ops::set_kernel_choice(kernels);
+  EXPECT_TRUE(moved());
+}
+
 TEST_F(Autotuner, CountsTheKeysItTunedAndTheTimeItTook) {
   ops::set_tune_cache_path("");
   const ops::TuningStats before = ops::tuning_stats();
