@@ -84,8 +84,9 @@ TEST(TuneCli, ALaterRunRebuildsTheSamePlansFromTheCache) {
   const auto cache = dir.path() / "tuning.tsv";
   // Runs generate at `size`, writing `png`; the cache's lines after it.
   const auto generate = [&](const std::string& size, const std::string& png) {
-    const auto r = test::run_cli("generate --model " + kModel + " --device cuda:0 --tune-cache " + test::quoted(cache) +
-                                 " --prompt x --steps 2 " + size + " --output " + test::quoted(dir.path() / png));
+    const auto r =
+        test::run_cli("generate --model " + kModel + " --device cuda:0 --tune-cache " + test::quoted(cache) +
+                      " --prompt x --steps 2 " + size + " --output " + test::quoted(dir.path() / png));
     EXPECT_EQ(r.exit_code, 0) << r.out;
     return count_lines(cache);
   };

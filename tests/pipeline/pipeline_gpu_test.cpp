@@ -6,10 +6,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
-
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "fixture_util.h"
@@ -18,8 +17,8 @@
 #include "ops/tuning/autotuner.h"
 #include "pipeline/default_model.h"
 #include "pipeline/recorded_run.h"
-#include "pipeline/text_conditioning.h"
 #include "pipeline/stable_diffusion.h"
+#include "pipeline/text_conditioning.h"
 #include "test_util.h"
 
 namespace hd {

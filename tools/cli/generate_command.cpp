@@ -212,8 +212,10 @@ int run_generate(std::span<const std::string_view> args) {
   std::fprintf(stderr, "generated in %.2f s: text encoding %.2f s, denoising %.2f s, decoding %.2f s", t.total / 1e3,
                t.text_encoding / 1e3, t.denoising / 1e3, t.decoding / 1e3);
   if (tuned.keys_tuned > 0)
-    std::fprintf(stderr, " (first use of %d kernel shapes, %d of them from a near size's choice, tuned in %.2f s: %s "
-                 "policy)", tuned.keys_tuned, tuned.keys_borrowed, tuned.milliseconds / 1e3,
+    std::fprintf(stderr,
+                 " (first use of %d kernel shapes, %d of them from a near size's choice, tuned in %.2f s: %s "
+                 "policy)",
+                 tuned.keys_tuned, tuned.keys_borrowed, tuned.milliseconds / 1e3,
                  ops::tune_policy_name(ops::tune_policy()));
   std::fprintf(stderr, "\n");
   if (result.vae_retried_in_bf16) std::fprintf(stderr, "note: the VAE overflowed in f16; decoded again in bf16\n");

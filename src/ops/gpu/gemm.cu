@@ -51,10 +51,10 @@ std::string tuning_key(const GemmProblem& p, bool vector, Fragments fragments, b
   const std::string family =
       str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", suffix_of(fragments),
               libraries ? "" : " tiles only", " on ", device_name(p.device.index), ": channels ", p.channels,
-              " (pixel stride ", p.pixel_stride, ") kernel ", p.kh, "x", p.kw, " stride ", p.stride, " padding ",
-              p.padding, " -> ", p.n, p.bias ? " bias" : "", p.residual ? " residual" : "");
-  const std::string size = str_cat("batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x", p.width,
-                                    " -> ", p.out_height, "x", p.out_width);
+              " (pixel stride ", p.pixel_stride, ") kernel ", p.kh, "x", p.kw, " stride ", p.stride,
+              " padding ", p.padding, " -> ", p.n, p.bias ? " bias" : "", p.residual ? " residual" : "");
+  const std::string size = str_cat("batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x",
+                                   p.width, " -> ", p.out_height, "x", p.out_width);
   return ops::sized_key(family, p.outer * p.inner * p.m(), size);
 }
 
@@ -212,18 +212,20 @@ using Signature = std::array<int64_t, 27>;
 
 Signature signature_of(const GemmProblem& p, KernelPath path) {
   const auto bit = [](bool set, int position) { return int64_t(set) << position; };
-  const int64_t operands = bit(is_aligned(p.a, 16), 0) | bit(is_aligned(p.b, 16), 1) | bit(is_aligned(p.c, 16), 2) |
-                           bit(is_aligned(p.c, 4), 3) | bit(is_aligned(p.bias, 16), 4) |
-                           bit(is_aligned(p.residual, 16), 5) | bit(is_aligned(p.residual, 4), 6) |
-                           bit(p.bias != nullptr, 7) | bit(p.residual != nullptr, 8) |
-                           bit(p.residual != nullptr && p.residual == p.c, 9);
+  const int64_t operands = bit(is_aligned(p.a, 16), 0) | bit(is_aligned(p.b, 16), 1) |
+                           bit(is_aligned(p.c, 16), 2) | bit(is_aligned(p.c, 4), 3) |
+                           bit(is_aligned(p.bias, 16), 4) | bit(is_aligned(p.residual, 16), 5) |
+                           bit(is_aligned(p.residual, 4), 6) | bit(p.bias != nullptr, 7) |
+                           bit(p.residual != nullptr, 8) | bit(p.residual != nullptr && p.residual == p.c, 9);
   uint32_t alpha = 0;
   std::memcpy(&alpha, &p.alpha, sizeof(alpha));
-  return {int64_t(p.dtype), p.device.index, int64_t(path),  p.outer,         p.inner,         p.n,
-          p.a_batch.outer,  p.a_batch.inner, p.images,      p.height,        p.width,         p.channels,
-          p.pixel_stride,   p.out_height,    p.out_width,   p.kh,            p.kw,            p.stride,
-          p.padding,        p.ldb,           p.b_batch.outer, p.b_batch.inner, p.ldc,         p.c_batch.outer,
-          p.c_batch.inner,  int64_t(alpha),  operands};
+  // clang-format off: the fields in GemmProblem's order, a few to a line
+  return {int64_t(p.dtype), p.device.index, int64_t(path), p.outer, p.inner, p.n,
+          p.a_batch.outer, p.a_batch.inner, p.images, p.height, p.width, p.channels, p.pixel_stride,
+          p.out_height, p.out_width, p.kh, p.kw, p.stride, p.padding,
+          p.ldb, p.b_batch.outer, p.b_batch.inner, p.ldc, p.c_batch.outer, p.c_batch.inner,
+          int64_t(alpha), operands};
+  // clang-format on
 }
 
 struct SignatureHash {
@@ -311,7 +313,8 @@ void gemm(const GemmProblem& p, KernelPath path) {
       names.push_back(c.name), quick.push_back(c.quick), library_picks.push_back(c.library_pick);
     const std::string key = tuning_key(p, prepared.vector, prepared.fragments, prepared.libraries);
     const int chosen = ops::choose_fastest(
-        key, names, [&](int i, ops::TimingEffort effort) { return time_candidate(p, list[size_t(i)], effort); }, quick,
+        key, names,
+        [&](int i, ops::TimingEffort effort) { return time_candidate(p, list[size_t(i)], effort); }, quick,
         library_picks);
     try {
       list[size_t(chosen)].launch(p, p.c);
@@ -324,7 +327,9 @@ void gemm(const GemmProblem& p, KernelPath path) {
       ops::forget_choice(key);
       const int again = ops::choose_fastest(
           key, names,
-          [&](int i, ops::TimingEffort effort) { return i == chosen ? -1.0 : time_candidate(p, list[size_t(i)], effort); },
+          [&](int i, ops::TimingEffort effort) {
+            return i == chosen ? -1.0 : time_candidate(p, list[size_t(i)], effort);
+          },
           quick, library_picks);
       list[size_t(again)].launch(p, p.c);
       remembered_launches().remember(signature, list[size_t(again)].launch);

@@ -427,8 +427,10 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
   using Frag = FragmentsOf<F>;
   const std::string suffix = suffix_of(F);
   std::vector<Candidate> list;
-  const auto add = [&](std::string name, void (*launch)(const GemmProblem&, const KernelArgs&, void*), bool quick) {
-    list.push_back({std::move(name), [args, launch](const GemmProblem& q, void* c) { launch(q, args, c); }, quick, false});
+  const auto add = [&](std::string name, void (*launch)(const GemmProblem&, const KernelArgs&, void*),
+                       bool quick) {
+    list.push_back({std::move(name), [args, launch](const GemmProblem& q, void* c) { launch(q, args, c); },
+                    quick, false});
   };
   if (!vector) {
     add("gather64x64" + suffix, launch_tile<T, 64, 64, 2, 2, 2, false, Frag, 1>, true);
@@ -460,7 +462,8 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     if (p.height > 1 || p.kh > 1) {
       bool first = true;
       for (const uint64_t id : miopen_solutions(p)) {
-        list.push_back({"miopen-" + std::to_string(id), [id](const GemmProblem& q, void* c) { miopen_conv(q, id, c); }, first, first});
+        list.push_back({"miopen-" + std::to_string(id),
+                        [id](const GemmProblem& q, void* c) { miopen_conv(q, id, c); }, first, first});
         first = false;
       }
     }
@@ -473,7 +476,8 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
 #endif
 #if defined(HD_WITH_ROCBLAS)
     // hipBLASLt has no kernel for this problem
-    if (rocblas_can_run(p)) list.push_back({"rocblas", [](const GemmProblem& q, void* c) { rocblas_gemm(q, c); }, true, true});
+    if (rocblas_can_run(p))
+      list.push_back({"rocblas", [](const GemmProblem& q, void* c) { rocblas_gemm(q, c); }, true, true});
 #endif
     return list;
   } else {
@@ -526,7 +530,8 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     // SD1.5 batch of 4 on the H100, and asking its heuristics cost 5 ms a shape.
     const bool graph_takes_all = (p.height > 1 || p.kh > 1) && cudnn_graph_can_run(p) && p.residual == nullptr;
     if (cudnn_can_run(p))
-      list.push_back({"cudnn", [](const GemmProblem& q, void* c) { cudnn_conv(q, c); }, !graph_takes_all, !graph_takes_all});
+      list.push_back({"cudnn", [](const GemmProblem& q, void* c) { cudnn_conv(q, c); }, !graph_takes_all,
+                      !graph_takes_all});
     // Convolutions only: a dense product (a one-pixel-high image, 1x1 kernel) is cuBLASLt's. The names
     // are offered without asking cuDNN's heuristics (a cached choice needs none); a rank beyond what
     // they return fails when timed and is skipped. The engines that compile their kernels are left to
@@ -537,14 +542,16 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
       for (const CudnnEngines family : {CudnnEngines::kPrecompiled, CudnnEngines::kRuntimeCompiled}) {
         const bool precompiled = family == CudnnEngines::kPrecompiled;
         for (int rank = 0; rank < kCudnnGraphCandidates; ++rank)
-          list.push_back({(precompiled ? "cudnn-graph-" : "cudnn-graph-rtc-") + std::to_string(rank),
-                          [family, rank](const GemmProblem& q, void* c) { cudnn_graph_conv(q, family, rank, c); },
-                          precompiled && p.residual == nullptr, precompiled && p.residual == nullptr && rank == 0});
+          list.push_back(
+              {(precompiled ? "cudnn-graph-" : "cudnn-graph-rtc-") + std::to_string(rank),
+               [family, rank](const GemmProblem& q, void* c) { cudnn_graph_conv(q, family, rank, c); },
+               precompiled && p.residual == nullptr, precompiled && p.residual == nullptr && rank == 0});
       }
     }
 #endif
 #if defined(HD_WITH_CUBLASLT)
-    if (cublaslt_can_run(p)) list.push_back({"cublaslt", [](const GemmProblem& q, void* c) { cublaslt_gemm(q, c); }, true, true});
+    if (cublaslt_can_run(p))
+      list.push_back({"cublaslt", [](const GemmProblem& q, void* c) { cublaslt_gemm(q, c); }, true, true});
 #endif
     return list;
   }

@@ -74,7 +74,8 @@ const typename Map::value_type* nearest(const Map& entries, std::string_view key
   for (const auto& entry : entries) {
     std::string_view other_family;
     double other_work = 0.0;
-    if (!parse_sized(entry.first, &other_family, &other_work) || other_family != family || !usable(entry.second))
+    if (!parse_sized(entry.first, &other_family, &other_work) || other_family != family ||
+        !usable(entry.second))
       continue;
     const double ratio = work_ratio(key, entry.first);
     if (ratio > kNearWorkRatio) continue;
@@ -90,7 +91,7 @@ struct TunerState {
   std::string path = default_tune_cache_path();
   bool loaded = false;
   std::unordered_map<std::string, Choice> choices;  // key -> choice
-  std::unordered_map<std::string, Note> notes;  // key -> a library's answer
+  std::unordered_map<std::string, Note> notes;      // key -> a library's answer
   TuningStats stats;
 
   void load_locked() {
@@ -105,14 +106,17 @@ struct TunerState {
       const size_t b = a == std::string::npos ? a : line.find('\t', a + 1);
       if (b == std::string::npos) continue;  // a torn or foreign line: that key is simply retuned
       const size_t c = line.find('\t', b + 1);
-      const std::string_view third = std::string_view(line).substr(b + 1, c == std::string::npos ? c : c - b - 1);
+      const std::string_view third =
+          std::string_view(line).substr(b + 1, c == std::string::npos ? c : c - b - 1);
       const std::string_view tag = c == std::string::npos ? "" : std::string_view(line).substr(c + 1);
       std::string key = line.substr(0, a), value = line.substr(a + 1, b - a - 1);
       if (third == "note") {  // "<key>\t<value>\tnote", "\tnear" after a neighbour's
         if (tag.empty() || tag == "near") notes[std::move(key)] = Note{std::move(value), !tag.empty(), true};
         continue;
       }
-      const Origin origin = tag.empty() ? Origin::kExhaustive : tag == "quick" ? Origin::kQuick : Origin::kNear;
+      const Origin origin = tag.empty()      ? Origin::kExhaustive
+                            : tag == "quick" ? Origin::kQuick
+                                             : Origin::kNear;
       if (!tag.empty() && tag != "quick" && tag != "near") continue;  // a foreign tag: retuned
       choices[std::move(key)] = Choice{std::move(value), origin, true};
     }
@@ -245,7 +249,7 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
   if (candidates.size() == 1) return 0;
   const TunePolicy policy = tune_policy();
   TunerState& s = state();
-  int near = -1;  // under the quick policy, the index of a near neighbour's choice
+  int near = -1;     // under the quick policy, the index of a near neighbour's choice
   bool far = false;  // that neighbour is more than kNearDirectRatio away
   {
     const std::lock_guard lock(s.mutex);
@@ -273,9 +277,11 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
     const auto timing_start = std::chrono::steady_clock::now();
     const double ms = time_ms(i, effort);
     if (trace) {  // $HD_TUNE_TRACE: what each candidate ran in, and what timing it cost (set-up included)
-      std::fprintf(stderr, "tune\t%s\t%s\t%.4f ms\t%.1f ms to time%s\n", key.c_str(), candidates[size_t(i)].c_str(), ms,
-                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - timing_start).count(),
-                   i == near ? "\tnear" : "");
+      std::fprintf(
+          stderr, "tune\t%s\t%s\t%.4f ms\t%.1f ms to time%s\n", key.c_str(), candidates[size_t(i)].c_str(),
+          ms,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - timing_start).count(),
+          i == near ? "\tnear" : "");
     }
     return ms;
   };
@@ -285,11 +291,14 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
   double best_ms = 0.0;
   Origin origin = policy == TunePolicy::kExhaustive ? Origin::kExhaustive : Origin::kQuick;
   if (near >= 0) {
-    if (const double ms = timed(near, TimingEffort::kBrief); ms >= 0.0) best = near, best_ms = ms, origin = Origin::kNear;
-    const bool raced = origin == Origin::kNear && far && !library_picks.empty() && !library_picks[size_t(near)];
+    if (const double ms = timed(near, TimingEffort::kBrief); ms >= 0.0)
+      best = near, best_ms = ms, origin = Origin::kNear;
+    const bool raced =
+        origin == Origin::kNear && far && !library_picks.empty() && !library_picks[size_t(near)];
     for (size_t i = 0; raced && i < candidates.size(); ++i) {
       if (!library_picks[i]) continue;
-      if (const double ms = timed(int(i), TimingEffort::kBrief); ms >= 0.0 && ms < best_ms) best = int(i), best_ms = ms;
+      if (const double ms = timed(int(i), TimingEffort::kBrief); ms >= 0.0 && ms < best_ms)
+        best = int(i), best_ms = ms;
     }
   }
   const bool some_quick = std::find(quick.begin(), quick.end(), true) != quick.end();
@@ -300,7 +309,8 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
     if (origin == Origin::kNear || (!first_pass && (best >= 0 || !narrowed))) break;
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (narrowed && quick[i] != first_pass) continue;
-      const double ms = int(i) == near ? -1.0 : timed(int(i), effort);  // a neighbour's that failed: not again
+      const double ms =
+          int(i) == near ? -1.0 : timed(int(i), effort);  // a neighbour's that failed: not again
       if (ms >= 0.0 && (best < 0 || ms < best_ms)) best = int(i), best_ms = ms;
     }
   }
@@ -312,7 +322,10 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
   s.choices[key] = Choice{candidates[size_t(best)], origin};
   std::ostringstream line;
   line << key << '\t' << candidates[size_t(best)] << '\t' << best_ms
-       << (origin == Origin::kQuick ? "\tquick" : origin == Origin::kNear ? "\tnear" : "") << '\n';
+       << (origin == Origin::kQuick  ? "\tquick"
+           : origin == Origin::kNear ? "\tnear"
+                                     : "")
+       << '\n';
   s.append_locked(line.str());
   return best;
 }
@@ -329,7 +342,9 @@ void forget_choice(const std::string& key) {
   ++g_generation;
 }
 
-uint64_t tuning_generation() { return g_generation; }
+uint64_t tuning_generation() {
+  return g_generation;
+}
 
 LibraryNote library_note(const std::string& key) {
   const bool quick = tune_policy() == TunePolicy::kQuick;

@@ -18,15 +18,15 @@
 // candidates timed ($HD_TUNE_NEAR=0: always, as before neighbours were asked). A neighbour more than
 // kNearDirectRatio away whose winner is not a vendor library's own pick is raced against those picks
 // (`library_picks`): at SD1.5's batch 4 the residual convolutions that our tiles won at batch 1 ran 2x
-// faster in cuDNN, which made the UNet step 9% slower than a quick tuning's. A new image size or batch in a filled cache then costs one run per shape, not the
-// ten or so timings (and a library's heuristics) of a quick tuning: 73-75 new shapes of SD1.5 cost about
-// a second of quick tuning on an H100.
+// faster in cuDNN, which made the UNet step 9% slower than a quick tuning's. A new image size or batch in a
+// filled cache then costs one run per shape, not the ten or so timings (and a library's heuristics) of a
+// quick tuning: 73-75 new shapes of SD1.5 cost about a second of quick tuning on an H100.
 //
 // Cache file: one line per choice, "<key>\t<candidate name>\t<milliseconds>" with "\tquick" after a quick
-// choice and "\tnear" after a neighbour's, appended as choices are made (one write each on a file opened for appending, so that processes
-// tuning at once do not tear each other's lines); the last line for a key wins. A line whose candidate no
-// longer exists (a kernel renamed or removed) is ignored and that key retuned; a torn line is ignored.
-// Default location: $HD_TUNE_CACHE, else $XDG_CACHE_HOME/hipdiffusion/tuning.tsv, else
+// choice and "\tnear" after a neighbour's, appended as choices are made (one write each on a file opened for
+// appending, so that processes tuning at once do not tear each other's lines); the last line for a key wins.
+// A line whose candidate no longer exists (a kernel renamed or removed) is ignored and that key retuned; a
+// torn line is ignored. Default location: $HD_TUNE_CACHE, else $XDG_CACHE_HOME/hipdiffusion/tuning.tsv, else
 // ~/.cache/hipdiffusion/tuning.tsv; front ends override it (--tune-cache). An empty path keeps the
 // choices in memory only.
 // (The state lives in autotuner.cpp, so that GPU sources include no standard containers through here.)
@@ -74,8 +74,8 @@ enum class TimingEffort { kBrief, kFull };
 // those can run, the others are tried. `library_picks` marks the vendor libraries' own first picks (a
 // far neighbour's rivals, above). Throws when none can run.
 int choose_fastest(const std::string& key, const std::vector<std::string>& candidates,
-                   const std::function<double(int, TimingEffort)>& time_ms, const std::vector<bool>& quick = {},
-                   const std::vector<bool>& library_picks = {});
+                   const std::function<double(int, TimingEffort)>& time_ms,
+                   const std::vector<bool>& quick = {}, const std::vector<bool>& library_picks = {});
 // While one lives on this thread, a key with no remembered choice is an error that says `why` instead
 // of a measurement: for work being captured into a graph (PyTorch's CUDA graphs, through the extension),
 // where timing candidates would synchronise and break the capture. Keys already chosen work as usual.
@@ -110,9 +110,10 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
 // device; neither key nor value may hold a tab or a newline.
 //
 // A sized key (sized_key) without a note of its own gets, under the quick policy, its nearest
-// neighbour's that the cache file held when read (`near`: the neighbour's ranking stands in for this problem's, saving the heuristics with
-// the timing); a note remembered as near ("\tnote\tnear") keeps a later process on the same engines, and
-// the exhaustive policy takes no near note (the library is asked about the problem itself).
+// neighbour's that the cache file held when read (`near`: the neighbour's ranking stands in for this
+// problem's, saving the heuristics with the timing); a note remembered as near ("\tnote\tnear") keeps a later
+// process on the same engines, and the exhaustive policy takes no near note (the library is asked about the
+// problem itself).
 struct LibraryNote {
   std::string value;  // empty when none is remembered
   bool near = false;  // a neighbour's answer, not this problem's

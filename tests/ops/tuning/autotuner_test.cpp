@@ -3,7 +3,6 @@
 #include "ops/tuning/autotuner.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -236,7 +235,9 @@ TEST_F(Autotuner, QuickTakesTheNearestMeasuredNeighboursChoiceAfterOneRun) {
   // sized: the quick candidates are timed.
   log.timed.clear();
   EXPECT_EQ(ops::choose_fastest(ops::sized_key(family, 25000, "far"), names, log.answer({3, 2, 4})), 1);
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key(family + " bias", 1000, "2x32x32"), names, log.answer({1, 2, 3})), 0);
+  EXPECT_EQ(
+      ops::choose_fastest(ops::sized_key(family + " bias", 1000, "2x32x32"), names, log.answer({1, 2, 3})),
+      0);
   EXPECT_EQ(ops::choose_fastest(family + " 1000", names, log.answer({2, 1, 3})), 1);
   EXPECT_EQ(log.timed.size(), 9u);
 
@@ -266,10 +267,13 @@ TEST_F(Autotuner, ANeighboursChoiceThatIsMissingOrFailsIsTunedInstead) {
   EXPECT_EQ(ops::choose_fastest(ops::sized_key("conv", 100, "a"), {"split", "tile"}, log.answer({1, 2})), 0);
   ops::set_tune_cache_path(file.string());
   log.timed.clear();
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key("conv", 150, "b"), {"tile", "big"}, log.answer({2, 1})), 1);  // no split
+  EXPECT_EQ(ops::choose_fastest(ops::sized_key("conv", 150, "b"), {"tile", "big"}, log.answer({2, 1})),
+            1);  // no split
   EXPECT_EQ(log.timed, (std::vector<int>{0, 1}));
   log.timed.clear();
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key("conv", 120, "c"), {"tile", "split", "big"}, log.answer({2, -1, 3})), 0);
+  EXPECT_EQ(
+      ops::choose_fastest(ops::sized_key("conv", 120, "c"), {"tile", "split", "big"}, log.answer({2, -1, 3})),
+      0);
   EXPECT_EQ(log.timed, (std::vector<int>{1, 0, 2}));  // split once (failed), then the others
 }
 
@@ -281,20 +285,30 @@ TEST_F(Autotuner, AFarNeighboursChoiceOfOursIsRacedAgainstTheLibrariesPicks) {
   const std::vector<std::string> names{"ours", "ours-split", "library", "library-rank-1"};
   const std::vector<bool> quick{true, true, true, true}, picks{false, false, true, false};
   TimingLog log;
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key("conv", 100, "a"), names, log.answer({1, 2, 3, 4}), quick, picks), 0);
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key("other", 100, "a"), names, log.answer({5, 5, 1, 4}), quick, picks), 2);
+  EXPECT_EQ(
+      ops::choose_fastest(ops::sized_key("conv", 100, "a"), names, log.answer({1, 2, 3, 4}), quick, picks),
+      0);
+  EXPECT_EQ(
+      ops::choose_fastest(ops::sized_key("other", 100, "a"), names, log.answer({5, 5, 1, 4}), quick, picks),
+      2);
   ops::set_tune_cache_path(file.string());
   log.timed.clear();
   // 2x away: taken alone.
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key("conv", 200, "b"), names, log.answer({5, 2, 3, 4}), quick, picks), 0);
+  EXPECT_EQ(
+      ops::choose_fastest(ops::sized_key("conv", 200, "b"), names, log.answer({5, 2, 3, 4}), quick, picks),
+      0);
   EXPECT_EQ(log.timed, (std::vector<int>{0}));
   log.timed.clear();
   // 4x away: raced against the library's pick only, which wins here.
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key("conv", 400, "c"), names, log.answer({5, 1, 3, 4}), quick, picks), 2);
+  EXPECT_EQ(
+      ops::choose_fastest(ops::sized_key("conv", 400, "c"), names, log.answer({5, 1, 3, 4}), quick, picks),
+      2);
   EXPECT_EQ(log.timed, (std::vector<int>{0, 2}));
   log.timed.clear();
   // A neighbour whose winner is the library's pick: taken alone, even 4x away.
-  EXPECT_EQ(ops::choose_fastest(ops::sized_key("other", 400, "b"), names, log.answer({1, 1, 3, 4}), quick, picks), 2);
+  EXPECT_EQ(
+      ops::choose_fastest(ops::sized_key("other", 400, "b"), names, log.answer({1, 1, 3, 4}), quick, picks),
+      2);
   EXPECT_EQ(log.timed, (std::vector<int>{2}));
 }
 
@@ -314,15 +328,17 @@ TEST_F(Autotuner, ANoteOfASizedKeyComesFromTheNearestNeighbourUnderTheQuickPolic
   const ops::LibraryNote near = ops::library_note(key);
   EXPECT_EQ(near.value, "E1");
   EXPECT_TRUE(near.near);
-  EXPECT_EQ(ops::library_note(ops::sized_key(family, 5000, "d")).value, "E9");  // 1.8x from 9000, 5x from 1000
-  EXPECT_EQ(ops::library_note(ops::sized_key(family, 50000, "e")).value, "");   // 5.6x from the nearest
+  EXPECT_EQ(ops::library_note(ops::sized_key(family, 5000, "d")).value,
+            "E9");                                                             // 1.8x from 9000, 5x from 1000
+  EXPECT_EQ(ops::library_note(ops::sized_key(family, 50000, "e")).value, "");  // 5.6x from the nearest
   ops::remember_library_note(key, near.value, true);
   EXPECT_NE(read_all(file).find(key + "\tE1\tnote\tnear\n"), std::string::npos) << read_all(file);
 
   ops::set_tune_cache_path(file.string());  // read back: kept as near
   EXPECT_EQ(ops::library_note(key).value, "E1");
   EXPECT_TRUE(ops::library_note(key).near);
-  EXPECT_EQ(ops::library_note(ops::sized_key(family, 2100, "f")).value, "E1");  // from 1000's, not from 2000's
+  EXPECT_EQ(ops::library_note(ops::sized_key(family, 2100, "f")).value,
+            "E1");  // from 1000's, not from 2000's
   ops::set_tune_policy(ops::TunePolicy::kExhaustive);
   EXPECT_EQ(ops::library_note(key).value, "");
   ops::remember_library_note(key, "E5");  // the library's own answer replaces the neighbour's

@@ -101,12 +101,13 @@ enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual, kConvOut, kWithBias };
 // The problem as the graph sees it, for the tuning cache's notes: a sized key (ops::sized_key), so that
 // a new batch or image size may start from a neighbour's engines.
 std::string note_key_of(const GemmProblem& p) {
-  const std::string family =
-      str_cat("cudnn ", cudnnGetVersion(), " graph engines on ", device_name(p.device.index), ": ", dtype_name(p.dtype),
-              " channels ", p.channels, " kernel ", p.kh, "x", p.kw, " stride ", p.stride, " padding ", p.padding,
-              " -> ", p.n, p.bias ? " bias" : "", p.residual ? " residual" : "");
-  return ops::sized_key(family, p.m(),
-                        str_cat("images ", p.images, "x", p.height, "x", p.width, " -> ", p.out_height, "x", p.out_width));
+  const std::string family = str_cat(
+      "cudnn ", cudnnGetVersion(), " graph engines on ", device_name(p.device.index), ": ",
+      dtype_name(p.dtype), " channels ", p.channels, " kernel ", p.kh, "x", p.kw, " stride ", p.stride,
+      " padding ", p.padding, " -> ", p.n, p.bias ? " bias" : "", p.residual ? " residual" : "");
+  return ops::sized_key(
+      family, p.m(),
+      str_cat("images ", p.images, "x", p.height, "x", p.width, " -> ", p.out_height, "x", p.out_width));
 }
 
 // The operation graph of one problem shape, its deterministic engine configurations in the heuristics'
