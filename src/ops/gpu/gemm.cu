@@ -219,7 +219,8 @@ Signature signature_of(const GemmProblem& p, KernelPath path) {
                            bit(p.residual != nullptr, 8) | bit(p.residual != nullptr && p.residual == p.c, 9);
   uint32_t alpha = 0;
   std::memcpy(&alpha, &p.alpha, sizeof(alpha));
-  // clang-format off: the fields in GemmProblem's order, a few to a line
+  // The fields in GemmProblem's order, a few to a line.
+  // clang-format off
   return {int64_t(p.dtype), p.device.index, int64_t(path), p.outer, p.inner, p.n,
           p.a_batch.outer, p.a_batch.inner, p.images, p.height, p.width, p.channels, p.pixel_stride,
           p.out_height, p.out_width, p.kh, p.kw, p.stride, p.padding,
