@@ -85,16 +85,15 @@ int run_bench(std::span<const std::string_view> args) {
   p.height = flags.get("--height") ? parse_number<int>("--height", *flags.get("--height")) : sd.default_image_size();
   validate(p, sd.vae_scale_factor());
   const bool guided = p.cfg_scale > 1.0f;
+  const int unet_batch = (guided ? 2 : 1) * p.batch;
   std::fprintf(stderr, "%s (%s), %dx%d, %d steps of %s, CFG %g (UNet batch %d), %s, kernels: %s: 1 warm-up + %d "
                "timed runs\n", description.c_str(), sd.description().c_str(), p.width, p.height, p.steps,
-               std::string(sampler_name(p.sampler)).c_str(), double(p.cfg_scale), (guided ? 2 : 1) * p.batch,
+               std::string(sampler_name(p.sampler)).c_str(), double(p.cfg_scale), unet_batch,
                placement.to_string().c_str(), ops::kernel_choice_name(kernels), repeats);
 
   const ops::TuningStats tuned_before = ops::tuning_stats();
   const GenerationResult warm_up = sd.generate(p);
   const ops::TuningStats tuned = ops::tuning_since(tuned_before);
-  const int keys_tuned = tuned.keys_tuned;
-  const double tuning_ms = tuned.milliseconds;
   std::vector<double> text, steps, loops, decodes, totals;
   size_t decode_extra = 0;
   for (int r = 0; r < repeats; ++r) {
@@ -141,7 +140,7 @@ int run_bench(std::span<const std::string_view> args) {
                               {"steps", p.steps},
                               {"sampler", std::string(sampler_name(p.sampler))},
                               {"batch", p.batch},
-                              {"unet_batch", (guided ? 2 : 1) * p.batch},
+                              {"unet_batch", unet_batch},
                               {"repeats", repeats},
                               {"text_encoding_ms", median(text)},
                               {"unet_step_ms", median(steps)},
@@ -151,9 +150,9 @@ int run_bench(std::span<const std::string_view> args) {
                               {"load_ms", load_ms},
                               {"first_image_ms", warm_up.times.total},
                               {"tune_policy", ops::tune_policy_name(ops::tune_policy())},
-                              {"first_image_shapes_tuned", keys_tuned},
+                              {"first_image_shapes_tuned", tuned.keys_tuned},
                               {"first_image_shapes_from_near_sizes", tuned.keys_borrowed},
-                              {"first_image_tuning_ms", tuning_ms},
+                              {"first_image_tuning_ms", tuned.milliseconds},
                               {"vae_retried_in_bf16", warm_up.vae_retried_in_bf16},
                               {"vae_tiled", warm_up.vae_tiled},
                               {"peak_device_memory_bytes", peak},
@@ -164,7 +163,7 @@ int run_bench(std::span<const std::string_view> args) {
   }
   std::printf("%-34s %10s\n", "stage (median)", "ms");
   std::printf("%-34s %10.2f\n", "text encoding (both prompts)", median(text));
-  std::printf("%-34s %10.2f\n", str_cat("UNet step (batch ", (guided ? 2 : 1) * p.batch, ", sampler incl.)").c_str(),
+  std::printf("%-34s %10.2f\n", str_cat("UNet step (batch ", unet_batch, ", sampler incl.)").c_str(),
               median(steps));
   std::printf("%-34s %10.2f\n", str_cat("denoising loop (", p.steps, " steps)").c_str(), median(loops));
   std::printf("%-34s %10.2f\n", "VAE decode (to host)", median(decodes));
@@ -172,9 +171,9 @@ int run_bench(std::span<const std::string_view> args) {
   std::printf("%-34s %10.2f\n", "loading the model (to ready weights)", load_ms);
   std::printf("%-34s %10.2f\n", "first image (autotuning, capture)", warm_up.times.total);
   std::printf("%-34s %10.2f\n",
-              str_cat("  of which tuning (", keys_tuned, " shapes, ", tuned.keys_borrowed, " from near sizes, ",
+              str_cat("  of which tuning (", tuned.keys_tuned, " shapes, ", tuned.keys_borrowed, " from near sizes, ",
                       ops::tune_policy_name(ops::tune_policy()), ")").c_str(),
-              tuning_ms);
+              tuned.milliseconds);
   if (placement.device.is_gpu()) {
     std::printf("peak device memory: %.2f GiB; the VAE decode's own (above what was held before it): %.2f GiB\n",
                 double(peak) / double(1 << 30), double(decode_extra) / double(1 << 30));

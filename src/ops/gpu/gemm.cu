@@ -240,8 +240,8 @@ struct SignatureHash {
 using Launch = std::function<void(const GemmProblem&, void*)>;
 
 // A problem whose signature ran before runs the same candidate again without its candidate list, tuning
-// key or the tuner's lookup being built (a few microseconds of strings and allocations a call, on every
-// call the UNet's graph does not replay: the VAE, the text encoders, the Python ops). What the tuner
+// key or the tuner's lookup being built (strings and allocations on every call the UNet's graph does
+// not replay: the VAE, the text encoders, the Python ops; their cost was not measured). What the tuner
 // may since have changed (tuning_generation) empties it.
 class RememberedLaunches {
  public:

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -54,35 +53,27 @@ bool parse_sized(std::string_view key, std::string_view* family, double* work) {
   return true;
 }
 
-// The larger of two sized keys' work over the smaller.
-double work_ratio(std::string_view a, std::string_view b) {
-  std::string_view family;
-  double work_a = 0.0, work_b = 0.0;
-  HD_ASSERT(parse_sized(a, &family, &work_a) && parse_sized(b, &family, &work_b));
-  return std::max(work_a, work_b) / std::min(work_a, work_b);
-}
-
 // The entry of `entries` nearest to `key` in work among its family's, within kNearWorkRatio, that
 // `usable` accepts (ties go to the smaller key, so that every process picks the same); null when none.
+// `ratio`, when given, receives the larger work over the smaller.
 template <class Map, class Usable>
-const typename Map::value_type* nearest(const Map& entries, std::string_view key, Usable usable) {
+const typename Map::value_type* nearest(const Map& entries, std::string_view key, Usable usable,
+                                        double* ratio = nullptr) {
   std::string_view family;
   double work = 0.0;
   if (!parse_sized(key, &family, &work)) return nullptr;
   const typename Map::value_type* best = nullptr;
-  double best_distance = 0.0;
+  double best_ratio = 0.0;
   for (const auto& entry : entries) {
     std::string_view other_family;
     double other_work = 0.0;
-    if (!parse_sized(entry.first, &other_family, &other_work) || other_family != family ||
-        !usable(entry.second))
+    if (!parse_sized(entry.first, &other_family, &other_work) || other_family != family || !usable(entry.second))
       continue;
-    const double ratio = work_ratio(key, entry.first);
-    if (ratio > kNearWorkRatio) continue;
-    const double distance = std::log(ratio);
-    if (!best || distance < best_distance || (distance == best_distance && entry.first < best->first))
-      best = &entry, best_distance = distance;
+    const double r = std::max(work, other_work) / std::min(work, other_work);
+    if (r > kNearWorkRatio) continue;
+    if (!best || r < best_ratio || (r == best_ratio && entry.first < best->first)) best = &entry, best_ratio = r;
   }
+  if (ratio != nullptr) *ratio = best_ratio;
   return best;
 }
 
@@ -260,11 +251,12 @@ int choose_fastest(const std::string& key, const std::vector<std::string>& candi
         if (candidates[i] == it->second.candidate) return int(i);
     }
     if (policy == TunePolicy::kQuick && near_choices_allowed()) {
-      if (const auto* neighbour =
-              nearest(s.choices, key, [](const Choice& c) { return c.read && c.origin != Origin::kNear; })) {
+      double ratio = 0.0;
+      if (const auto* neighbour = nearest(
+              s.choices, key, [](const Choice& c) { return c.read && c.origin != Origin::kNear; }, &ratio)) {
         const auto found = std::find(candidates.begin(), candidates.end(), neighbour->second.candidate);
         if (found != candidates.end()) near = int(found - candidates.begin());
-        far = work_ratio(key, neighbour->first) > kNearDirectRatio;
+        far = ratio > kNearDirectRatio;
       }
     }
   }

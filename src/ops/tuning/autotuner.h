@@ -12,10 +12,10 @@
 // work is within kNearWorkRatio of this one's and whose choice was measured by an earlier process (read
 // from the cache file: within one image the neighbours are the model's other resolution levels, and
 // taking their choices made an empty cache's UNet step 4-13% slower in two runs on an H100, where
-// quick tuning's own spread is about 5%). Its winner is taken at once,
-// run once to be sure it runs here, and tagged "near" (the exhaustive policy retunes it like a quick
-// choice); only without such a neighbour, or when its winner is not offered or fails here, are the quick
-// candidates timed ($HD_TUNE_NEAR=0: always, as before neighbours were asked). A neighbour more than
+// quick tuning's own spread is about 5%). Its winner is taken at once, run once to be sure it runs
+// here, and tagged "near" (the exhaustive policy retunes it like a quick choice); only without such a
+// neighbour, or when its winner is not offered or fails here, are the quick candidates timed
+// ($HD_TUNE_NEAR=0: always, as before neighbours were asked). A neighbour more than
 // kNearDirectRatio away whose winner is not a vendor library's own pick is raced against those picks
 // (`library_picks`): at SD1.5's batch 4 the residual convolutions that our tiles won at batch 1 ran 2x
 // faster in cuDNN, which made the UNet step 9% slower than a quick tuning's. A new image size or batch in a
@@ -124,8 +124,8 @@ void remember_library_note(const std::string& key, const std::string& value, boo
 // What tuning has cost this process: keys tuned (not found in the cache) and the wall-clock time spent
 // timing their candidates, library set-up included.
 struct TuningStats {
-  int keys_tuned = 0;     // candidates timed
-  int keys_borrowed = 0;  // a near neighbour's choice taken (one run each), counted in keys_tuned too
+  int keys_tuned = 0;     // keys chosen now (not found in the cache)
+  int keys_borrowed = 0;  // of those, a near neighbour's choice taken (one run each)
   double milliseconds = 0.0;
 };
 TuningStats tuning_stats();
