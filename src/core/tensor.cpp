@@ -136,6 +136,13 @@ OwnedTensor OwnedTensor::pinned_host(Shape shape, DType dtype, const Device& gpu
   return out;
 }
 
+OwnedTensor OwnedTensor::borrowed(const Tensor& t) {
+  HD_CHECK(t.is_contiguous(), "borrowed: ", t.describe(), " is not dense");
+  OwnedTensor out;
+  out.view_ = t;
+  return out;
+}
+
 OwnedTensor OwnedTensor::copy_of(const Tensor& t) {
   HD_CHECK(t.device.is_cpu(), "copy_of: ", t.describe(), " is not on the host");
   OwnedTensor out(t.shape, t.dtype);

@@ -81,6 +81,9 @@ class OwnedTensor {
   static OwnedTensor copy_of(const Tensor& t);
   // A new dense tensor of `shape` with t's dtype and device (contents undefined).
   static OwnedTensor like(const Tensor& t, Shape shape) { return OwnedTensor(shape, t.dtype, t.device); }
+  // A dense tensor in memory owned elsewhere (a caller's weights: the PyTorch extension runs models on a
+  // pipeline's own): nothing is freed with it, so the memory must outlive it.
+  static OwnedTensor borrowed(const Tensor& t);
 
   const Tensor& view() const { return view_; }
   Tensor& view() { return view_; }

@@ -93,6 +93,11 @@ std::vector<fs::path> component_weight_files(const fs::path& dir) {
 }  // namespace
 
 std::vector<int64_t> TensorRef::shape() const {
+  if (held) {
+    const Shape& h = held->shape;
+    if (h.rank() == 4) return {h[0], h[3], h[1], h[2]};
+    return std::vector<int64_t>(h.begin(), h.end());
+  }
   std::vector<int64_t> s = entry->shape;
   if (row_count > 0 && !s.empty()) s[0] = row_count;
   if (transposed && s.size() == 2) std::swap(s[0], s[1]);
@@ -103,6 +108,28 @@ const TensorRef* ModelComponent::find(std::string_view tensor_name) const {
   const auto it = std::lower_bound(tensors.begin(), tensors.end(), tensor_name,
                                    [](const TensorRef& t, std::string_view n) { return t.name < n; });
   return it != tensors.end() && it->name == tensor_name ? &*it : nullptr;
+}
+
+ModelComponent held_component(std::string name, std::vector<std::pair<std::string, Tensor>> tensors,
+                              std::optional<std::string> config_json) {
+  ModelComponent c;
+  c.name = std::move(name);
+  c.config_json = std::move(config_json);
+  c.tensors.reserve(tensors.size());
+  for (auto& [tensor_name, view] : tensors) {
+    HD_CHECK(view.is_contiguous(), c.name, ": tensor '", tensor_name, "' (", view.describe(),
+             ") is not dense");
+    TensorRef t;
+    t.name = std::move(tensor_name);
+    t.held = view;
+    c.tensors.push_back(std::move(t));
+  }
+  std::sort(c.tensors.begin(), c.tensors.end(),
+            [](const TensorRef& a, const TensorRef& b) { return a.name < b.name; });
+  for (size_t i = 1; i < c.tensors.size(); ++i)
+    HD_CHECK(c.tensors[i - 1].name != c.tensors[i].name, c.name, ": tensor '", c.tensors[i].name,
+             "' given twice");
+  return c;
 }
 
 ModelSource ModelSource::open(const std::string& path) {

@@ -15,22 +15,28 @@
 #include <string_view>
 #include <vector>
 
+#include "core/tensor.h"
 #include "io/safetensors.h"
 
 namespace hd {
 
 struct TensorRef {
   std::string name;  // within its component, prefix stripped (and mapped to diffusers' names)
-  const SafetensorsFile* file;
-  const SafetensorsEntry* entry;
+  const SafetensorsFile* file = nullptr;  // both null for a held tensor
+  const SafetensorsEntry* entry = nullptr;
   // Rows [first, first + count) of the stored tensor's first dimension, where one stored tensor holds
   // several of diffusers' (OpenCLIP's fused q/k/v projection); count 0 means the whole tensor.
   int64_t first_row = 0, row_count = 0;
   // A matrix stored transposed: OpenCLIP's text_projection, applied as x · P where transformers holds
   // Pᵀ. shape() and WeightReader give it as diffusers holds it.
   bool transposed = false;
+  // A tensor in a caller's memory instead of a file (held_component): its dense view in the engine's
+  // layout, a convolution kernel (rank 4) as [Cout, kh, kw, Cin].
+  std::optional<Tensor> held;
 
-  std::vector<int64_t> shape() const;  // after the row selection and the transposition
+  // After the row selection and the transposition; a held convolution kernel as diffusers holds it,
+  // [Cout, Cin, kh, kw].
+  std::vector<int64_t> shape() const;
 };
 
 struct ModelComponent {
@@ -43,6 +49,14 @@ struct ModelComponent {
   // True when the names came from an LDM single file and were mapped (so errors can say so).
   bool mapped_from_ldm = false;
 };
+
+// A component whose tensors are in a caller's memory, not in files: the PyTorch extension runs the
+// engine on a diffusers pipeline's own weights, shared rather than copied. Each view must be dense, in
+// the dtype and on the device where the model computes, a convolution kernel as [Cout, kh, kw, Cin]
+// (PyTorch's channels_last memory of [Cout, Cin, kh, kw]); the caller keeps the memory alive while any
+// model loaded from the component lives. Throws for a repeated name or a strided view.
+ModelComponent held_component(std::string name, std::vector<std::pair<std::string, Tensor>> tensors,
+                              std::optional<std::string> config_json);
 
 enum class ModelLayout { kDiffusersFolder, kSingleFileLdm, kSingleComponent };
 

@@ -11,12 +11,14 @@ namespace {
 // The first cross-attention key projection, [inner, context_dim], in either naming.
 const TensorRef* find_cross_attention_key(const ModelComponent& unet) {
   for (const auto& t : unet.tensors)
-    if (t.name.ends_with("attn2.to_k.weight") && t.entry->shape.size() == 2) return &t;
+    if (t.name.ends_with("attn2.to_k.weight") && t.shape().size() == 2) return &t;
   return nullptr;
 }
 
 int dim_or_zero(const TensorRef* t, size_t i) {
-  return t != nullptr && t->entry->shape.size() > i ? int(t->entry->shape[i]) : 0;
+  if (t == nullptr) return 0;
+  const std::vector<int64_t> shape = t->shape();
+  return shape.size() > i ? int(shape[i]) : 0;
 }
 
 }  // namespace

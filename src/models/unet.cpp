@@ -34,7 +34,7 @@ UnetConfig UnetConfig::detect(const ModelComponent& component) {
   while (w.has(at("down_blocks.0.resnets", c.layers_per_block) + ".conv1.weight")) ++c.layers_per_block;
   for (const auto& t : component.tensors) {
     if (t.name.ends_with("attn2.to_k.weight")) {
-      c.context_dim = t.entry->shape.at(1);
+      c.context_dim = t.shape().at(1);
       break;
     }
   }

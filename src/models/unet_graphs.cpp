@@ -6,24 +6,49 @@
 
 namespace hd {
 
+namespace {
+
+// Unet::forward with timesteps from anywhere: copied to the model's device when they are elsewhere.
+OwnedTensor plain_forward(const Unet& unet, const Tensor& sample, const Tensor& timesteps,
+                          const Tensor& context, const TextTimeConditioning* added) {
+  const Device& device = unet.placement().device;
+  if (timesteps.device == device) return unet.forward(sample, timesteps, context, added);
+  OwnedTensor on_device(timesteps.shape, timesteps.dtype, device);
+  ops::copy(timesteps, on_device);
+  return unet.forward(sample, on_device, context, added);
+}
+
+}  // namespace
+
 OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, float timestep, const Tensor& context,
                                 const TextTimeConditioning* added) {
-  const Device& device = unet.placement().device;
-  // Profiling times op by op, which a replayed graph cannot show: plain forwards then.
-  if (device.is_cpu() || sample.rank() != 4 || context.rank() != 3 || ops::profiling())
+  // Profiling times op by op, which a replayed graph cannot show: plain forwards then (as on the CPU).
+  if (unet.placement().device.is_cpu() || ops::profiling())
     return unet.forward(sample, timestep, context, added);
-  // The text-time inputs' widths are the model's: their presence and the number of ids complete the key.
-  const bool ids_ok = added == nullptr || added->time_ids.rank() == 2;
-  if (!ids_ok) return unet.forward(sample, timestep, context, added);  // which reports the bad shape
-  const Key key{sample.dim(0), sample.dim(1), sample.dim(2), context.dim(1), added ? added->time_ids.dim(1) : 0};
+  HD_CHECK(sample.rank() >= 1, "unet: sample ", sample.shape.to_string(), " has no batch dimension");
   OwnedTensor t(Shape{sample.dim(0)}, DType::kF32);
   for (int64_t i = 0; i < sample.dim(0); ++i) t.ptr<float>()[i] = timestep;
+  return forward(unet, sample, t, context, added);
+}
+
+OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, const Tensor& timesteps,
+                                const Tensor& context, const TextTimeConditioning* added) {
+  const Device& device = unet.placement().device;
+  if (device.is_cpu() || sample.rank() != 4 || context.rank() != 3 || ops::profiling())
+    return plain_forward(unet, sample, timesteps, context, added);
+  // The text-time inputs' widths are the model's: their presence and the number of ids complete the key.
+  const bool inputs_ok = (added == nullptr || added->time_ids.rank() == 2) &&
+                         timesteps.shape == Shape{sample.dim(0)} && timesteps.dtype == DType::kF32;
+  if (!inputs_ok)
+    return plain_forward(unet, sample, timesteps, context, added);  // which reports the bad shape
+  const Key key{sample.dim(0), sample.dim(1), sample.dim(2), context.dim(1), added ? added->time_ids.dim(1) : 0};
+  const Tensor& t = timesteps;
 
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     // The first forward of a shape tunes its kernels (which cannot happen inside a capture); capturing
     // waits for the second, so that a one-off call (a single step, a test) costs no capture.
-    if (forwards_[key]++ == 0) return unet.forward(sample, timestep, context, added);
+    if (forwards_[key]++ == 0) return plain_forward(unet, sample, timesteps, context, added);
     // Each graph keeps its activations (about 1 GiB for SD1.5 at 512x512): a process that sees many
     // shapes (a server) keeps only the latest few.
     constexpr size_t kMaxGraphs = 4;
@@ -31,7 +56,7 @@ OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, float ti
     auto c = std::make_unique<Captured>();
     c->sample = OwnedTensor::like(sample, sample.shape);
     c->context = OwnedTensor::like(context, context.shape);
-    c->timesteps = OwnedTensor(t.view().shape, DType::kF32, device);
+    c->timesteps = OwnedTensor(t.shape, DType::kF32, device);
     if (added != nullptr) {
       c->text_embeds = OwnedTensor::like(added->text_embeds, added->text_embeds.shape);
       c->time_ids = OwnedTensor::like(added->time_ids, added->time_ids.shape);

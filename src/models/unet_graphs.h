@@ -21,6 +21,10 @@ class UnetGraphs {
   // addresses).
   OwnedTensor forward(const Unet& unet, const Tensor& sample, float timestep, const Tensor& context,
                       const TextTimeConditioning* added = nullptr);
+  // The same with each sample's timestep in an f32 tensor [N], on the host or the model's device (a
+  // caller whose timesteps are already on the GPU: diffusers' schedulers keep them there).
+  OwnedTensor forward(const Unet& unet, const Tensor& sample, const Tensor& timesteps, const Tensor& context,
+                      const TextTimeConditioning* added = nullptr);
 
   size_t captured_count() const { return graphs_.size(); }
 

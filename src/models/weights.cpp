@@ -59,6 +59,7 @@ void WeightReader::check_shape(const TensorRef& t, std::string_view name, const 
 }
 
 OwnedTensor WeightReader::placed(const TensorRef& t, const Shape& shape, Relayout relayout) const {
+  if (t.held) return borrowed(t, shape);
   const SafetensorsEntry& e = *t.entry;
   HD_CHECK_KIND(e.dtype.has_value() && is_floating(*e.dtype), ErrorKind::kUnsupported, component_.name,
                 ": tensor '", component_.prefix, t.name, "' has dtype ", e.dtype_name,
@@ -104,6 +105,17 @@ OwnedTensor WeightReader::placed(const TensorRef& t, const Shape& shape, Relayou
   }();
   t.file->release_pages(e);
   return result;
+}
+
+OwnedTensor WeightReader::borrowed(const TensorRef& t, const Shape& shape) const {
+  // A held tensor is already in the engine's layout (shape() only reports a kernel as diffusers holds
+  // it), so any relayout is a new shape over the same memory. Converting it would copy the caller's
+  // weights, which is what holding them avoids: the caller converts its model instead.
+  const Tensor& h = *t.held;
+  HD_CHECK_KIND(h.dtype == placement_.dtype && h.device == placement_.device, ErrorKind::kUnsupported,
+                component_.name, ": tensor '", t.name, "' is ", h.describe(), " but the model computes in ",
+                placement_.to_string(), "; convert the model's weights to that first");
+  return OwnedTensor::borrowed(h.reshape(shape));
 }
 
 OwnedTensor WeightReader::load(std::string_view name, const Shape& expected) const {

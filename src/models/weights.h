@@ -2,8 +2,8 @@
 // expects, and places them where the model computes (f32 on the CPU, f16/bf16 on a GPU). Each tensor
 // goes from the memory-mapped file straight into the compute dtype and layout in one pass over it,
 // spread over the CPU's cores: into its final host tensor on the CPU, into page-locked staging on its way
-// to a GPU (ops/weight_upload.h), never through an f32 copy. Every failure names the component, the
-// tensor and both shapes.
+// to a GPU (ops/weight_upload.h), never through an f32 copy. A component held in a caller's memory
+// (held_component) is shared, not copied. Every failure names the component, the tensor and both shapes.
 #pragma once
 
 #include <memory>
@@ -46,6 +46,8 @@ class WeightReader {
   void check_shape(const TensorRef& t, std::string_view name, const Shape& expected) const;
   // The stored tensor `t` in the placement's dtype and `shape`, re-laid-out as `relayout` says.
   OwnedTensor placed(const TensorRef& t, const Shape& shape, Relayout relayout) const;
+  // A held tensor (held_component) as `shape`, sharing the caller's memory.
+  OwnedTensor borrowed(const TensorRef& t, const Shape& shape) const;
 
   const ModelComponent& component_;
   std::string prefix_;

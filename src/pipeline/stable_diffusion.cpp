@@ -473,31 +473,11 @@ GenerationResult StableDiffusion::finish(const GenerationParams& p, OwnedTensor 
 OwnedTensor StableDiffusion::decode(const Tensor& latents, DecodeReport* report, VaeTiling tiling) const {
   *report = {};
   const auto decode_with = [&](const Vae& vae) {
-    const auto whole = [&](const Tensor& l) { return ops::to_host_f32(vae.decode(ops::place(l, vae.placement()))); };
-    // diffusers' tile: the VAE's sample_size in pixels; latents within one tile are decoded whole.
-    const int64_t tile = std::max<int64_t>(2, vae.config().sample_size / vae_scale_factor());
-    const bool one_tile = latents.dim(1) <= tile && latents.dim(2) <= tile;
-    if (tiling == VaeTiling::kAuto || one_tile) {
-      try {
-        return whole(latents);
-      } catch (const Error& e) {
-        // Out of device memory: the partial decode's tensors are gone with the exception, and the
-        // allocator gives its cache back before it fails again; tiles need one tile's worth.
-        if (e.kind() != ErrorKind::kOutOfMemory || vae.placement().device.is_cpu() || one_tile) throw;
-      }
-    }
-    report->tiled = true;
-    if (tiling == VaeTiling::kBlended) return decode_in_tiles(latents, vae_scale_factor(), VaeTiles{tile}, whole);
-    // Smaller tiles when one tile's work does not fit either, down to kMinTile latents (below that the
-    // halos, 13 latents for SD's VAE, would make up most of every tile).
-    constexpr int64_t kMinTile = 16;
-    for (int64_t size = tile;; size /= 2) {
-      try {
-        return vae.decode_tiled_exact(latents, size);
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::kOutOfMemory || vae.placement().device.is_cpu() || size / 2 < kMinTile) throw;
-      }
-    }
+    bool tiled = false;
+    OwnedTensor picture = decode_bounded(vae, latents, tiling, &tiled);
+    report->tiled = report->tiled || tiled;
+    const bool on_host = picture.view().device.is_cpu() && picture.view().dtype == DType::kF32;
+    return on_host ? std::move(picture) : ops::to_host_f32(picture);
   };
   OwnedTensor image = decode_with(vae_);
   const auto finite = [](const OwnedTensor& t) {

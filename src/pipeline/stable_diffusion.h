@@ -20,19 +20,13 @@
 #include "models/unet.h"
 #include "models/unet_graphs.h"
 #include "models/vae.h"
-#include "sampling/noise_schedule.h"
 #include "pipeline/text_conditioning.h"
+#include "pipeline/tiled_decode.h"
+#include "sampling/noise_schedule.h"
 #include "sampling/sampler.h"
 #include "sampling/torch_rng.h"
 
 namespace hd {
-
-// When and how the VAE decodes in tiles. kAuto: whole, unless that runs out of device memory, then as
-// kExact. kExact: in exact tiles (Vae::decode_tiled_exact: the whole decode's picture, no seams, with one
-// tile's activations on the device and the others in host memory). kBlended: in diffusers' blended tiles
-// (src/pipeline/tiled_decode.h, as diffusers' enable_tiling: each tile normalised on its own, so tiles
-// differ from the whole decode; for matching diffusers' tiled output).
-enum class VaeTiling { kAuto, kExact, kBlended };
 
 // SDXL's micro-conditioning, in pixels, as diffusers' original_size, crops_coords_top_left and
 // target_size: (height, width), (top, left), (height, width). Unset: the image's size and (0, 0).

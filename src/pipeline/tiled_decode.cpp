@@ -93,4 +93,41 @@ OwnedTensor decode_in_tiles(const Tensor& latents, int64_t scale, const VaeTiles
   return image;
 }
 
+OwnedTensor decode_bounded(const Vae& vae, const Tensor& latents, VaeTiling tiling, bool* tiled) {
+  if (tiled != nullptr) *tiled = false;
+  const ops::Placement& placement = vae.placement();
+  const auto whole = [&](const Tensor& l) {
+    const bool placed = l.device == placement.device && l.dtype == placement.dtype && l.is_contiguous();
+    return placed ? vae.decode(l) : vae.decode(ops::place(l, placement));
+  };
+  HD_CHECK(latents.rank() == 4, "vae decode: latents ", latents.shape.to_string(), " must be [N, h, w, c]");
+  const int64_t scale = int64_t(1) << (vae.config().block_out_channels.size() - 1);
+  const int64_t tile = std::max<int64_t>(2, vae.config().sample_size / scale);
+  const bool one_tile = latents.dim(1) <= tile && latents.dim(2) <= tile;
+  if (tiling == VaeTiling::kAuto || one_tile) {
+    try {
+      return whole(latents);
+    } catch (const Error& e) {
+      // Out of device memory: the partial decode's tensors are gone with the exception, and the
+      // allocator gives its cache back before it fails again; tiles need one tile's worth.
+      if (e.kind() != ErrorKind::kOutOfMemory || placement.device.is_cpu() || one_tile) throw;
+    }
+  }
+  if (tiled != nullptr) *tiled = true;
+  const OwnedTensor host = ops::to_host_f32(latents);
+  if (tiling == VaeTiling::kBlended)
+    return decode_in_tiles(host, scale, VaeTiles{tile},
+                           [&](const Tensor& l) { return ops::to_host_f32(whole(l)); });
+  // Smaller tiles when one tile's work does not fit either, down to kMinTile latents (below that the
+  // halos, 13 latents for SD's VAE, would make up most of every tile).
+  constexpr int64_t kMinTile = 16;
+  for (int64_t size = tile;; size /= 2) {
+    try {
+      return vae.decode_tiled_exact(host, size);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kOutOfMemory || placement.device.is_cpu() || size / 2 < kMinTile) throw;
+    }
+  }
+}
+
 }  // namespace hd

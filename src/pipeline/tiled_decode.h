@@ -13,8 +13,22 @@
 #include <functional>
 
 #include "core/tensor.h"
+#include "models/vae.h"
 
 namespace hd {
+
+// When and how the VAE decodes in tiles. kAuto: whole, unless that runs out of device memory, then as
+// kExact. kExact: in exact tiles (Vae::decode_tiled_exact: the whole decode's picture, no seams, with one
+// tile's activations on the device and the others in host memory). kBlended: in diffusers' blended tiles
+// (decode_in_tiles below, as diffusers' enable_tiling: each tile normalised on its own, so tiles differ
+// from the whole decode; for matching diffusers' tiled output).
+enum class VaeTiling { kAuto, kExact, kBlended };
+
+// `vae`'s decode of unscaled latents [N, h, w, c] (any device, any float dtype) as `tiling` says. Latents
+// within one tile (diffusers' tile: the VAE's sample_size in pixels) decode whole. A whole decode gives the
+// picture on the VAE's device in its dtype; tiles give a host f32 picture, and exact tiles shrink by halves
+// (down to 16 latents) until one fits. `tiled`, when given, says which happened.
+OwnedTensor decode_bounded(const Vae& vae, const Tensor& latents, VaeTiling tiling, bool* tiled = nullptr);
 
 struct VaeTiles {
   int64_t latent = 64;    // diffusers: the VAE's sample_size / 8 (512-pixel tiles for SD)

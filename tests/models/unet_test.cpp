@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "fixture_util.h"
+#include "models/weights.h"
 #include "test_util.h"
 
 namespace hd {
@@ -88,6 +89,56 @@ TEST(Unet, RejectsBadShapes) {
   EXPECT_THROW(unet.forward(odd, 10.0f, context), Error);  // 5 is not a multiple of 2
   OwnedTensor ok(Shape{1, 4, 6, 4}, DType::kF32);
   EXPECT_THROW(unet.forward(ok, 10.0f, wrong_ctx), Error);
+}
+
+// A UNet over tensors held in a caller's memory (held_component: the PyTorch extension runs the engine on
+// a pipeline's own weights) computes what the same UNet loaded from its file computes, bit for bit, and
+// reads the caller's memory rather than a copy of it.
+TEST(Unet, HeldWeightsGiveTheFilesModel) {
+  const ModelSource model =
+      ModelSource::open(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sdxl");
+  const ModelComponent& file = *model.component("unet");
+  // The caller's weights: each tensor as the engine lays it out (a kernel [Cout, kh, kw, Cin]).
+  const WeightReader reader(file, "");
+  std::vector<OwnedTensor> memory;
+  std::vector<std::pair<std::string, Tensor>> views;
+  for (const TensorRef& t : file.tensors) {
+    const std::vector<int64_t> s = t.shape();
+    Shape shape;
+    for (int64_t d : s) shape.push_back(d);
+    memory.push_back(s.size() == 4 ? reader.load_conv(t.name, s[0], s[1], s[2], s[3])
+                                   : reader.load(t.name, shape));
+    views.emplace_back(t.name, memory.back().view());
+  }
+  const ModelComponent held = held_component("unet", views, file.config_json);
+  const Unet from_file = Unet::load(file), from_held = Unet::load(held);
+  EXPECT_EQ(from_held.config().block_out_channels, from_file.config().block_out_channels);
+  EXPECT_EQ(from_held.config().context_dim, from_file.config().context_dim);
+  EXPECT_EQ(from_held.config().addition_time_embed_dim, from_file.config().addition_time_embed_dim);
+
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const UnetConfig& c = from_file.config();
+  const OwnedTensor sample = test::random_tensor(rng, Shape{2, 8, 8, c.in_channels});
+  const OwnedTensor context = test::random_tensor(rng, Shape{2, 77, c.context_dim});
+  const int64_t ids = 6, text_width = c.addition_embed_input_dim - ids * c.addition_time_embed_dim;
+  const OwnedTensor text_embeds = test::random_tensor(rng, Shape{2, text_width});
+  OwnedTensor time_ids(Shape{2, ids}, DType::kF32);
+  for (int64_t i = 0; i < 2 * ids; ++i) time_ids.ptr<float>()[i] = float(64 * (i % 3));
+  const TextTimeConditioning added{text_embeds, time_ids};
+  const OwnedTensor expected = from_file.forward(sample, 537.0f, context, &added);
+  const OwnedTensor got = from_held.forward(sample, 537.0f, context, &added);
+  ASSERT_EQ(got.view().shape, expected.view().shape);
+  EXPECT_EQ(test::to_vector(got), test::to_vector(expected));
+
+  // Shared, not copied: a change to the caller's memory is what the held model computes with.
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (views[i].first != "conv_out.bias") continue;
+    for (int64_t j = 0; j < views[i].second.numel(); ++j) memory[i].ptr<float>()[j] += 1.0f;
+  }
+  const OwnedTensor shifted = from_held.forward(sample, 537.0f, context, &added);
+  for (int64_t i = 0; i < shifted.view().numel(); ++i)
+    ASSERT_NEAR(shifted.ptr<float>()[i], expected.ptr<float>()[i] + 1.0f, 1e-5f) << i;
 }
 
 }  // namespace

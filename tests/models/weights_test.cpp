@@ -78,5 +78,38 @@ TEST(WeightReader, ConvertsAndRelaysStraightFromTheFile) {
   for (int64_t i = 0; i < long_count; ++i) ASSERT_EQ(flat.ptr<float>()[i], long_values[size_t(i)]) << i;
 }
 
+// A held component (the caller's memory, already in the engine's layout) is read in place: the loaded
+// tensors are views of it, a kernel's shape is reported as diffusers holds it, and what cannot be used
+// as it is (another dtype or device than the placement's, a repeated name, a strided view) is refused
+// with the tensor named.
+TEST(WeightReader, HeldComponentIsReadInPlace) {
+  OwnedTensor kernel(Shape{4, 3, 3, 2}, DType::kF32), bias(Shape{4}, DType::kF32),
+      half(Shape{4}, DType::kF16);
+  const ModelComponent held = held_component(
+      "unet", {{"conv.weight", kernel.view()}, {"conv.bias", bias.view()}, {"norm.weight", half.view()}},
+      std::nullopt);
+  const WeightReader w(held, "");
+  EXPECT_EQ(w.shape("conv.weight"), (std::vector<int64_t>{4, 2, 3, 3}));
+  const OwnedTensor k = w.load_conv("conv.weight", 4, 2, 3, 3);
+  EXPECT_EQ(k.view().data, kernel.view().data);
+  EXPECT_EQ(k.view().shape, (Shape{4, 3, 3, 2}));
+  EXPECT_EQ(w.load("conv.bias", Shape{4}).view().data, bias.view().data);
+  const std::string wrong = error_of([&] { w.load("conv.bias", Shape{2, 2}); });
+  EXPECT_NE(wrong.find("'conv.bias' has shape [4], expected [2, 2]"), std::string::npos) << wrong;
+  const std::string dtype = error_of([&] { w.load("norm.weight", Shape{4}); });
+  EXPECT_NE(dtype.find("'norm.weight' is f16[4] on cpu but the model computes in cpu f32"), std::string::npos)
+      << dtype;
+
+  const std::string twice = error_of([&] {
+    held_component("vae", {{"a", bias.view()}, {"a", bias.view()}}, std::nullopt);
+  });
+  EXPECT_NE(twice.find("vae: tensor 'a' given twice"), std::string::npos) << twice;
+  const std::string strided = error_of([&] {
+    held_component("vae", {{"b", kernel.view().slice(1, 0, 2)}}, std::nullopt);
+  });
+  EXPECT_NE(strided.find("vae: tensor 'b'"), std::string::npos) << strided;
+  EXPECT_NE(strided.find("is not dense"), std::string::npos) << strided;
+}
+
 }  // namespace
 }  // namespace hd

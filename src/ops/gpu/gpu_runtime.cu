@@ -262,6 +262,18 @@ MatrixUnit device_matrix_unit(int index) {
 #endif
 }
 
+void stream_wait(void* waiting, void* signalling) {
+  if (waiting == signalling) return;
+  cudaEvent_t done = nullptr;
+  HD_GPU_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  const cudaError_t recorded = cudaEventRecord(done, static_cast<cudaStream_t>(signalling));
+  const cudaError_t waited =
+      recorded == cudaSuccess ? cudaStreamWaitEvent(static_cast<cudaStream_t>(waiting), done, 0) : recorded;
+  // Destroying an event that work still waits for is allowed: it goes when that work has seen it.
+  HD_GPU_CHECK(cudaEventDestroy(done));
+  HD_GPU_CHECK(waited);
+}
+
 void synchronize(const Device& device) {
   HD_GPU_CHECK(cudaSetDevice(device.index));
   HD_GPU_CHECK(cudaDeviceSynchronize());

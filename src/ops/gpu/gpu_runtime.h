@@ -53,6 +53,11 @@ class ExternalStream {
   void* previous_stream_;
 };
 
+// Makes what is queued on stream `waiting` from now on wait, on the device and not the host, for what is
+// queued on stream `signalling` so far: how the engine's own stream joins a caller's (PyTorch's) and
+// back without a synchronisation. Streams as native_stream gives them; both on the current device.
+void stream_wait(void* waiting, void* signalling);
+
 // GPU work captured once and replayed as one launch (a CUDA / HIP graph). During capture the work's
 // allocations come from a pool of the graph's own (caching_allocator.cpp), so no memory the graph uses
 // is ever handed to other work; tensors the work allocated and the caller keeps (its outputs) stay valid,

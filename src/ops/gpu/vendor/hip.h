@@ -35,6 +35,9 @@
 #define cudaEventElapsedTime hipEventElapsedTime
 #define cudaEventRecord hipEventRecord
 #define cudaEventSynchronize hipEventSynchronize
+#define cudaEventCreateWithFlags hipEventCreateWithFlags
+#define cudaEventDisableTiming hipEventDisableTiming
+#define cudaStreamWaitEvent hipStreamWaitEvent
 #define cudaErrorMemoryAllocation hipErrorOutOfMemory
 #define cudaFree hipFree
 #define cudaFreeHost hipHostFree
