@@ -37,6 +37,24 @@ class DeviceScope {
   std::unique_ptr<State> state_;
 };
 
+// For the life of the scope, the engine's own stream on a tensor's GPU is joined to PyTorch's current
+// stream: at the start the engine's stream waits for what PyTorch queued so far (the inputs), at the end
+// PyTorch's waits for what the engine queued (the outputs), both on the device, without a host
+// synchronisation. For whole models (the engine's captured UNet graphs), which cannot be captured on
+// PyTorch's legacy default stream: the engine captures and replays them on its own stream. Throws
+// (NotImplementedError) inside a PyTorch graph capture. Nothing for a CPU tensor.
+class EngineStreamScope {
+ public:
+  explicit EngineStreamScope(const at::Tensor& t);
+  ~EngineStreamScope();
+  EngineStreamScope(const EngineStreamScope&) = delete;
+  EngineStreamScope& operator=(const EngineStreamScope&) = delete;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 // The engine's device for a tensor's: the CPU, or this build's GPU vendor with the tensor's index.
 Device engine_device(const at::Tensor& t);
 

@@ -1,5 +1,5 @@
-// DeviceScope and engine_device for a build without GPU kernels: only CPU tensors reach the engine
-// (the Python side's support checks send GPU tensors to PyTorch's own ops).
+// DeviceScope, EngineStreamScope and engine_device for a build without GPU kernels: only CPU tensors reach
+// the engine (the Python side's support checks send GPU tensors to PyTorch's own ops).
 #include <c10/util/Exception.h>
 
 #include "torch_bridge.h"
@@ -10,6 +10,11 @@ struct DeviceScope::State {};
 
 DeviceScope::DeviceScope(const at::Tensor&) {}
 DeviceScope::~DeviceScope() = default;
+
+struct EngineStreamScope::State {};
+
+EngineStreamScope::EngineStreamScope(const at::Tensor&) {}
+EngineStreamScope::~EngineStreamScope() = default;
 
 Device engine_device(const at::Tensor& t) {
   TORCH_CHECK_NOT_IMPLEMENTED(t.device().is_cpu(), "hipdiffusion: this build has no GPU kernels (tensor on ",

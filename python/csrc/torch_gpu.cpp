@@ -1,6 +1,7 @@
 // DeviceScope for GPU builds: the engine's kernels run on PyTorch's current stream and take their
 // temporaries from PyTorch's caching allocator, so that they order with PyTorch's own work without a
-// synchronisation and can be captured into PyTorch's CUDA/HIP graphs. ROCm builds of PyTorch name
+// synchronisation and can be captured into PyTorch's CUDA/HIP graphs. EngineStreamScope: whole models
+// on the engine's own stream, joined to PyTorch's at both ends. ROCm builds of PyTorch name
 // their GPU "cuda" to Python and keep the c10 runtime under c10/hip.
 #include <atomic>
 #include <optional>
@@ -78,10 +79,11 @@ struct DeviceScope::State {
   std::optional<ops::NoTuningScope> no_tuning;
 };
 
-DeviceScope::DeviceScope(const at::Tensor& t) {
-  if (t.device().is_cpu()) return;
-  // prepare_device once per device: it asks the driver for the device count each time (microseconds
-  // that every op call would pay).
+namespace {
+
+// ops::prepare_device once per device: it asks the driver for the device count each time (microseconds
+// that every op call would pay).
+void prepare_once(const at::Tensor& t) {
   constexpr int kDevices = 64;
   static std::atomic<bool> prepared[kDevices] = {};
   const int index = t.device().index();
@@ -89,10 +91,47 @@ DeviceScope::DeviceScope(const at::Tensor& t) {
     ops::prepare_device(engine_device(t));
     if (index >= 0 && index < kDevices) prepared[index].store(true, std::memory_order_release);
   }
+}
+
+}  // namespace
+
+DeviceScope::DeviceScope(const at::Tensor& t) {
+  if (t.device().is_cpu()) return;
+  prepare_once(t);
   state_ = std::make_unique<State>(t, hd_c10_gpu::current_stream(t.device().index()));
 }
 
 DeviceScope::~DeviceScope() = default;
+
+struct EngineStreamScope::State {
+  State(const at::Tensor& t, void* torch_stream)
+      : guard(t.device()), torch(torch_stream), engine(gpu::native_stream(engine_device(t))) {
+    gpu::stream_wait(engine, torch);
+  }
+  ~State() {
+    try {
+      gpu::stream_wait(torch, engine);
+    } catch (const std::exception&) {
+      // Only a broken device fails here; PyTorch's next call on it reports that.
+    }
+  }
+  hd_c10_gpu::DeviceGuard guard;
+  void* torch;
+  void* engine;
+};
+
+EngineStreamScope::EngineStreamScope(const at::Tensor& t) {
+  if (t.device().is_cpu()) return;
+  prepare_once(t);
+  void* torch_stream = hd_c10_gpu::current_stream(t.device().index());
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      !hd_c10_gpu::capturing(torch_stream),
+      "hipdiffusion: the engine's models capture and replay graphs of their own; call them "
+      "outside a CUDA/HIP graph capture");
+  state_ = std::make_unique<State>(t, torch_stream);
+}
+
+EngineStreamScope::~EngineStreamScope() = default;
 
 Device engine_device(const at::Tensor& t) {
   if (t.device().is_cpu()) return Device::cpu();
