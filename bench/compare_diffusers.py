@@ -295,10 +295,11 @@ def sdxl_models():
     return {name: m.eval() for name, m in dict(unet=unet, vae=vae, text_encoder=encoder, text_encoder_2=encoder_2).items()}
 
 
-def sdxl_generation(pipe, steps, cfg):
-    """One StableDiffusionXLPipeline call, 1024x1024, to a host image: the whole time and the stages, read
-    from the step callback (each step waited for): text encoding and set-up (up to the first step's start),
-    the median step, the loop, and the decode with post-processing (after the last step)."""
+def pipeline_generation(pipe, steps, cfg, size=1024):
+    """One call of a diffusers pipeline (StableDiffusion[XL]Pipeline), size x size, to a host image: the
+    whole time and the stages, read from the step callback (each step waited for): text encoding and set-up
+    (up to the first step's start), the median step, the loop, and the decode with post-processing (after
+    the last step)."""
     marks = []
 
     def on_step_end(_pipe, _i, _t, kwargs):
@@ -308,7 +309,7 @@ def sdxl_generation(pipe, steps, cfg):
     torch.cuda.synchronize()
     start = time.perf_counter()
     pipe(prompt="a photograph of an astronaut riding a horse", negative_prompt="blurry", num_inference_steps=steps,
-         guidance_scale=cfg, height=1024, width=1024, output_type="np", callback_on_step_end=on_step_end,
+         guidance_scale=cfg, height=size, width=size, output_type="np", callback_on_step_end=on_step_end,
          generator=torch.Generator("cuda").manual_seed(0))
     torch.cuda.synchronize()
     end = time.perf_counter()
@@ -353,9 +354,9 @@ def sdxl_comparison(build, compile_too, steps=30, cfg=5.0):
         for name in ["diffusers eager"] + (["diffusers + torch.compile"] if compile_too else []):
             if name != "diffusers eager":
                 pipe.unet = torch.compile(pipe.unet)
-            sdxl_generation(pipe, steps, cfg)  # warm-up (and compilation)
+            pipeline_generation(pipe, steps, cfg)  # warm-up (and compilation)
             torch.cuda.reset_peak_memory_stats()
-            runs = [sdxl_generation(pipe, steps, cfg) for _ in range(3)]
+            runs = [pipeline_generation(pipe, steps, cfg) for _ in range(3)]
             peers[name] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
             peers[name]["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
     print(f"\nSDXL 1024x1024, {steps} Euler steps, CFG {cfg}, f16, ms (median of 3); diffusers decodes in f32 "
