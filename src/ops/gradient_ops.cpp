@@ -1,6 +1,6 @@
-// Front half of the gradients: argument checks, then the device's kernel. Attention's gradient has a
-// CPU kernel only so far; a GPU tensor gets an error that says so (the PyTorch extension routes those to
-// PyTorch's own gradient and counts them, python/hipdiffusion/fallback.py).
+// Front half of the gradients: argument checks, then the device's kernel. Attention's GPU kernel takes
+// f16/bf16 heads of a multiple of 8 up to 160; other inputs get an error that says so (the PyTorch
+// extension routes those to PyTorch's own gradient and counts them, python/hipdiffusion/fallback.py).
 #include <cmath>
 #include <utility>
 
@@ -25,11 +25,6 @@ void check_operands(std::string_view op, const Device& dev, DType dtype, Operand
   }
 }
 
-void require_cpu(std::string_view op, const Device& dev) {
-  HD_CHECK_KIND(dev.is_cpu(), ErrorKind::kUnsupported, op, ": no kernel for ", dev.to_string(),
-                " yet (this gradient runs on the CPU only)");
-}
-
 }  // namespace
 
 void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -52,8 +47,12 @@ void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k
   check_shape(op, "key gradient", grad_k, k.shape);
   check_shape(op, "value gradient", grad_v, k.shape);
   HD_CHECK(k.dim(1) > 0 || q.dim(1) == 0, op, ": no keys for ", q.dim(1), " queries");
-  require_cpu(op, q.device);
-  cpu::attention_backward(grad_out, q, k, v, out, p, grad_q, grad_k, grad_v);
+  if (q.device.is_cpu()) return cpu::attention_backward(grad_out, q, k, v, out, p, grad_q, grad_k, grad_v);
+#if defined(HD_WITH_GPU)
+  gpu::attention_backward(grad_out, q, k, v, out, p.heads, p.causal, p.scale, grad_q, grad_k, grad_v);
+#else
+  no_kernel(op, q.device);
+#endif
 }
 
 void group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma, const Tensor& beta,

@@ -52,6 +52,15 @@ void activation(const Tensor& x, ops::Activation kind, const Tensor& out);
 // out [..., N] = x[..., :N] · gelu(x[..., N:]).
 void geglu(const Tensor& x, ops::GeluApproximation approximation, const Tensor& out);
 
+// Attention's gradient (attention_backward.cu, FlashAttention-2's recomputation): f16/bf16 heads of a
+// multiple of 8 up to kMaxFlashHeadDim (96 on AMD's 32-lane RDNA GPUs) on dense 16-byte-aligned tensors;
+// anything else is kUnsupported
+// (the PyTorch extension then runs PyTorch's gradient, counted).
+bool attention_backward_supported(const Tensor& q, int heads);
+void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& out, int heads, bool causal, float scale, const Tensor& grad_q,
+                        const Tensor& grad_k, const Tensor& grad_v, KernelPath path = KernelPath::kTuned);
+
 // Gradients (the PyTorch extension's autograd), f32 arithmetic: norm_backward.cu, geglu_backward.cu.
 void group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups,
                          float eps, bool fuse_silu, const Tensor& grad_x, const Tensor& grad_gamma,

@@ -1,0 +1,385 @@
+// Attention's gradient (FlashAttention-2's backward scheme) on NVIDIA's 32-lane fragment layout (tensor
+// cores on sm_80+, the portable shuffles elsewhere, AMD included): no Lq x Lk matrix exists anywhere.
+//   1. row_statistics: per query and head the softmax's log-sum-exp (in the exp2 domain: the scores'
+//      maximum times scale·log2(e) plus log2 of the row's sum), recomputed from Q and K as the forward's
+//      online softmax does, and delta = rowsum(dO ∘ O).
+//   2. attention_gradient: each block takes 64 keys of one (batch, head), holds them and their values in
+//      shared memory, and walks the query tiles: Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ·scale·log2e − lse), dV += Pᵀ·dO,
+//      dPᵀ = V·dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − delta), dK += dSᵀ·Q; dQ += dS·K is summed over the key blocks
+//      with f32 atomics. Each of the block's four fragment groups owns 16 keys.
+//   3. dQ converted from its f32 sums.
+// Everything accumulates in f32; inputs and gradients are f16 or bf16.
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/gpu/attention_kernel.cuh"
+#include "ops/gpu/gpu_ops.h"
+#include "ops/gpu/gpu_runtime.h"
+#include "ops/gpu/mma.cuh"
+
+namespace hd::gpu {
+
+namespace {
+
+constexpr int kGroups = 4, kThreads = kGroups * kFragmentLanes;
+// The widest head whose gradient a 32-lane AMD target (RDNA) runs without spilling registers (the
+// resource gate, tools/rocm/amd_kernel_report.py): dK's and dV's accumulators of wider heads do not fit
+// its 256 registers a lane (CDNA's 512 hold them). Wider instances there are trap stubs, never launched:
+// attention_backward_supported says no.
+constexpr int kWave32AmdMaxHead = 96;
+constexpr int kKeyBlock = 16 * kGroups;  // keys per block in attention_gradient
+constexpr int kStatsQueries = 16 * kGroups, kStatsKeys = 64;
+
+struct GradientArgs {
+  AttentionArgs a;
+  int64_t grad_row;  // elements between tokens of dO, O, dQ's sums, dK and dV (dense [B, L, heads·D])
+  float scale;       // the softmax scale itself (dK and dQ carry it)
+};
+
+__device__ inline void zero(FragmentC& f) {
+  f = FragmentC{{0.f, 0.f, 0.f, 0.f}};
+}
+
+// Two C fragments (16 rows x 8 columns each, neighbours in k) as one A fragment of the next product: the
+// accumulator layout is the A layout.
+template <class T>
+__device__ inline FragmentA as_a(const FragmentC& lo, const FragmentC& hi) {
+  return FragmentA{{pack2<T>(lo.r[0], lo.r[1]), pack2<T>(lo.r[2], lo.r[3]), pack2<T>(hi.r[0], hi.r[1]),
+                    pack2<T>(hi.r[2], hi.r[3])}};
+}
+
+// 1. lse (exp2 domain) and delta per (batch·head, query): 16 queries per fragment group.
+template <class T, int kD, bool kPortable>
+__global__ void __launch_bounds__(kThreads)
+    row_statistics(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ out,
+                   const T* __restrict__ grad_out, float* __restrict__ lse, float* __restrict__ delta,
+                   GradientArgs ga) {
+  constexpr int kStride = kD + kAttentionPad;
+  const AttentionArgs& a = ga.a;
+  __shared__ __align__(16) uint16_t q_s[kStatsQueries * kStride];
+  __shared__ __align__(16) uint16_t k_s[kStatsKeys * kStride];
+  const int group = int(threadIdx.x) / kFragmentLanes, lane = int(threadIdx.x) % kFragmentLanes;
+  const int g = lane / 4, t = lane % 4;
+  const int bh = int(blockIdx.y), b = bh / a.heads, h = bh % a.heads;
+  const int q0 = int(blockIdx.x) * kStatsQueries;
+  const T* q_base = q + int64_t(b) * a.lq * a.q_row + int64_t(h) * a.head_dim;
+  const T* k_base = k + int64_t(b) * a.lk * a.kv_row + int64_t(h) * a.head_dim;
+
+  // delta: one thread a query.
+  for (int i = int(threadIdx.x); i < kStatsQueries && q0 + i < a.lq; i += kThreads) {
+    const int64_t at = (int64_t(b) * a.lq + q0 + i) * ga.grad_row + int64_t(h) * a.head_dim;
+    float sum = 0.f;
+    for (int d = 0; d < a.head_dim; ++d) sum += to_float(out[at + d]) * to_float(grad_out[at + d]);
+    delta[int64_t(bh) * a.lq + q0 + i] = sum;
+  }
+
+  load_attention_rows<kD, kThreads>(q_s, q_base, a.q_row, q0, kStatsQueries, a.lq, a.head_dim);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const int row = group * 16 + g;
+  const int key_end = a.causal ? min(a.lk, q0 + kStatsQueries) : a.lk;
+  for (int k0 = 0; k0 < key_end; k0 += kStatsKeys) {
+    __syncthreads();  // the previous key tile is no longer read (and, the first time, Q has landed)
+    load_attention_rows<kD, kThreads>(k_s, k_base, a.kv_row, k0, kStatsKeys, a.lk, a.head_dim);
+    __syncthreads();
+    FragmentC s[kStatsKeys / 8];
+#pragma unroll
+    for (int j = 0; j < kStatsKeys / 8; ++j) {
+      zero(s[j]);
+#pragma unroll
+      for (int kc = 0; kc < kD / 16; ++kc)
+        mma_16x8x16<T, kPortable>(s[j], load_a<kPortable>(q_s, kStride, group * 16, kc * 16),
+                                  load_b<kPortable>(k_s, kStride, j * 8, kc * 16));
+    }
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kStatsKeys / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = k0 + j * 8 + 2 * t + (e & 1), query = q0 + row + (e >= 2 ? 8 : 0);
+        if (key >= a.lk || (a.causal && key > query)) s[j].r[e] = -INFINITY;
+        tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j].r[e]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      tile_max[i] = fmaxf(tile_max[i], shuffle_xor(tile_max[i], 1, kFragmentLanes));
+      tile_max[i] = fmaxf(tile_max[i], shuffle_xor(tile_max[i], 2, kFragmentLanes));
+      const float m_new = fmaxf(m[i], tile_max[i]);
+      if (m_new != -INFINITY) l[i] *= exp2f((m[i] - m_new) * a.scale_log2);
+      m[i] = m_new;
+    }
+#pragma unroll
+    for (int j = 0; j < kStatsKeys / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (m[e / 2] != -INFINITY) l[e / 2] += exp2f((s[j].r[e] - m[e / 2]) * a.scale_log2);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += shuffle_xor(l[i], 1, kFragmentLanes);
+    l[i] += shuffle_xor(l[i], 2, kFragmentLanes);
+    const int query = q0 + row + 8 * i;
+    // A row with no key (every key masked) has no probabilities: +inf makes every exp2 below 0.
+    if (t == 0 && query < a.lq)
+      lse[int64_t(bh) * a.lq + query] = l[i] > 0.f ? m[i] * a.scale_log2 + log2f(l[i]) : INFINITY;
+  }
+}
+
+// 2. dK, dV and dQ's f32 sums. kD: the head rounded up to 16 (the k dimension of Sᵀ and dPᵀ), kDV: rounded
+// up to 8 (the n dimension of the gradients). kQueries: queries per step (32; 16 for the widest heads,
+// whose accumulators take most registers).
+template <class T, int kD, int kDV, int kQueries, bool kPortable>
+__device__ __forceinline__ void attention_gradient_block(
+    const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ grad_out,
+    const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ grad_q_sums,
+    T* __restrict__ grad_k, T* __restrict__ grad_v, GradientArgs ga) {
+  constexpr int kStride = kD + kAttentionPad, kDsStride = kKeyBlock + kAttentionPad;
+  constexpr int kRowGroups = kQueries / 16, kColumnParts = kGroups / kRowGroups;
+  constexpr int kNFragments = kDV / 8, kPartFragments = (kNFragments + kColumnParts - 1) / kColumnParts;
+  const AttentionArgs& a = ga.a;
+  extern __shared__ uint4 smem_raw[];
+  uint16_t* k_s = reinterpret_cast<uint16_t*>(smem_raw);
+  uint16_t* v_s = k_s + kKeyBlock * kStride;
+  uint16_t* q_s = v_s + kKeyBlock * kStride;
+  uint16_t* do_s = q_s + kQueries * kStride;
+  uint16_t* ds_s = do_s + kQueries * kStride;  // dS as [query][key], for dQ
+  float* lse_s = reinterpret_cast<float*>(ds_s + kQueries * kDsStride);
+  float* delta_s = lse_s + kQueries;
+
+  const int group = int(threadIdx.x) / kFragmentLanes, lane = int(threadIdx.x) % kFragmentLanes;
+  const int g = lane / 4, t = lane % 4;
+  const int bh = int(blockIdx.y), b = bh / a.heads, h = bh % a.heads;
+  const int k0 = int(blockIdx.x) * kKeyBlock;
+  const int64_t head = int64_t(h) * a.head_dim;
+  const T* q_base = q + int64_t(b) * a.lq * a.q_row + head;
+  const T* do_base = grad_out + int64_t(b) * a.lq * ga.grad_row + head;
+  load_attention_rows<kD, kThreads>(k_s, k + int64_t(b) * a.lk * a.kv_row + head, a.kv_row, k0, kKeyBlock,
+                                    a.lk, a.head_dim);
+  load_attention_rows<kD, kThreads>(v_s, v + int64_t(b) * a.lk * a.kv_row + head, a.kv_row, k0, kKeyBlock,
+                                    a.lk, a.head_dim);
+
+  FragmentC dk[kNFragments], dv[kNFragments];
+#pragma unroll
+  for (int n = 0; n < kNFragments; ++n) zero(dk[n]), zero(dv[n]);
+  const int key_row = group * 16;  // this group's keys in the block; the lane's are key_row + g and + 8
+  // dQ's share of this group: query rows [dq_row, dq_row + 16) of the step, fragments from dq_first.
+  const int dq_row = (group % kRowGroups) * 16, dq_first = (group / kRowGroups) * kPartFragments;
+  // Causal: queries before the block's first key see none of its keys.
+  const int first_query = a.causal ? (k0 / kQueries) * kQueries : 0;
+  for (int q0 = first_query; q0 < a.lq; q0 += kQueries) {
+    __syncthreads();  // the previous step's tiles are no longer read
+    load_attention_rows<kD, kThreads>(q_s, q_base, a.q_row, q0, kQueries, a.lq, a.head_dim);
+    load_attention_rows<kD, kThreads>(do_s, do_base, ga.grad_row, q0, kQueries, a.lq, a.head_dim);
+    for (int i = int(threadIdx.x); i < kQueries; i += kThreads) {
+      const bool valid = q0 + i < a.lq;
+      lse_s[i] = valid ? lse[int64_t(bh) * a.lq + q0 + i] : INFINITY;
+      delta_s[i] = valid ? delta[int64_t(bh) * a.lq + q0 + i] : 0.f;
+    }
+    __syncthreads();
+
+    // Pᵀ and dPᵀ for this group's 16 keys and the step's queries.
+    FragmentC p[kQueries / 8], dp[kQueries / 8];
+#pragma unroll
+    for (int j = 0; j < kQueries / 8; ++j) {
+      zero(p[j]), zero(dp[j]);
+#pragma unroll
+      for (int kc = 0; kc < kD / 16; ++kc) {
+        mma_16x8x16<T, kPortable>(p[j], load_a<kPortable>(k_s, kStride, key_row, kc * 16),
+                                  load_b<kPortable>(q_s, kStride, j * 8, kc * 16));
+        mma_16x8x16<T, kPortable>(dp[j], load_a<kPortable>(v_s, kStride, key_row, kc * 16),
+                                  load_b<kPortable>(do_s, kStride, j * 8, kc * 16));
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = k0 + key_row + g + (e >= 2 ? 8 : 0), query_in_step = j * 8 + 2 * t + (e & 1);
+        const int query = q0 + query_in_step;
+        const bool masked = key >= a.lk || (a.causal && key > query);  // queries past lq have lse = +inf
+        const float prob = masked ? 0.f : exp2f(fmaf(p[j].r[e], a.scale_log2, -lse_s[query_in_step]));
+        p[j].r[e] = prob;
+        dp[j].r[e] = prob * (dp[j].r[e] - delta_s[query_in_step]);  // dSᵀ
+      }
+    }
+    // dV += Pᵀ·dO and dK += dSᵀ·Q (the scale is applied once, at the end).
+#pragma unroll
+    for (int kc = 0; kc < kQueries / 16; ++kc) {
+      const FragmentA pa = as_a<T>(p[2 * kc], p[2 * kc + 1]), dsa = as_a<T>(dp[2 * kc], dp[2 * kc + 1]);
+#pragma unroll
+      for (int n = 0; n < kNFragments; ++n) {
+        mma_16x8x16<T, kPortable>(dv[n], pa, load_b_transposed<kPortable>(do_s, kStride, kc * 16, n * 8));
+        mma_16x8x16<T, kPortable>(dk[n], dsa, load_b_transposed<kPortable>(q_s, kStride, kc * 16, n * 8));
+      }
+    }
+    // dS into shared memory as [query][key] for dQ += dS·K over the block's keys.
+#pragma unroll
+    for (int j = 0; j < kQueries / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key_row + g + (e >= 2 ? 8 : 0), query = j * 8 + 2 * t + (e & 1);
+        ds_s[query * kDsStride + key] = uint16_t(pack2<T>(dp[j].r[e], 0.f) & 0xffffu);
+      }
+    }
+    __syncthreads();
+    FragmentC dq[kPartFragments];
+#pragma unroll
+    for (int n = 0; n < kPartFragments; ++n) zero(dq[n]);
+#pragma unroll
+    for (int kc = 0; kc < kKeyBlock / 16; ++kc) {
+      const FragmentA dsa = load_a<kPortable>(ds_s, kDsStride, dq_row, kc * 16);
+#pragma unroll
+      for (int n = 0; n < kPartFragments; ++n) {
+        if (dq_first + n < kNFragments)
+          mma_16x8x16<T, kPortable>(dq[n], dsa,
+                                    load_b_transposed<kPortable>(k_s, kStride, kc * 16, (dq_first + n) * 8));
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < kPartFragments; ++n) {
+      const int col = (dq_first + n) * 8 + 2 * t;
+      if (dq_first + n >= kNFragments || col >= a.head_dim) continue;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int query = q0 + dq_row + g + 8 * half;
+        if (query >= a.lq) continue;
+        float* dst = grad_q_sums + (int64_t(b) * a.lq + query) * ga.grad_row + head + col;
+        atomicAdd(dst, dq[n].r[2 * half] * ga.scale);
+        atomicAdd(dst + 1, dq[n].r[2 * half + 1] * ga.scale);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int key = k0 + key_row + g + 8 * half;
+    if (key >= a.lk) continue;
+    const int64_t at = (int64_t(b) * a.lk + key) * ga.grad_row + head;
+#pragma unroll
+    for (int n = 0; n < kNFragments; ++n) {
+      const int col = n * 8 + 2 * t;
+      if (col >= a.head_dim) continue;  // head_dim is a multiple of 8, so col + 1 is in range too
+      *reinterpret_cast<uint32_t*>(grad_v + at + col) = pack2<T>(dv[n].r[2 * half], dv[n].r[2 * half + 1]);
+      *reinterpret_cast<uint32_t*>(grad_k + at + col) =
+          pack2<T>(dk[n].r[2 * half] * ga.scale, dk[n].r[2 * half + 1] * ga.scale);
+    }
+  }
+}
+
+template <class T, int kD, int kDV, int kQueries, bool kPortable>
+__global__ void __launch_bounds__(kThreads)
+    attention_gradient(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                       const T* __restrict__ grad_out, const float* __restrict__ lse,
+                       const float* __restrict__ delta, float* __restrict__ grad_q_sums,
+                       T* __restrict__ grad_k, T* __restrict__ grad_v, GradientArgs ga) {
+#if defined(__HIP_DEVICE_COMPILE__)
+  if constexpr (kWarpSize == 32 && kD > kWave32AmdMaxHead) {
+    HD_TRAP();
+    return;
+  } else
+#endif
+    attention_gradient_block<T, kD, kDV, kQueries, kPortable>(q, k, v, grad_out, lse, delta, grad_q_sums,
+                                                              grad_k, grad_v, ga);
+}
+
+template <class T, int kD, int kDV, bool kPortable>
+void launch(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+            const GradientArgs& ga, const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v) {
+  const AttentionArgs& a = ga.a;
+  const Device& device = q.device;
+  const int64_t rows = q.dim(0) * a.heads * int64_t(a.lq);
+  OwnedTensor lse(Shape{rows}, DType::kF32, device), delta(Shape{rows}, DType::kF32, device);
+  OwnedTensor sums(q.shape, DType::kF32, device);
+  HD_GPU_CHECK(cudaMemsetAsync(sums.view().data, 0, sums.view().nbytes(), current_stream()));
+  const auto* qp = static_cast<const T*>(q.data);
+  const auto* kp = static_cast<const T*>(k.data);
+  const auto* gp = static_cast<const T*>(grad_out.data);
+  const dim3 stats_grid(unsigned((a.lq + kStatsQueries - 1) / kStatsQueries), unsigned(q.dim(0) * a.heads));
+  row_statistics<T, kD, kPortable><<<stats_grid, kThreads, 0, current_stream()>>>(
+      qp, kp, static_cast<const T*>(out.data), gp, lse.ptr<float>(), delta.ptr<float>(), ga);
+  HD_GPU_CHECK_LAUNCH();
+
+  constexpr int kQueries = kD > 96 ? 16 : 32;
+  const size_t smem = size_t(2 * kKeyBlock + 2 * kQueries) * (kD + kAttentionPad) * sizeof(uint16_t) +
+                      size_t(kQueries) * (kKeyBlock + kAttentionPad) * sizeof(uint16_t) +
+                      2 * kQueries * sizeof(float);
+  const auto kernel = attention_gradient<T, kD, kDV, kQueries, kPortable>;
+  allow_dynamic_shared_memory(kernel, smem, device.index);
+  const dim3 grid(unsigned((a.lk + kKeyBlock - 1) / kKeyBlock), unsigned(q.dim(0) * a.heads));
+  kernel<<<grid, kThreads, smem, current_stream()>>>(
+      qp, kp, static_cast<const T*>(v.data), gp, lse.ptr<float>(), delta.ptr<float>(), sums.ptr<float>(),
+      static_cast<T*>(grad_k.data), static_cast<T*>(grad_v.data), ga);
+  HD_GPU_CHECK_LAUNCH();
+  convert(sums, grad_q);
+}
+
+template <class T, bool kPortable>
+void dispatch_head_dim(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& out, const GradientArgs& ga, const Tensor& dq, const Tensor& dk,
+                       const Tensor& dv) {
+  const int d = ga.a.head_dim;
+  if (d <= 32) return launch<T, 32, 32, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
+  if (d <= 40) return launch<T, 48, 40, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);  // SD1.5's heads
+  if (d <= 48) return launch<T, 48, 48, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
+  if (d <= 64) return launch<T, 64, 64, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
+  if (d <= 80) return launch<T, 80, 80, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
+  if (d <= 96) return launch<T, 96, 96, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
+  if (d <= 128) return launch<T, 128, 128, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
+  launch<T, 160, 160, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
+}
+
+}  // namespace
+
+bool attention_backward_supported(const Tensor& q, int heads) {
+  const int64_t head_dim = q.dim(2) / heads;
+  if ((q.dtype != DType::kF16 && q.dtype != DType::kBF16) || head_dim % 8 != 0 || head_dim > kMaxFlashHeadDim)
+    return false;
+#if defined(HD_GPU_HIP)
+  // Every AMD GPU but CDNA's (MFMA, 64-lane) runs 32-lane waves: see kWave32AmdMaxHead.
+  if (head_dim > kWave32AmdMaxHead && device_matrix_unit(q.device.index) != MatrixUnit::kAmdMfma)
+    return false;
+#endif
+  return true;
+}
+
+void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& out, int heads, bool causal, float scale, const Tensor& grad_q,
+                        const Tensor& grad_k, const Tensor& grad_v, KernelPath path) {
+  const int head_dim = int(q.dim(2) / heads);
+  for (const Tensor* t : {&grad_out, &q, &k, &v, &out, &grad_q, &grad_k, &grad_v})
+    HD_CHECK_KIND(t->is_contiguous() && is_aligned(t->data, 16), ErrorKind::kUnsupported,
+                  "attention_backward: the GPU kernel takes dense 16-byte-aligned tensors");
+  HD_CHECK_KIND(attention_backward_supported(q, heads), ErrorKind::kUnsupported,
+                "attention_backward: the GPU kernel takes f16 or bf16 heads of a multiple of 8 up to ",
+                kMaxFlashHeadDim, " (", kWave32AmdMaxHead, " on AMD GPUs of 32-lane waves), got ",
+                dtype_name(q.dtype), " heads of ", head_dim);
+  if (q.dim(1) == 0 || k.dim(1) == 0) {
+    if (k.dim(1) > 0) {  // no queries: no gradient reaches the keys and values
+      HD_GPU_CHECK(cudaMemsetAsync(grad_k.data, 0, grad_k.nbytes(), current_stream()));
+      HD_GPU_CHECK(cudaMemsetAsync(grad_v.data, 0, grad_v.nbytes(), current_stream()));
+    }
+    return;
+  }
+  const float softmax_scale = scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim));
+  const GradientArgs ga{{heads, int(q.dim(1)), int(k.dim(1)), head_dim, q.dim(2), k.dim(2), out.dim(2),
+                         softmax_scale * 1.4426950408889634f, causal},
+                        q.dim(2),
+                        softmax_scale};
+  HD_GPU_CHECK(cudaSetDevice(q.device.index));
+#if defined(HD_GPU_HIP)
+  (void)path;
+  if (q.dtype == DType::kF16)
+    return dispatch_head_dim<__half, true>(grad_out, q, k, v, out, ga, grad_q, grad_k, grad_v);
+  dispatch_head_dim<Bf16, true>(grad_out, q, k, v, out, ga, grad_q, grad_k, grad_v);
+#else
+  const bool portable =
+      path == KernelPath::kPortable || device_matrix_unit(q.device.index) != MatrixUnit::kNvidiaMma;
+  if (q.dtype == DType::kF16) {
+    portable ? dispatch_head_dim<__half, true>(grad_out, q, k, v, out, ga, grad_q, grad_k, grad_v)
+             : dispatch_head_dim<__half, false>(grad_out, q, k, v, out, ga, grad_q, grad_k, grad_v);
+  } else {
+    portable ? dispatch_head_dim<Bf16, true>(grad_out, q, k, v, out, ga, grad_q, grad_k, grad_v)
+             : dispatch_head_dim<Bf16, false>(grad_out, q, k, v, out, ga, grad_q, grad_k, grad_v);
+  }
+#endif
+}
+
+}  // namespace hd::gpu
