@@ -1,6 +1,7 @@
 """Fake (shape) functions and autograd formulas of torch.ops.hipdiffusion.*, so that the operators
 trace under torch.compile(fullgraph=True) and train. The gradients run the engine's kernels where it has
-them (support.backward_unsupported: all four on the CPU, all but attention's on a GPU) and PyTorch's own
+them (support.backward_unsupported: all four on the CPU and on a GPU, attention's there for heads of a
+multiple of 8 up to 160) and PyTorch's own
 (torch.func.vjp of reference.py) elsewhere, counted in fallback_report()."""
 
 import torch
@@ -88,10 +89,13 @@ def _attention_setup(ctx, inputs, output):
 def _attention_backward(ctx, grad):
     q, k, v, out = ctx.saved_tensors
     heads, causal, scale = ctx.args
-    reason = backward_unsupported("attention", grad, q, k, v)
+    reason = backward_unsupported("attention", grad, q, k, v, heads=heads)
     if reason is None:
-        dq, dk, dv = _ops.attention_backward(grad, q, k, v, out, heads, causal, scale)
-    else:
+        try:
+            dq, dk, dv = _ops.attention_backward(grad, q, k, v, out, heads, causal, scale)
+        except NotImplementedError as e:  # what only the device knows (an AMD GPU's widest head)
+            reason = str(e).splitlines()[0]
+    if reason is not None:
         dq, dk, dv = _pytorch_gradient(
             "attention_backward", reason, lambda q, k, v: reference.attention(q, k, v, heads, causal, scale),
             (q, k, v), grad)

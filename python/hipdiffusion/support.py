@@ -39,15 +39,20 @@ def kernel_unsupported(*tensors: torch.Tensor) -> Optional[str]:
     return None
 
 
-# The ops whose gradient has a GPU kernel too (attention's is CPU-only so far).
-_GPU_GRADIENTS = frozenset({"group_norm", "layer_norm", "geglu"})
+# The widest attention head whose gradient has a GPU kernel (src/ops/gpu/gpu_ops.h, kMaxFlashHeadDim).
+_MAX_GRADIENT_HEAD = 160
 
 
-def backward_unsupported(op: str, *tensors: torch.Tensor) -> Optional[str]:
-    """None when the engine has a gradient kernel of `op` for these tensors."""
+def backward_unsupported(op: str, *tensors: torch.Tensor, heads: int = 1) -> Optional[str]:
+    """None when the engine has a gradient kernel of `op` for these tensors (every op's on the CPU; on a
+    GPU attention's takes heads of a multiple of 8 up to 160, on 16-byte-aligned memory)."""
     reason = kernel_unsupported(*tensors)
-    if reason is None and tensors[0].device.type != "cpu" and op not in _GPU_GRADIENTS:
-        return "no GPU gradient kernel yet (PyTorch's gradient runs)"
+    if reason is None and op == "attention" and tensors[0].device.type != "cpu":
+        head = tensors[1].shape[-1] // heads
+        if head % 8 != 0 or head > _MAX_GRADIENT_HEAD:
+            return f"attention gradient on the GPU for heads of {head} (a multiple of 8 up to {_MAX_GRADIENT_HEAD})"
+        if any(t.data_ptr() % 16 != 0 for t in tensors):
+            return "attention gradient on the GPU for memory off a 16-byte boundary"
     return reason
 
 

@@ -80,13 +80,33 @@ def test_conv2d(dtype, cin, cout, size, stride):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_gradients_fall_back_to_pytorch_and_are_right(dtype):
-    q, k, v = (rand(1, 256, 320, dtype=dtype, grad=True) for _ in range(3))
-    out = ops.attention(q, k, v, 8)
+@pytest.mark.parametrize("tokens,context,heads,causal", [(256, 256, 8, False), (300, 77, 5, False), (128, 128, 2, True)])
+def test_attention_gradient_is_ours_and_right(dtype, tokens, context, heads, causal):
+    """Attention's gradient runs our kernel (attention_backward.cu): nothing falls back, and the
+    gradients match PyTorch's autograd in float32 on the same rounded inputs (widths 40, 64 and 160)."""
+    width = 320
+    q = rand(1, tokens, width, dtype=dtype, grad=True)
+    k, v = (rand(1, context, width, dtype=dtype, grad=True) for _ in range(2))
+    out = ops.attention(q, k, v, heads, causal=causal)
     upstream = torch.randn_like(out)
     got = torch.autograd.grad(out, (q, k, v), upstream)
     q2, k2, v2 = (t.detach().float().requires_grad_(True) for t in (q, k, v))
-    want = torch.autograd.grad(hipdiffusion.reference.attention(q2, k2, v2, 8, False, 0.0), (q2, k2, v2), upstream.float())
+    want = torch.autograd.grad(hipdiffusion.reference.attention(q2, k2, v2, heads, causal, 0.0), (q2, k2, v2),
+                               upstream.float())
+    for g, w in zip(got, want):
+        assert_close_to(g, w, dtype)
+    assert hipdiffusion.fallback_report() == []
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_gradient_of_wide_heads_falls_back_to_pytorch_and_is_right(dtype):
+    """The VAE's 512-wide head has no gradient kernel: PyTorch's gradient runs, counted."""
+    q, k, v = (rand(1, 64, 512, dtype=dtype, grad=True) for _ in range(3))
+    out = ops.attention(q, k, v, 1)
+    upstream = torch.randn_like(out)
+    got = torch.autograd.grad(out, (q, k, v), upstream)
+    q2, k2, v2 = (t.detach().float().requires_grad_(True) for t in (q, k, v))
+    want = torch.autograd.grad(hipdiffusion.reference.attention(q2, k2, v2, 1, False, 0.0), (q2, k2, v2), upstream.float())
     for g, w in zip(got, want):
         assert_close_to(g, w, dtype)
     assert [r["op"] for r in hipdiffusion.fallback_report()] == ["attention_backward"]
