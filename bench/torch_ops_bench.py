@@ -69,12 +69,17 @@ def cases(dtype):
                lambda: F.conv2d(x, w, b, 1, 1))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_arguments(doc):
+    """--dtype f16|bf16 and --json-out FILE, the arguments of the op benchmarks; the torch dtype too."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--dtype", choices=["f16", "bf16"], default="f16")
     parser.add_argument("--json-out")
     args = parser.parse_args()
-    dtype = torch.float16 if args.dtype == "f16" else torch.bfloat16
+    return args, torch.float16 if args.dtype == "f16" else torch.bfloat16
+
+
+def main():
+    args, dtype = parse_arguments(__doc__)
     torch.backends.cudnn.benchmark = True
     rows = []
     torch.set_grad_enabled(False)  # as pipelines run (torch.no_grad), not inference_mode
@@ -84,11 +89,16 @@ def main():
         t_ours, t_theirs = time_ms(ours), time_ms(theirs)
         rows.append({"op": name, "hipdiffusion_ms": t_ours, "pytorch_ms": t_theirs})
         print(f"| {name} | {t_ours:.4f} | {t_theirs:.4f} | {t_ours / t_theirs:.2f}x |", flush=True)
+    report(rows, args.dtype, args.json_out)
+
+
+def report(rows, dtype_name, json_out):
+    """Prints what fell back and keeps the rows, the device and the fallbacks in `json_out` when given."""
     fallbacks = hipdiffusion.fallback_report()
     print("fallbacks:", fallbacks or "none")
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "dtype": args.dtype,
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "dtype": dtype_name,
                        "rows": rows, "fallbacks": fallbacks}, f, indent=1)
 
 

@@ -8,6 +8,7 @@
 #   BENCH_ARGS=...    diffusers_optimize_bench.py's arguments
 #   PIPELINE="sd15 sdxl"  whole images through diffusers five ways (bench/diffusers_pipeline_bench.py)
 #                     instead of the op and optimize benchmarks; COMPILE=1 adds torch.compile there
+#   BACKWARD=1        attention's gradient beside SDPA's backends (bench/attention_backward_bench.py) instead
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/device/unpack_deps.sh > /dev/null
@@ -38,6 +39,13 @@ if [ -z "${NO_TESTS:-}" ]; then
   tail -25 "$OUT/pytest.log"
 fi
 [ -n "${NO_BENCH:-}" ] && exit 0
+if [ -n "${BACKWARD:-}" ]; then
+  for dtype in f16 bf16; do
+    python3 bench/attention_backward_bench.py --dtype $dtype --json-out "$OUT/attention_backward_$dtype.json" 2>&1 \
+      | tee "$OUT/attention_backward_$dtype.md"
+  done
+  exit 0
+fi
 if [ -n "${PIPELINE:-}" ]; then
   for arch in $PIPELINE; do
     python3 bench/diffusers_pipeline_bench.py --arch "$arch" --build build/pytorch ${COMPILE:+--compile} \

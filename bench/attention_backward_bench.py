@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Attention's gradient, hipdiffusion's kernel (src/ops/gpu/attention_backward.cu) beside PyTorch's
+scaled_dot_product_attention backward with each of its GPU backends (flash, memory-efficient, cuDNN), on
+SD1.5's and SDXL's attention shapes, f16 (or bf16), in one run on one GPU.
+
+Each side in its own layout ([B, L, heads·D] for ours, [B, heads, L, D] for SDPA). The backward's time is
+forward + backward through autograd minus the forward alone (CUDA events, median of repeated batches):
+SDPA's backward reuses the log-sum-exp its forward saved, ours recomputes it (one more Q·Kᵀ pass).
+
+    PYTHONPATH=python python3 bench/attention_backward_bench.py [--dtype bf16] [--json-out FILE]
+"""
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_ops_bench import parse_arguments, report, time_ms  # noqa: E402
+
+from hipdiffusion import ops  # noqa: E402
+
+# (tokens, keys, heads, head width): SD1.5's levels (8 heads of 40/80/160), self and cross attention;
+# SDXL's (heads of 64) at 1024x1024.
+SHAPES = [(4096, 4096, 8, 40), (4096, 77, 8, 40), (1024, 1024, 8, 80), (256, 256, 8, 160),
+          (4096, 4096, 10, 64), (4096, 77, 10, 64), (1024, 1024, 20, 64)]
+BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+            "cudnn": SDPBackend.CUDNN_ATTENTION}
+
+
+def backward_ms(forward, inputs, grad):
+    def both():
+        torch.autograd.grad(forward(*inputs), inputs, grad)
+    return time_ms(both) - time_ms(lambda: forward(*inputs))
+
+
+def main():
+    args, dtype = parse_arguments(__doc__)
+    rows = []
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, batch 2")
+    print("| shape | ours ms | " + " | ".join(f"SDPA {b} ms" for b in BACKENDS) + " | ours / best |")
+    print("| --- | --- | " + " | ".join("---" for _ in BACKENDS) + " | --- |")
+    for lq, lk, heads, d in SHAPES:
+        c = heads * d
+        q, k, v = (torch.randn(2, n, c, device="cuda", dtype=dtype, requires_grad=True) for n in (lq, lk, lk))
+        grad = torch.randn(2, lq, c, device="cuda", dtype=dtype)
+        ours = backward_ms(lambda q, k, v: ops.attention(q, k, v, heads), (q, k, v), grad)
+        split = [t.detach().view(2, t.shape[1], heads, d).transpose(1, 2).contiguous().requires_grad_(True)
+                 for t in (q, k, v)]
+        grad_split = grad.view(2, lq, heads, d).transpose(1, 2).contiguous()
+        theirs = {}
+        for name, backend in BACKENDS.items():
+            try:
+                with sdpa_kernel(backend):
+                    theirs[name] = backward_ms(F.scaled_dot_product_attention, split, grad_split)
+            except RuntimeError:  # the backend does not take this shape or dtype here
+                theirs[name] = None
+        best = min(t for t in theirs.values() if t is not None)
+        rows.append({"shape": [lq, lk, heads, d], "ours_ms": ours, "sdpa_ms": theirs, "ratio_to_best": ours / best})
+        cells = " | ".join("-" if t is None else f"{t:.3f}" for t in theirs.values())
+        print(f"| {lq}x{lk} {heads}x{d} | {ours:.3f} | {cells} | {ours / best:.2f}x |", flush=True)
+    report(rows, args.dtype, args.json_out)
+
+if __name__ == "__main__":
+    main()
