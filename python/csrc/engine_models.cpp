@@ -55,8 +55,8 @@ struct HeldWeights {
     views.reserve(names.size());
     for (size_t i = 0; i < names.size(); ++i)
       views.emplace_back(names[i], held_view(model, names[i], tensors[i]));
-    // Every tensor must be in the model's one dtype on its one device (the first tensor's, by name:
-    // WeightReader names any other as it loads).
+    // Every tensor must be in the model's one dtype on its one device: the first tensor's (WeightReader
+    // names any other as it loads).
     placement = ops::Placement{views.front().second.device, views.front().second.dtype};
     run_translating_errors(model, [&] {
       placement.validate();
