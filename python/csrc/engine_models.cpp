@@ -40,6 +40,14 @@ Tensor held_view(const std::string& model, const std::string& name, const at::Te
   return view_of(t);
 }
 
+// The engine's result as a new PyTorch tensor of `options` (the input's dtype and device): the one copy
+// that hands it over.
+at::Tensor handed_over(const Tensor& result, const at::TensorOptions& options) {
+  at::Tensor out = at::empty(std::vector<int64_t>(result.shape.begin(), result.shape.end()), options);
+  ops::copy(result, view_of(out));
+  return out;
+}
+
 // The weights a model class holds on to (the engine's model only views them) and the component over them.
 struct HeldWeights {
   std::vector<at::Tensor> tensors;
@@ -90,11 +98,9 @@ class UnetModule final : public torch::CustomClassHolder {
       const EngineStreamScope scope(s);
       std::optional<TextTimeConditioning> added;
       if (te) added = TextTimeConditioning{view_of(*te), view_of(*ti)};
-      const OwnedTensor result =
-          graphs_.forward(*unet_, view_of(s), view_of(t), view_of(c), added ? &*added : nullptr);
-      const Shape& shape = result.view().shape;
-      out = at::empty({shape[0], shape[1], shape[2], shape[3]}, s.options());
-      ops::copy(result, view_of(out));
+      out =
+          handed_over(graphs_.forward(*unet_, view_of(s), view_of(t), view_of(c), added ? &*added : nullptr),
+                      s.options());
     });
     return out;
   }
@@ -125,14 +131,10 @@ class VaeModule final : public torch::CustomClassHolder {
     run_translating_errors("vae.decode", [&] {
       const EngineStreamScope scope(l);
       const OwnedTensor image = decode_bounded(*vae_, view_of(l), VaeTiling::kAuto);
-      out = at::empty({image.view().dim(0), image.view().dim(1), image.view().dim(2), image.view().dim(3)},
-                      l.options());
-      const Tensor out_view = view_of(out);
-      if (image.view().dtype == out_view.dtype) {
-        ops::copy(image, out_view);
-      } else {  // the tiled decode's host f32 picture
-        ops::copy(ops::place(image, held_.placement), out_view);
-      }
+      // The tiled decode's picture is host f32: placed where the model computes first.
+      out = image.view().dtype == held_.placement.dtype
+                ? handed_over(image, l.options())
+                : handed_over(ops::place(image, held_.placement), l.options());
     });
     return out;
   }
@@ -144,10 +146,7 @@ class VaeModule final : public torch::CustomClassHolder {
     at::Tensor out;
     run_translating_errors("vae.encode", [&] {
       const EngineStreamScope scope(x);
-      const OwnedTensor moments = vae_->encode(view_of(x));
-      const Shape& shape = moments.view().shape;
-      out = at::empty({shape[0], shape[1], shape[2], shape[3]}, x.options());
-      ops::copy(moments, view_of(out));
+      out = handed_over(vae_->encode(view_of(x)), x.options());
     });
     return out;
   }

@@ -17,21 +17,7 @@ from typing import Optional, Tuple
 import torch
 
 from . import _library  # noqa: F401  (loads torch.ops.hipdiffusion and torch.classes.hipdiffusion)
-
-
-def compute_placement_problem(module: torch.nn.Module) -> Optional[str]:
-    """Why the engine cannot compute `module` where its weights are (None when it can): float32 on the
-    CPU, float16 or bfloat16 on a GPU of this build."""
-    p = next(module.parameters())
-    if p.device.type == "cpu":
-        return None if p.dtype == torch.float32 else f"on the CPU the engine computes in float32, not {p.dtype}"
-    if p.device.type != "cuda":
-        return f"the engine has no kernels for {p.device} tensors"
-    if not _library.GPU_BUILD:
-        return "this build of hipdiffusion has no GPU kernels (reinstall with -C cmake.define.HD_CUDA=ON or HD_HIP=ON)"
-    if p.dtype not in (torch.float16, torch.bfloat16):
-        return f"on a GPU the engine computes in float16 or bfloat16, not {p.dtype}"
-    return None
+from .support import placement_unsupported
 
 
 def _config_json(module: torch.nn.Module) -> str:
@@ -62,10 +48,11 @@ class EngineUnet:
     """A diffusers UNet2DConditionModel (SD1.x/2.x/SDXL) through the engine."""
 
     def __init__(self, unet: torch.nn.Module):
-        problem = compute_placement_problem(unet)
+        p = next(unet.parameters())
+        problem = placement_unsupported(p.device, p.dtype)
         if problem is not None:
             raise ValueError(f"hipdiffusion engine UNet: {problem}")
-        self.dtype = next(unet.parameters()).dtype
+        self.dtype = p.dtype
         names, tensors = _held(unet)
         self.module = torch.classes.hipdiffusion.Unet(names, tensors, _config_json(unet))
 
@@ -93,12 +80,12 @@ class EngineVae:
     dtype."""
 
     def __init__(self, vae: torch.nn.Module, upcast: bool = False):
-        problem = compute_placement_problem(vae)
+        p = next(vae.parameters())
+        problem = placement_unsupported(p.device, p.dtype)
         if problem is not None:
             raise ValueError(f"hipdiffusion engine VAE: {problem}")
-        weights_dtype = next(vae.parameters()).dtype
-        upcast = upcast and weights_dtype == torch.float16
-        self.dtype = torch.bfloat16 if upcast else weights_dtype
+        upcast = upcast and p.dtype == torch.float16
+        self.dtype = torch.bfloat16 if upcast else p.dtype
         names, tensors = _held(vae, self.dtype if upcast else None)
         self.module = torch.classes.hipdiffusion.Vae(names, tensors, _config_json(vae))
 

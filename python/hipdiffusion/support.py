@@ -25,6 +25,12 @@ def kernel_unsupported(*tensors: torch.Tensor) -> Optional[str]:
             return "tensors of several dtypes (" + ", ".join(sorted({str(t.dtype) for t in tensors})) + ")"
         if t.dim() > 6:
             return "a tensor of rank above 6"
+    return placement_unsupported(device, dtype)
+
+
+def placement_unsupported(device: torch.device, dtype: torch.dtype) -> Optional[str]:
+    """None when the engine computes in `dtype` on `device` (float32 on the CPU, float16 or bfloat16 on
+    a GPU of this build); else the reason it does not."""
     kind = device.type
     if kind == "cpu":
         if dtype != torch.float32:

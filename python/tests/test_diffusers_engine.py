@@ -135,7 +135,7 @@ def test_engine_refuses_what_it_cannot_compute(sd1):
     half = copy.copy(sd1)
     half.unet = copy.deepcopy(sd1.unet).half()
     half.vae = sd1.vae
-    with pytest.raises(ValueError, match="on the CPU the engine computes in float32, not torch.float16"):
+    with pytest.raises(ValueError, match="engine UNet: the CPU kernels compute in float32, not torch.float16"):
         hipdiffusion.diffusers.optimize(half, mode="engine")
     assert getattr(half, "_hipdiffusion_state", None) is None
     assert "forward" not in vars(half.unet) and "decode" not in vars(sd1.vae)

@@ -22,9 +22,6 @@ OwnedTensor plain_forward(const Unet& unet, const Tensor& sample, const Tensor& 
 
 OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, float timestep, const Tensor& context,
                                 const TextTimeConditioning* added) {
-  // Profiling times op by op, which a replayed graph cannot show: plain forwards then (as on the CPU).
-  if (unet.placement().device.is_cpu() || ops::profiling())
-    return unet.forward(sample, timestep, context, added);
   HD_CHECK(sample.rank() >= 1, "unet: sample ", sample.shape.to_string(), " has no batch dimension");
   OwnedTensor t(Shape{sample.dim(0)}, DType::kF32);
   for (int64_t i = 0; i < sample.dim(0); ++i) t.ptr<float>()[i] = timestep;
@@ -34,6 +31,7 @@ OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, float ti
 OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, const Tensor& timesteps,
                                 const Tensor& context, const TextTimeConditioning* added) {
   const Device& device = unet.placement().device;
+  // Profiling times op by op, which a replayed graph cannot show: plain forwards then (as on the CPU).
   if (device.is_cpu() || sample.rank() != 4 || context.rank() != 3 || ops::profiling())
     return plain_forward(unet, sample, timesteps, context, added);
   // The text-time inputs' widths are the model's: their presence and the number of ids complete the key.
