@@ -55,7 +55,7 @@ struct HeldWeights {
   ops::Placement placement;
 
   HeldWeights(const char* model, std::vector<std::string> names, std::vector<at::Tensor> weights,
-              std::string config_json)
+              std::string config_json, bool ldm_names)
       : tensors(std::move(weights)) {
     TORCH_CHECK_VALUE(names.size() == tensors.size() && !names.empty(), "hipdiffusion.", model, ": ",
                       names.size(), " names for ", tensors.size(), " tensors");
@@ -68,25 +68,28 @@ struct HeldWeights {
     placement = ops::Placement{views.front().second.device, views.front().second.dtype};
     run_translating_errors(model, [&] {
       placement.validate();
-      component = held_component(model, std::move(views), std::move(config_json));
+      component = held_component(model, std::move(views), std::move(config_json), ldm_names);
     });
   }
 };
 
 class UnetModule final : public torch::CustomClassHolder {
  public:
-  UnetModule(std::vector<std::string> names, std::vector<at::Tensor> tensors, std::string config_json)
-      : held_("unet", std::move(names), std::move(tensors), std::move(config_json)) {
+  // ldm_names: the tensors carry the original (LDM) names, as ComfyUI's models hold them.
+  UnetModule(std::vector<std::string> names, std::vector<at::Tensor> tensors, std::string config_json,
+             bool ldm_names)
+      : held_("unet", std::move(names), std::move(tensors), std::move(config_json), ldm_names) {
     run_translating_errors("unet", [&] { unet_.emplace(Unet::load(held_.component, held_.placement)); });
   }
 
   // sample [N, h, w, in] and context [N, L, D] in the model's dtype, timesteps f32 [N], SDXL's pooled text
   // embedding [N, P] (model dtype) and time ids f32 [N, k], all on the model's device -> [N, h, w, out].
+  // text_embeds without time_ids: add_embedding's whole input, already joined (ComfyUI's `y`).
   at::Tensor forward(const at::Tensor& sample, const at::Tensor& timesteps, const at::Tensor& context,
                      const c10::optional<at::Tensor>& text_embeds,
                      const c10::optional<at::Tensor>& time_ids) {
-    TORCH_CHECK_VALUE(text_embeds.has_value() == time_ids.has_value(),
-                      "hipdiffusion.unet: text_embeds and time_ids come together (SDXL) or not at all");
+    TORCH_CHECK_VALUE(text_embeds.has_value() || !time_ids.has_value(),
+                      "hipdiffusion.unet: time_ids come with the pooled text_embeds (SDXL)");
     const at::Tensor s = sample.contiguous(), t = timesteps.contiguous(), c = context.contiguous();
     const c10::optional<at::Tensor> te =
         text_embeds ? c10::optional<at::Tensor>(text_embeds->contiguous()) : text_embeds;
@@ -97,7 +100,7 @@ class UnetModule final : public torch::CustomClassHolder {
     run_translating_errors("unet", [&] {
       const EngineStreamScope scope(s);
       std::optional<TextTimeConditioning> added;
-      if (te) added = TextTimeConditioning{view_of(*te), view_of(*ti)};
+      if (te) added = TextTimeConditioning{view_of(*te), ti ? view_of(*ti) : Tensor{}};
       out =
           handed_over(graphs_.forward(*unet_, view_of(s), view_of(t), view_of(c), added ? &*added : nullptr),
                       s.options());
@@ -117,8 +120,9 @@ class UnetModule final : public torch::CustomClassHolder {
 
 class VaeModule final : public torch::CustomClassHolder {
  public:
-  VaeModule(std::vector<std::string> names, std::vector<at::Tensor> tensors, std::string config_json)
-      : held_("vae", std::move(names), std::move(tensors), std::move(config_json)) {
+  VaeModule(std::vector<std::string> names, std::vector<at::Tensor> tensors, std::string config_json,
+            bool ldm_names)
+      : held_("vae", std::move(names), std::move(tensors), std::move(config_json), ldm_names) {
     run_translating_errors("vae", [&] { vae_.emplace(Vae::load(held_.component, held_.placement)); });
   }
 
@@ -164,11 +168,11 @@ TORCH_LIBRARY_FRAGMENT(hipdiffusion, m) {
   using hd::torch_ext::UnetModule;
   using hd::torch_ext::VaeModule;
   m.class_<UnetModule>("Unet")
-      .def(torch::init<std::vector<std::string>, std::vector<at::Tensor>, std::string>())
+      .def(torch::init<std::vector<std::string>, std::vector<at::Tensor>, std::string, bool>())
       .def("forward", &UnetModule::forward)
       .def("captured_count", &UnetModule::captured_count);
   m.class_<VaeModule>("Vae")
-      .def(torch::init<std::vector<std::string>, std::vector<at::Tensor>, std::string>())
+      .def(torch::init<std::vector<std::string>, std::vector<at::Tensor>, std::string, bool>())
       .def("decode", &VaeModule::decode)
       .def("encode", &VaeModule::encode);
 }

@@ -44,22 +44,46 @@ def _nhwc(x: torch.Tensor) -> torch.Tensor:
     return x.permute(0, 2, 3, 1).contiguous()  # no copy for a channels_last tensor
 
 
-class EngineUnet:
+class _HeldModel:
+    """An engine model over weights it holds by reference: `module` (a torch.classes.hipdiffusion class,
+    _CLASS) and `dtype` (the one its weights, and so its inputs, are in)."""
+
+    _WHAT = ""
+    _CLASS = ""
+
+    @classmethod
+    def from_weights(cls, names: list, tensors: list, config_json: str, ldm_names: bool):
+        """Over a model's weights by name: diffusers' names, or with `ldm_names` the original (LDM) ones
+        that ComfyUI's models keep. config_json: diffusers' config keys where the weights do not tell
+        (heads per level, GroupNorm groups); convolution kernels in channels_last memory."""
+        engine = cls.__new__(cls)
+        engine._hold(names, tensors, config_json, ldm_names)
+        return engine
+
+    def _hold(self, names: list, tensors: list, config_json: str, ldm_names: bool) -> None:
+        if not tensors:
+            raise ValueError(f"hipdiffusion engine {self._WHAT}: no weights")
+        problem = placement_unsupported(tensors[0].device, tensors[0].dtype)
+        if problem is not None:
+            raise ValueError(f"hipdiffusion engine {self._WHAT}: {problem}")
+        self.dtype = tensors[0].dtype
+        self.module = getattr(torch.classes.hipdiffusion, self._CLASS)(names, tensors, config_json, ldm_names)
+
+
+class EngineUnet(_HeldModel):
     """A diffusers UNet2DConditionModel (SD1.x/2.x/SDXL) through the engine."""
 
+    _WHAT, _CLASS = "UNet", "Unet"
+
     def __init__(self, unet: torch.nn.Module):
-        p = next(unet.parameters())
-        problem = placement_unsupported(p.device, p.dtype)
-        if problem is not None:
-            raise ValueError(f"hipdiffusion engine UNet: {problem}")
-        self.dtype = p.dtype
         names, tensors = _held(unet)
-        self.module = torch.classes.hipdiffusion.Unet(names, tensors, _config_json(unet))
+        self._hold(names, tensors, _config_json(unet), ldm_names=False)
 
     def __call__(self, sample: torch.Tensor, timestep, context: torch.Tensor,
                  text_embeds: Optional[torch.Tensor] = None, time_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
         """sample [N, C, h, w] and context [N, L, D] in the model's dtype -> prediction [N, C', h, w]
-        (channels_last memory)."""
+        (channels_last memory). SDXL: the pooled text_embeds [N, P] and time_ids [N, k], or text_embeds
+        alone as add_embedding's whole input, already joined (the original UNet's `y`)."""
         n = sample.shape[0]
         if text_embeds is not None:
             text_embeds = text_embeds.to(self.dtype).contiguous()
@@ -73,21 +97,19 @@ class EngineUnet:
         return self.module.captured_count()
 
 
-class EngineVae:
+class EngineVae(_HeldModel):
     """A diffusers AutoencoderKL through the engine. With `upcast` (where diffusers would run a float16
     VAE in float32: SDXL's pipelines, for a VAE whose config says force_upcast), it computes in bfloat16
     instead, on a bfloat16 copy of its weights: float32's range at half the memory, and the GPU kernels'
     dtype."""
 
+    _WHAT, _CLASS = "VAE", "Vae"
+
     def __init__(self, vae: torch.nn.Module, upcast: bool = False):
         p = next(vae.parameters())
-        problem = placement_unsupported(p.device, p.dtype)
-        if problem is not None:
-            raise ValueError(f"hipdiffusion engine VAE: {problem}")
         upcast = upcast and p.dtype == torch.float16
-        self.dtype = torch.bfloat16 if upcast else p.dtype
-        names, tensors = _held(vae, self.dtype if upcast else None)
-        self.module = torch.classes.hipdiffusion.Vae(names, tensors, _config_json(vae))
+        names, tensors = _held(vae, torch.bfloat16 if upcast else None)
+        self._hold(names, tensors, _config_json(vae), ldm_names=False)
 
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
         """Unscaled latents [N, c, h, w] -> image [N, 3, H, W] in [-1, 1], in the latents' dtype."""

@@ -111,7 +111,7 @@ const TensorRef* ModelComponent::find(std::string_view tensor_name) const {
 }
 
 ModelComponent held_component(std::string name, std::vector<std::pair<std::string, Tensor>> tensors,
-                              std::optional<std::string> config_json) {
+                              std::optional<std::string> config_json, bool ldm_names) {
   ModelComponent c;
   c.name = std::move(name);
   c.config_json = std::move(config_json);
@@ -123,6 +123,10 @@ ModelComponent held_component(std::string name, std::vector<std::pair<std::strin
     t.name = std::move(tensor_name);
     t.held = view;
     c.tensors.push_back(std::move(t));
+  }
+  if (ldm_names) {
+    c.tensors = ldm_to_diffusers_names(c.name, std::move(c.tensors));
+    c.mapped_from_ldm = true;
   }
   std::sort(c.tensors.begin(), c.tensors.end(),
             [](const TensorRef& a, const TensorRef& b) { return a.name < b.name; });

@@ -55,8 +55,10 @@ struct ModelComponent {
 // the dtype and on the device where the model computes, a convolution kernel as [Cout, kh, kw, Cin]
 // (PyTorch's channels_last memory of [Cout, Cin, kh, kw]); the caller keeps the memory alive while any
 // model loaded from the component lives. Throws for a repeated name or a strided view.
+// With `ldm_names`, the names are the original (LDM) ones, as ComfyUI's models hold them
+// ("input_blocks.1.1.proj_in.weight", "decoder.up.0.block.0.conv1.weight"): mapped through the name table.
 ModelComponent held_component(std::string name, std::vector<std::pair<std::string, Tensor>> tensors,
-                              std::optional<std::string> config_json);
+                              std::optional<std::string> config_json, bool ldm_names = false);
 
 enum class ModelLayout { kDiffusersFolder, kSingleFileLdm, kSingleComponent };
 

@@ -161,22 +161,32 @@ OwnedTensor Unet::time_embedding(const Tensor& timesteps, const TextTimeConditio
   HD_CHECK(added != nullptr, "unet: this UNet (SDXL) needs its text-time conditioning: the pooled text embedding ",
            "and the size/crop ids");
   const Tensor& text = added->text_embeds;
-  const Tensor& ids = added->time_ids;
-  HD_CHECK(ids.rank() == 2 && ids.dim(0) == n && ids.dtype == DType::kF32 && ids.device == placement_.device,
-           "unet: time ids ", ids.describe(), " must be f32 [", n, ", k] on ", placement_.device.to_string());
-  const int64_t time_width = ids.dim(1) * c.addition_time_embed_dim;
-  HD_CHECK(text.rank() == 2 && text.dim(0) == n && text.dim(1) + time_width == c.addition_embed_input_dim &&
-               text.dtype == placement_.dtype && text.device == placement_.device,
-           "unet: pooled text embedding ", text.describe(), " with ", ids.dim(1), " time ids of width ",
-           c.addition_time_embed_dim, " must be [", n, ", ", c.addition_embed_input_dim - time_width, "] ",
-           placement_.to_string(), " (add_embedding takes ", c.addition_embed_input_dim, ")");
-  // diffusers: each id embedded as a timestep (same flip and shift), flattened per sample, after the
-  // pooled text embedding; then add_embedding (linear, SiLU, linear), added to the time embedding.
-  OwnedTensor id_embedding(Shape{n * ids.dim(1), c.addition_time_embed_dim}, placement_.dtype, placement_.device);
-  ops::timestep_embedding(ids.reshape(Shape{n * ids.dim(1)}), {true, 0.0f, 10000.0f, 1.0f}, id_embedding);
-  OwnedTensor joined(Shape{n, c.addition_embed_input_dim}, placement_.dtype, placement_.device);
-  ops::concat_channels(text, id_embedding.view().reshape(Shape{n, time_width}), joined);
-  OwnedTensor hidden = (*add_linear1_)(joined);
+  OwnedTensor joined;  // add_embedding's input, unless the caller joined it
+  if (added->joined()) {
+    HD_CHECK(text.rank() == 2 && text.dim(0) == n && text.dim(1) == c.addition_embed_input_dim &&
+                 text.dtype == placement_.dtype && text.device == placement_.device,
+             "unet: the joined text-time embedding ", text.describe(), " must be [", n, ", ",
+             c.addition_embed_input_dim, "] ", placement_.to_string());
+  } else {
+    const Tensor& ids = added->time_ids;
+    HD_CHECK(
+        ids.rank() == 2 && ids.dim(0) == n && ids.dtype == DType::kF32 && ids.device == placement_.device,
+        "unet: time ids ", ids.describe(), " must be f32 [", n, ", k] on ", placement_.device.to_string());
+    const int64_t time_width = ids.dim(1) * c.addition_time_embed_dim;
+    HD_CHECK(text.rank() == 2 && text.dim(0) == n && text.dim(1) + time_width == c.addition_embed_input_dim &&
+                 text.dtype == placement_.dtype && text.device == placement_.device,
+             "unet: pooled text embedding ", text.describe(), " with ", ids.dim(1), " time ids of width ",
+             c.addition_time_embed_dim, " must be [", n, ", ", c.addition_embed_input_dim - time_width, "] ",
+             placement_.to_string(), " (add_embedding takes ", c.addition_embed_input_dim, ")");
+    // diffusers: each id embedded as a timestep (same flip and shift), flattened per sample, after the
+    // pooled text embedding; then add_embedding (linear, SiLU, linear), added to the time embedding.
+    OwnedTensor id_embedding(Shape{n * ids.dim(1), c.addition_time_embed_dim}, placement_.dtype,
+                             placement_.device);
+    ops::timestep_embedding(ids.reshape(Shape{n * ids.dim(1)}), {true, 0.0f, 10000.0f, 1.0f}, id_embedding);
+    joined = OwnedTensor(Shape{n, c.addition_embed_input_dim}, placement_.dtype, placement_.device);
+    ops::concat_channels(text, id_embedding.view().reshape(Shape{n, time_width}), joined);
+  }
+  OwnedTensor hidden = (*add_linear1_)(added->joined() ? text : joined.view());
   ops::silu(hidden, hidden);
   (*add_linear2_)(hidden, &temb.view(), temb);  // emb + aug_emb, in the product's epilogue
   return temb;

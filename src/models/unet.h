@@ -41,9 +41,14 @@ struct UnetConfig {
 // SDXL's extra conditioning, on the model's device: the pooled text embedding [N, P] in the model's dtype
 // and the micro-conditioning ids [N, k] in f32 (k = 6 for SDXL base: original height and width, crop top
 // and left, target height and width), with P + k * addition_time_embed_dim = addition_embed_input_dim.
+// Or, with time_ids left empty (no data), text_embeds is add_embedding's whole input
+// [N, addition_embed_input_dim], already joined: the pooled embedding, then each id's sinusoid. The
+// original (LDM) UNet takes it so, as `y`, and ComfyUI hands it over that way.
 struct TextTimeConditioning {
   Tensor text_embeds;
   Tensor time_ids;
+
+  bool joined() const { return time_ids.data == nullptr; }
 };
 
 class Unet {

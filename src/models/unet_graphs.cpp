@@ -35,11 +35,12 @@ OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, const Te
   if (device.is_cpu() || sample.rank() != 4 || context.rank() != 3 || ops::profiling())
     return plain_forward(unet, sample, timesteps, context, added);
   // The text-time inputs' widths are the model's: their presence and the number of ids complete the key.
-  const bool inputs_ok = (added == nullptr || added->time_ids.rank() == 2) &&
+  const bool inputs_ok = (added == nullptr || added->joined() || added->time_ids.rank() == 2) &&
                          timesteps.shape == Shape{sample.dim(0)} && timesteps.dtype == DType::kF32;
   if (!inputs_ok)
     return plain_forward(unet, sample, timesteps, context, added);  // which reports the bad shape
-  const Key key{sample.dim(0), sample.dim(1), sample.dim(2), context.dim(1), added ? added->time_ids.dim(1) : 0};
+  const int64_t ids = added == nullptr ? 0 : added->joined() ? -1 : added->time_ids.dim(1);
+  const Key key{sample.dim(0), sample.dim(1), sample.dim(2), context.dim(1), ids};
   const Tensor& t = timesteps;
 
   auto it = graphs_.find(key);
@@ -57,7 +58,7 @@ OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, const Te
     c->timesteps = OwnedTensor(t.shape, DType::kF32, device);
     if (added != nullptr) {
       c->text_embeds = OwnedTensor::like(added->text_embeds, added->text_embeds.shape);
-      c->time_ids = OwnedTensor::like(added->time_ids, added->time_ids.shape);
+      if (!added->joined()) c->time_ids = OwnedTensor::like(added->time_ids, added->time_ids.shape);
     }
     Captured& captured = *c;
     captured.work = ops::CapturedWork::capture(device, [&] {
@@ -77,7 +78,7 @@ OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, const Te
   ops::copy(t, c.timesteps);
   if (added != nullptr) {
     ops::copy(added->text_embeds, c.text_embeds);
-    ops::copy(added->time_ids, c.time_ids);
+    if (!added->joined()) ops::copy(added->time_ids, c.time_ids);
   }
   c.work.replay();
   OwnedTensor out = OwnedTensor::like(c.output, c.output.view().shape);

@@ -31,10 +31,12 @@ class UnetGraphs {
  private:
   struct Captured {  // members in this order: the graph goes first, then what it wrote, then its inputs
     OwnedTensor sample, timesteps, context, output;
-    OwnedTensor text_embeds, time_ids;  // SDXL's text-time conditioning, when the UNet takes it
+    // SDXL's text-time conditioning, when the UNet takes it (time_ids empty: given joined)
+    OwnedTensor text_embeds, time_ids;
     ops::CapturedWork work;
   };
-  using Key = std::array<int64_t, 5>;  // sample's batch, height, width; context's length; time ids (0: none)
+  // sample's batch, height, width; context's length; time ids (0: none, -1: given joined)
+  using Key = std::array<int64_t, 5>;
   std::map<Key, int> forwards_;  // uncaptured forwards so far, per shape
   std::map<Key, std::unique_ptr<Captured>> graphs_;
 };

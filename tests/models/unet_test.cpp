@@ -5,8 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.h"
 #include "fixture_util.h"
+#include "io/safetensors.h"
 #include "models/weights.h"
 #include "test_util.h"
 
@@ -91,6 +95,46 @@ TEST(Unet, RejectsBadShapes) {
   EXPECT_THROW(unet.forward(ok, 10.0f, wrong_ctx), Error);
 }
 
+// A caller's copies of a component's tensors, each as the engine lays it out (a kernel [Cout, kh, kw, Cin]),
+// and views of them by name: what held_component takes.
+struct HeldCopies {
+  std::vector<OwnedTensor> memory;
+  std::vector<std::pair<std::string, Tensor>> views;
+};
+
+HeldCopies held_copies(const ModelComponent& component) {
+  const WeightReader reader(component, "");
+  HeldCopies held;
+  held.memory.reserve(component.tensors.size());
+  for (const TensorRef& t : component.tensors) {
+    const std::vector<int64_t> s = t.shape();
+    Shape shape;
+    for (int64_t d : s) shape.push_back(d);
+    held.memory.push_back(s.size() == 4 ? reader.load_conv(t.name, s[0], s[1], s[2], s[3]) : reader.load(t.name, shape));
+    held.views.emplace_back(t.name, held.memory.back().view());
+  }
+  return held;
+}
+
+// Seeded inputs of an SDXL-structured UNet: a batch of 2 at 8x8, 77 context tokens, the pooled text
+// embedding and six ids (SDXL's count) as pixel sizes.
+struct SdxlInputs {
+  OwnedTensor sample, context, text_embeds, time_ids;
+  int64_t text_width = 0;
+};
+
+SdxlInputs random_sdxl_inputs(test::Rng& rng, const UnetConfig& c) {
+  SdxlInputs in;
+  in.sample = test::random_tensor(rng, Shape{2, 8, 8, c.in_channels});
+  in.context = test::random_tensor(rng, Shape{2, 77, c.context_dim});
+  const int64_t ids = 6;
+  in.text_width = c.addition_embed_input_dim - ids * c.addition_time_embed_dim;
+  in.text_embeds = test::random_tensor(rng, Shape{2, in.text_width});
+  in.time_ids = OwnedTensor(Shape{2, ids}, DType::kF32);
+  for (int64_t i = 0; i < 2 * ids; ++i) in.time_ids.ptr<float>()[i] = float(64 * (i % 3) + 8 * i);
+  return in;
+}
+
 // A UNet over tensors held in a caller's memory (held_component: the PyTorch extension runs the engine on
 // a pipeline's own weights) computes what the same UNet loaded from its file computes, bit for bit, and
 // reads the caller's memory rather than a copy of it.
@@ -98,18 +142,9 @@ TEST(Unet, HeldWeightsGiveTheFilesModel) {
   const ModelSource model =
       ModelSource::open(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sdxl");
   const ModelComponent& file = *model.component("unet");
-  // The caller's weights: each tensor as the engine lays it out (a kernel [Cout, kh, kw, Cin]).
-  const WeightReader reader(file, "");
-  std::vector<OwnedTensor> memory;
-  std::vector<std::pair<std::string, Tensor>> views;
-  for (const TensorRef& t : file.tensors) {
-    const std::vector<int64_t> s = t.shape();
-    Shape shape;
-    for (int64_t d : s) shape.push_back(d);
-    memory.push_back(s.size() == 4 ? reader.load_conv(t.name, s[0], s[1], s[2], s[3])
-                                   : reader.load(t.name, shape));
-    views.emplace_back(t.name, memory.back().view());
-  }
+  HeldCopies copies = held_copies(file);  // the caller's weights
+  std::vector<OwnedTensor>& memory = copies.memory;
+  const std::vector<std::pair<std::string, Tensor>>& views = copies.views;
   const ModelComponent held = held_component("unet", views, file.config_json);
   const Unet from_file = Unet::load(file), from_held = Unet::load(held);
   EXPECT_EQ(from_held.config().block_out_channels, from_file.config().block_out_channels);
@@ -119,12 +154,8 @@ TEST(Unet, HeldWeightsGiveTheFilesModel) {
   test::Rng rng;
   HD_SEED_TRACE(rng);
   const UnetConfig& c = from_file.config();
-  const OwnedTensor sample = test::random_tensor(rng, Shape{2, 8, 8, c.in_channels});
-  const OwnedTensor context = test::random_tensor(rng, Shape{2, 77, c.context_dim});
-  const int64_t ids = 6, text_width = c.addition_embed_input_dim - ids * c.addition_time_embed_dim;
-  const OwnedTensor text_embeds = test::random_tensor(rng, Shape{2, text_width});
-  OwnedTensor time_ids(Shape{2, ids}, DType::kF32);
-  for (int64_t i = 0; i < 2 * ids; ++i) time_ids.ptr<float>()[i] = float(64 * (i % 3));
+  const SdxlInputs in = random_sdxl_inputs(rng, c);
+  const OwnedTensor &sample = in.sample, &context = in.context, &text_embeds = in.text_embeds, &time_ids = in.time_ids;
   const TextTimeConditioning added{text_embeds, time_ids};
   const OwnedTensor expected = from_file.forward(sample, 537.0f, context, &added);
   const OwnedTensor got = from_held.forward(sample, 537.0f, context, &added);
@@ -139,6 +170,78 @@ TEST(Unet, HeldWeightsGiveTheFilesModel) {
   const OwnedTensor shifted = from_held.forward(sample, 537.0f, context, &added);
   for (int64_t i = 0; i < shifted.view().numel(); ++i)
     ASSERT_NEAR(shifted.ptr<float>()[i], expected.ptr<float>()[i] + 1.0f, 1e-5f) << i;
+}
+
+// Held tensors under the original (LDM) names, as ComfyUI's models hold them, go through the same name
+// table as a single file's: the tiny SDXL pipeline's single file, its UNet held by those names, computes
+// what the file's UNet computes, bit for bit; and add_embedding's input handed over already joined (the
+// original UNet's `y`) gives what the pooled embedding and the ids give.
+TEST(Unet, HeldLdmNamesGiveTheSingleFilesModel) {
+  const std::string folder = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sdxl_pipeline";
+  const std::string path = folder + ".safetensors";
+  const ModelSource model = ModelSource::open(path, folder);  // the folder's config: the ids' width
+  const Unet from_file = Unet::load(*model.component("unet"));
+
+  // The file's UNet tensors by their LDM names, read into the caller's memory in the engine's layout.
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  const std::string prefix = "model.diffusion_model.";
+  ModelComponent raw;
+  raw.name = "unet";
+  for (const SafetensorsEntry& e : file.entries()) {
+    if (e.name.starts_with(prefix)) raw.tensors.push_back({e.name.substr(prefix.size()), &file, &e});
+  }
+  std::sort(raw.tensors.begin(), raw.tensors.end(),
+            [](const TensorRef& a, const TensorRef& b) { return a.name < b.name; });
+  ASSERT_FALSE(raw.tensors.empty());
+  const HeldCopies copies = held_copies(raw);
+  const ModelComponent held =
+      held_component("unet", copies.views, model.component("unet")->config_json, /*ldm_names=*/true);
+  EXPECT_TRUE(held.mapped_from_ldm);
+  const Unet from_held = Unet::load(held);
+
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const UnetConfig& c = from_file.config();
+  const SdxlInputs in = random_sdxl_inputs(rng, c);
+  const OwnedTensor &sample = in.sample, &context = in.context, &text_embeds = in.text_embeds, &time_ids = in.time_ids;
+  const TextTimeConditioning added{text_embeds, time_ids};
+  const OwnedTensor expected = from_file.forward(sample, 537.0f, context, &added);
+  const OwnedTensor got = from_held.forward(sample, 537.0f, context, &added);
+  EXPECT_EQ(test::to_vector(got), test::to_vector(expected));
+
+  // y = [pooled embedding, sinusoid of each id (cos first, as diffusers' and LDM's)], written out here.
+  const int64_t d = c.addition_time_embed_dim, half = d / 2, ids = time_ids.view().dim(1), text_width = in.text_width;
+  OwnedTensor joined(Shape{2, c.addition_embed_input_dim}, DType::kF32);
+  for (int64_t n = 0; n < 2; ++n) {
+    float* row = joined.ptr<float>() + n * c.addition_embed_input_dim;
+    for (int64_t j = 0; j < text_width; ++j) row[j] = text_embeds.ptr<float>()[n * text_width + j];
+    for (int64_t i = 0; i < ids; ++i) {
+      const double id = time_ids.ptr<float>()[n * ids + i];
+      for (int64_t j = 0; j < half; ++j) {
+        const double angle = id * std::exp(-std::log(10000.0) * double(j) / double(half));
+        row[text_width + i * d + j] = float(std::cos(angle));
+        row[text_width + i * d + half + j] = float(std::sin(angle));
+      }
+    }
+  }
+  const TextTimeConditioning given_joined{joined, Tensor{}};
+  ASSERT_TRUE(given_joined.joined());
+  const OwnedTensor from_y = from_held.forward(sample, 537.0f, context, &given_joined);
+  const std::vector<float> e = test::to_vector(expected);
+  EXPECT_LT(test::relative_l2(test::to_vector(from_y), std::vector<double>(e.begin(), e.end())), 1e-5);
+  // A joined embedding of the wrong width is refused, naming what it must be.
+  const OwnedTensor narrow = test::random_tensor(rng, Shape{2, c.addition_embed_input_dim - 1});
+  const TextTimeConditioning wrong{narrow, Tensor{}};
+  EXPECT_THROW(
+      {
+        try {
+          from_held.forward(sample, 537.0f, context, &wrong);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("joined text-time embedding"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
 }
 
 }  // namespace
