@@ -16,3 +16,6 @@ fi
 # --no-build-isolation: build against the torch just installed, not a second copy in an isolated env.
 "$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation .
 HIPDIFFUSION_TESTS_NEED_DIFFUSERS=1 "$venv/bin/python" -m pytest -q python/tests
+# The ComfyUI node package's own tests (on stand-ins for ComfyUI's objects; tools/integration/comfyui.sh
+# runs ComfyUI itself).
+HIPDIFFUSION_TESTS_NEED_DIFFUSERS=1 "$venv/bin/python" -m pytest -q integrations/comfyui/tests
