@@ -74,24 +74,33 @@ def _base_process_timestep():
     return comfy.model_base.BaseModel.process_timestep
 
 
-def _weights_cast_at_run_time(diffusion_model) -> bool:
-    """ComfyUI's low-VRAM loading casts or patches weights per layer as it runs (comfy.ops)."""
-    for module in diffusion_model.modules():
+def weights_unsupported(diffusion_model, named: list) -> Optional[str]:
+    """None when the engine can view these weights as they are loaded now; else why not."""
+    for module in diffusion_model.modules():  # ComfyUI's low-VRAM loading casts or patches per layer (comfy.ops)
         if getattr(module, "comfy_cast_weights", False) or getattr(module, "weight_function", None) or \
                 getattr(module, "bias_function", None):
-            return True
-    return False
+            return "weights cast or patched per layer as the model runs (low-VRAM loading)"
+    first = named[0][1]
+    for _, p in named:
+        if p.device != first.device or p.dtype != first.dtype:
+            return "parameters on several devices or of several dtypes"
+    return placement_unsupported(first.device, first.dtype)
 
 
 class EngineUnetFunction:
-    """The model function wrapper. One per patched model; its clones share it (and its engine model)."""
+    """The model function wrapper. One per patched model; its clones share it (and its engine model).
+
+    Per call only the call's own inputs are checked and the weights' signature (held.signature) taken;
+    the weights are checked and the engine's model built when that signature changes. Where ComfyUI
+    calls release() after each sampling run (patch() registers it), the model's parameter list is walked
+    once per run, else at every call (a walk costs about a millisecond on SD1.5's UNet)."""
 
     def __init__(self, base_model, previous=None):
         self.base_model = base_model
         self.previous = previous  # a wrapper the model had already: it gets our apply_model as its own
-        self._engine: Optional[EngineUnet] = None
-        self._signature = None
+        self.release_on_cleanup = False
         self.calls = 0  # calls the engine computed
+        self.release()
 
     def __deepcopy__(self, memo):  # ModelPatcher.clone deep-copies model_options
         return self
@@ -102,11 +111,15 @@ class EngineUnetFunction:
         return self.apply_model(args["input"], args["timestep"], **args["c"])
 
     def release(self, *args) -> None:
-        """Drops the engine's model (ComfyUI's cleanup after sampling; it is made again on the next call)."""
-        self._engine = None
-        self._signature = None
+        """Drops the engine's model and what was decided about the weights (ComfyUI's cleanup after
+        sampling): nothing of ComfyUI's weights is kept alive past a run; the next call starts afresh."""
+        self._parameters = None  # (name, parameter) pairs of the diffusion model
+        self._signature = None  # of the weights the two below were decided on
+        self._engine: Optional[EngineUnet] = None
+        self._refusal: Optional[str] = None  # why no engine model over those weights
 
-    def unsupported(self, x: torch.Tensor, c: dict) -> Optional[str]:
+    def call_unsupported(self, c: dict) -> Optional[str]:
+        """None when the engine takes this call's conditioning and options; else why not."""
         unknown = sorted(set(c) - _KNOWN_CONDITIONINGS)
         if unknown:
             return "conditionings the engine has no input for: " + ", ".join(unknown)
@@ -118,41 +131,39 @@ class EngineUnetFunction:
                 return f"transformer_options['{key}'] (patches the diffusion model)"
         if c.get("c_crossattn") is None:
             return "no cross-attention context"
-        reason = model_unsupported(self.base_model)
-        if reason is not None:
-            return reason
-        diffusion_model = self.base_model.diffusion_model
-        if _weights_cast_at_run_time(diffusion_model):
-            return "weights cast or patched per layer as the model runs (low-VRAM loading)"
-        first = next(diffusion_model.parameters())
-        for p in diffusion_model.parameters():
-            if p.device != x.device or p.dtype != first.dtype:
-                return "parameters on several devices or of several dtypes"
-        return placement_unsupported(first.device, first.dtype)
+        return model_unsupported(self.base_model)
 
-    def _current_engine(self) -> EngineUnet:
-        diffusion_model = self.base_model.diffusion_model
-        named = list(diffusion_model.named_parameters())
-        if self._engine is not None and held.signature(self.base_model, named) == self._signature:
-            return self._engine
-        self._engine = None
+    def _weights(self, device: torch.device):
+        """(the engine's model over the current weights, None) or (None, why there is none)."""
+        if self._parameters is None or not self.release_on_cleanup:
+            self._parameters = list(self.base_model.diffusion_model.named_parameters())
+        named = self._parameters
+        if held.signature(self.base_model, named) != self._signature:
+            self._engine, self._refusal = None, weights_unsupported(self.base_model.diffusion_model, named)
+            if self._refusal is None:
+                try:
+                    self._engine = self._build(named)
+                except (ValueError, RuntimeError) as e:  # the engine refused these weights: say why
+                    self._refusal = f"the engine could not build this UNet: {e}"
+            self._signature = held.signature(self.base_model, named)  # after the layout change
+        if self._engine is not None and named[0][1].device != device:
+            return None, "an input on another device than the weights"
+        return self._engine, self._refusal
+
+    def _build(self, named: list) -> EngineUnet:
         held.in_engine_layout(named)
-        names = [name for name, _ in named]
         tensors = [p.detach() for _, p in named]
-        self._engine = EngineUnet.from_weights(names, tensors, config_json(diffusion_model), ldm_names=True)
-        self._signature = held.signature(self.base_model, named)
+        engine = EngineUnet.from_weights([name for name, _ in named], tensors,
+                                         config_json(self.base_model.diffusion_model), ldm_names=True)
         _log.info("hipdiffusion: ComfyUI's UNet through the engine (%d tensors held, %s on %s)", len(named),
-                  self._engine.dtype, tensors[0].device)
-        return self._engine
+                  engine.dtype, tensors[0].device)
+        return engine
 
     def apply_model(self, x: torch.Tensor, t: torch.Tensor, **c) -> torch.Tensor:
         """ComfyUI's BaseModel.apply_model(x, sigma, **c), through the engine where it can."""
-        reason = self.unsupported(x, c)
+        engine, reason = None, self.call_unsupported(c)
         if reason is None:
-            try:
-                engine = self._current_engine()
-            except (ValueError, RuntimeError) as e:  # the engine refused these weights: say why once
-                reason = f"the engine could not build this UNet: {e}"
+            engine, reason = self._weights(x.device)
         if reason is not None:
             fallback.record(_OP, reason)
             return self.base_model.apply_model(x, t, **c)
@@ -181,6 +192,7 @@ def patch(model):
         from comfy.patcher_extension import CallbacksMP
 
         m.add_callback(CallbacksMP.ON_CLEANUP, function.release)
+        function.release_on_cleanup = True
     except (ImportError, AttributeError):
         pass  # an older ComfyUI: the engine's model lives as long as the patched model
     return m

@@ -161,3 +161,30 @@ def test_config_reads_heads_and_groups(setup):
     sdxl_like = types.SimpleNamespace(model_channels=320, channel_mult=[1, 2, 4], num_heads=-1, num_head_channels=64,
                                       modules=lambda: [])
     assert json.loads(unet_module.config_json(sdxl_like))["attention_head_dim"] == [5, 10, 20]
+
+
+def test_after_a_run_the_next_one_sees_new_weights(setup):
+    """With ComfyUI's cleanup callback the parameter list is walked once per sampling run; release() (the
+    callback) ends the run, and the next call builds over the weights as they are then."""
+    unet_module, _, base = setup
+    function = unet_module.EngineUnetFunction(base)
+    function.release_on_cleanup = True
+    x, sigma, context = inputs(9)
+    args = {"input": x, "timestep": sigma, "c": {"c_crossattn": context}}
+    before = function(None, args)
+    out_conv = getattr(base.diffusion_model.out, "2")
+    out_conv.bias = torch.nn.Parameter(out_conv.bias.detach() - 0.5, requires_grad=False)
+    function.release()
+    after = function(None, args)
+    torch.testing.assert_close(after, before + 0.5 * sigma.reshape(-1, 1, 1, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_weights_the_engine_cannot_view_run_comfyuis_apply_model(setup):
+    unet_module, _, base = setup
+    base.diffusion_model.to(torch.float64)  # no kernels for float64
+    function = unet_module.EngineUnetFunction(base)
+    x, sigma, context = inputs(10)
+    for _ in range(2):
+        assert function(None, {"input": x, "timestep": sigma, "c": {"c_crossattn": context}}) == "comfy's apply_model"
+    assert fallback_report() == [{"op": "comfyui.unet", "reason": "the CPU kernels compute in float32, not torch.float64",
+                                  "count": 2}]
