@@ -23,8 +23,7 @@ from . import held
 
 _OP = "comfyui.vae"
 _log = logging.getLogger("hipdiffusion")
-# One engine model per ComfyUI VAE model, with the parameters' (address, version) it was built over.
-_engines: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_announced: "weakref.WeakSet" = weakref.WeakSet()  # the VAE models whose first engine call was logged
 
 
 def _kind_unsupported(vae) -> Optional[str]:
@@ -56,16 +55,17 @@ def unsupported(vae) -> Optional[str]:
 
 
 def _engine(model) -> EngineVae:
+    """The engine's VAE over the model's weights as they are now. Made for each call and dropped after
+    it (it views the weights, which takes no copy and little time), so that nothing keeps weights alive
+    that ComfyUI unloads or moves between calls."""
     named = list(model.named_parameters())
-    cached = _engines.get(model)
-    if cached is not None and cached[1] == held.signature(model, named):
-        return cached[0]
-    held.in_engine_layout(named)
+    held.in_engine_layout(named)  # converts once: later calls find the kernels in channels_last memory
     config = json.dumps({"norm_num_groups": held.group_count(model)})
     engine = EngineVae.from_weights([n for n, _ in named], [p.detach() for _, p in named], config, ldm_names=True)
-    _engines[model] = (engine, held.signature(model, named))
-    _log.info("hipdiffusion: ComfyUI's VAE through the engine (%d tensors held, %s on %s)", len(named), engine.dtype,
-              named[0][1].device)
+    if model not in _announced:
+        _announced.add(model)
+        _log.info("hipdiffusion: ComfyUI's VAE through the engine (%d tensors held, %s on %s)", len(named),
+                  engine.dtype, named[0][1].device)
     return engine
 
 
