@@ -11,10 +11,11 @@ dtype or device without kernels.
 
 The engine's UNet views the model's parameters (nothing copied); its convolution kernels must be in
 channels_last memory, so those parameters are converted in place the first time (ComfyUI's own
-convolutions compute the same with them). Parameters ComfyUI replaces or modifies later (LoRA patches,
-a move between devices) are noticed at the next call by their addresses and version counters, and the
-engine's model is made again over them. The engine's model is dropped when sampling ends (ComfyUI's
-cleanup callback), so that it holds no weights that ComfyUI has unloaded.
+convolutions compute the same with them). Weights that ComfyUI changes are noticed by ComfyUI's patch id,
+the parameters' addresses and their version counters, and the engine's model is made again over them:
+at the next call for a move or an in-place change, at the next sampling run for replaced parameters
+(ComfyUI applies LoRA patches between runs). The engine's model is dropped when sampling ends
+(ComfyUI's cleanup callback), so that it holds no weights that ComfyUI has unloaded.
 """
 
 import json
@@ -39,7 +40,8 @@ _PATCHING_OPTIONS = ("patches", "patches_replace", "wrappers")
 
 def config_json(diffusion_model) -> str:
     """diffusers' config keys that the weights do not tell, from ComfyUI's UNetModel: the heads per level
-    (diffusers' attention_head_dim), the GroupNorms' group count and, for a model with an added embedding, SDXL's id width."""
+    (diffusers' attention_head_dim), the GroupNorms' group count and, for a model with an added
+    embedding, SDXL's id width."""
     channels = [diffusion_model.model_channels * m for m in diffusion_model.channel_mult]
     if diffusion_model.num_head_channels == -1:
         heads = [int(diffusion_model.num_heads)] * len(channels)
