@@ -1,6 +1,25 @@
 """The parameters of a ComfyUI model that the engine's models view in place (not copied)."""
 
+from typing import Optional
+
 import torch
+
+from hipdiffusion.support import placement_unsupported
+
+
+def weights_unsupported(model: torch.nn.Module, named: list) -> Optional[str]:
+    """None when the engine can view these weights of `model` as they are loaded now; else why not."""
+    if not named:
+        return "a model without weights"
+    for module in model.modules():  # ComfyUI's low-VRAM loading casts or patches per layer (comfy.ops)
+        if getattr(module, "comfy_cast_weights", False) or getattr(module, "weight_function", None) or \
+                getattr(module, "bias_function", None):
+            return "weights cast or patched per layer as the model runs (low-VRAM loading)"
+    first = named[0][1]
+    for _, p in named:
+        if p.device != first.device or p.dtype != first.dtype:
+            return "parameters on several devices or of several dtypes"
+    return placement_unsupported(first.device, first.dtype)
 
 
 def signature(model: torch.nn.Module, named: list) -> tuple:

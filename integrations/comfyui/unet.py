@@ -26,7 +26,6 @@ import torch
 
 from hipdiffusion import fallback
 from hipdiffusion.engine import EngineUnet
-from hipdiffusion.support import placement_unsupported
 
 from . import held
 
@@ -74,19 +73,6 @@ def _base_process_timestep():
     import comfy.model_base
 
     return comfy.model_base.BaseModel.process_timestep
-
-
-def weights_unsupported(diffusion_model, named: list) -> Optional[str]:
-    """None when the engine can view these weights as they are loaded now; else why not."""
-    for module in diffusion_model.modules():  # ComfyUI's low-VRAM loading casts or patches per layer (comfy.ops)
-        if getattr(module, "comfy_cast_weights", False) or getattr(module, "weight_function", None) or \
-                getattr(module, "bias_function", None):
-            return "weights cast or patched per layer as the model runs (low-VRAM loading)"
-    first = named[0][1]
-    for _, p in named:
-        if p.device != first.device or p.dtype != first.dtype:
-            return "parameters on several devices or of several dtypes"
-    return placement_unsupported(first.device, first.dtype)
 
 
 class EngineUnetFunction:
@@ -141,7 +127,7 @@ class EngineUnetFunction:
             self._parameters = list(self.base_model.diffusion_model.named_parameters())
         named = self._parameters
         if held.signature(self.base_model, named) != self._signature:
-            self._engine, self._refusal = None, weights_unsupported(self.base_model.diffusion_model, named)
+            self._engine, self._refusal = None, held.weights_unsupported(self.base_model.diffusion_model, named)
             if self._refusal is None:
                 try:
                     self._engine = self._build(named)

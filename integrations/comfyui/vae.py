@@ -17,7 +17,6 @@ import torch
 
 from hipdiffusion import fallback
 from hipdiffusion.engine import EngineVae
-from hipdiffusion.support import placement_unsupported
 
 from . import held
 
@@ -41,17 +40,7 @@ def unsupported(vae) -> Optional[str]:
     reason = _kind_unsupported(vae)
     if reason is not None:
         return reason
-    params = list(vae.first_stage_model.parameters())
-    if not params:
-        return "a VAE without weights"
-    first = params[0]
-    for p in params:
-        if p.device != first.device or p.dtype != first.dtype:
-            return "parameters on several devices or of several dtypes (weights cast as it runs)"
-    for module in vae.first_stage_model.modules():
-        if getattr(module, "comfy_cast_weights", False) or getattr(module, "weight_function", None):
-            return "weights cast or patched per layer as it runs"
-    return placement_unsupported(first.device, first.dtype)
+    return held.weights_unsupported(vae.first_stage_model, list(vae.first_stage_model.named_parameters()))
 
 
 def _engine(model) -> EngineVae:
