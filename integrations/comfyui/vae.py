@@ -15,10 +15,8 @@ from typing import Optional
 
 import torch
 
-from hipdiffusion import fallback
+from hipdiffusion import fallback, held
 from hipdiffusion.engine import EngineVae
-
-from . import held
 
 _OP = "comfyui.vae"
 _log = logging.getLogger("hipdiffusion")

@@ -9,6 +9,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1]
 REPOSITORY = PACKAGE.parents[1]
+sys.path.insert(0, str(REPOSITORY / "integrations" / "testing"))  # ldm_stand_ins
 
 
 @pytest.fixture(scope="session")

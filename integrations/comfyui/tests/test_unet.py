@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from hipdiffusion import fallback_report, reset_fallback_report
-from stand_ins import FIXTURES, diffusers_or_skip, ldm_module
+from ldm_stand_ins import FIXTURES, EpsSampling, diffusers_or_skip, ldm_unet
 
 
 class BaseModel:
@@ -22,7 +22,7 @@ class BaseModel:
         self.diffusion_model = diffusion_model
         self.model_config = types.SimpleNamespace(unet_config={"num_classes": None})
         self.manual_cast_dtype = None
-        self.model_sampling = Sampling()
+        self.model_sampling = EpsSampling()
         self.applied = []
 
     def process_timestep(self, timestep, **kwargs):
@@ -31,19 +31,6 @@ class BaseModel:
     def apply_model(self, x, t, **c):  # ComfyUI's own path: what a fallback runs
         self.applied.append(c)
         return "comfy's apply_model"
-
-
-class Sampling:
-    """ComfyUI's EPS model sampling (sigma_data 1) with a timestep map of its own."""
-
-    def calculate_input(self, sigma, x):
-        return x / (sigma.reshape(-1, 1, 1, 1) ** 2 + 1) ** 0.5
-
-    def timestep(self, sigma):
-        return sigma * 37.5
-
-    def calculate_denoised(self, sigma, output, x):
-        return x - output * sigma.reshape(-1, 1, 1, 1)
 
 
 @pytest.fixture(scope="module")
@@ -60,16 +47,6 @@ def comfy_stand_in():
             sys.modules.pop(k, None)
         else:
             sys.modules[k] = v
-
-
-def ldm_unet(config: dict) -> torch.nn.Module:
-    """The tiny SD1.x UNet as ComfyUI's UNetModel holds it, with the attributes the wrapper reads."""
-    model = ldm_module("UNetModel", "model.diffusion_model.", ["out", "0"], config["norm_num_groups"])
-    base = config["block_out_channels"][0]
-    model.model_channels = base
-    model.channel_mult = [c // base for c in config["block_out_channels"]]
-    model.num_heads, model.num_head_channels = config["attention_head_dim"], -1
-    return model
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import torch
 
 from hipdiffusion import fallback_report, reset_fallback_report
 
-from stand_ins import FIXTURES, diffusers_or_skip, ldm_module
+from ldm_stand_ins import FIXTURES, diffusers_or_skip, ldm_module
 
 
 def ldm_vae(groups: int) -> torch.nn.Module:
