@@ -19,3 +19,6 @@ HIPDIFFUSION_TESTS_NEED_DIFFUSERS=1 "$venv/bin/python" -m pytest -q python/tests
 # The ComfyUI node package's own tests (on stand-ins for ComfyUI's objects; tools/integration/comfyui.sh
 # runs ComfyUI itself).
 HIPDIFFUSION_TESTS_NEED_DIFFUSERS=1 "$venv/bin/python" -m pytest -q integrations/comfyui/tests
+# The AUTOMATIC1111/Forge extension's own tests (on stand-ins for the web UIs' modules;
+# tools/integration/a1111.sh runs AUTOMATIC1111 itself).
+HIPDIFFUSION_TESTS_NEED_DIFFUSERS=1 "$venv/bin/python" -m pytest -q integrations/a1111/tests
