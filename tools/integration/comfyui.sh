@@ -14,13 +14,7 @@ full=${3:-}
 [ -x build/venv/bin/python ] || { echo "build/venv is missing: run tools/python/test.sh first" >&2; exit 1; }
 
 venv=build/venv-comfyui
-if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv"
-  # build/venv's packages (PyTorch, hipdiffusion, diffusers) seen from this environment, behind its own.
-  base=$(build/venv/bin/python -c "import site; print(site.getsitepackages()[0])")
-  site=$("$venv/bin/python" -c "import site; print(site.getsitepackages()[0])")
-  echo "$PWD/$base" > "$site/hipdiffusion-base-venv.pth"
-fi
+bash tools/integration/venv_beside_torch.sh "$venv"
 # ComfyUI's requirements, less PyTorch itself (build/venv's is used; torchvision and torchaudio too
 # where it has them).
 grep -v -E '^(torch|torchvision|torchaudio)([<>=~ ].*)?$' "$comfy/requirements.txt" | grep -v -E '^\s*(#|$)' \

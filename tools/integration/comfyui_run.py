@@ -18,15 +18,12 @@ Usage (what tools/integration/comfyui.sh runs):
 """
 import argparse
 import json
-import os
 import shutil
 import statistics
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
+
+from ui_server import finish, free_port, load_image, request, start, stop
 
 # Tolerances. Latents: our CPU kernels and PyTorch's sum in different orders (float32); a few sampler
 # steps carry that forward. On a GPU both compute in float16/bfloat16. The encoder: ComfyUI runs the VAE
@@ -36,19 +33,6 @@ from pathlib import Path
 LATENT_TOLERANCE = {"cpu": 1e-4, "gpu": 2e-2}
 ENCODE_TOLERANCE = {"cpu": 1e-4, "gpu": 5e-2}
 PIXEL_LEVELS = {"cpu": 1, "gpu": 8}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def request(url: str, body: dict | None = None) -> dict:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read())
 
 
 def workflow(kind: str, checkpoint: str, prefix: str, size: int, steps: int, seed: int = 1234) -> dict:
@@ -136,13 +120,6 @@ def load_latent(path: Path):
     return load_file(str(path))["latent_tensor"]
 
 
-def load_image(path: Path):
-    import numpy as np
-    from PIL import Image
-
-    return np.asarray(Image.open(path)).astype(np.int32)
-
-
 def relative_l2(a, b) -> float:
     import numpy as np
 
@@ -178,19 +155,8 @@ def main() -> None:
     command += args.comfyui_args.split()
     log_path = out / "comfyui.log"
     with open(log_path, "w") as log:
-        server = subprocess.Popen(command, cwd=args.comfyui, stdout=log, stderr=subprocess.STDOUT,
-                                  env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        server = start(command, args.comfyui, log, f"{base}/system_stats", "ComfyUI")
         try:
-            for _ in range(600):
-                if server.poll() is not None:
-                    raise SystemExit(f"ComfyUI exited at start ({server.returncode}); see {log_path}")
-                try:
-                    request(f"{base}/system_stats")
-                    break
-                except OSError:
-                    time.sleep(0.5)
-            else:
-                raise SystemExit(f"ComfyUI did not answer on {base}; see {log_path}")
             system = request(f"{base}/system_stats")
             info = request(f"{base}/object_info/HipDiffusionUNet")
             if "HipDiffusionUNet" not in info:
@@ -218,11 +184,7 @@ def main() -> None:
                     print(f"{name}: median {statistics.median(values):.3f} s of {['%.3f' % v for v in values]}",
                           flush=True)
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            stop(server)
 
     saved = out / "output"
     def one(pattern: str) -> Path:  # SaveLatent and SaveImage number their files: prefix_00001_.ext
@@ -274,10 +236,7 @@ def main() -> None:
     summary = {"device": args.device, "devices": system.get("devices"), "size": args.size, "steps": args.steps,
                "decode_size": args.decode_size, "seconds": timings, "medians": medians, "ratios": ratios,
                "checks": checks, "engine_ran": ran, "fallbacks": fell_back}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    if failures:
-        raise SystemExit("FAILED: " + "; ".join(failures))
-    print(f"ComfyUI with hipDiffusion's nodes matches ComfyUI alone ({out / 'summary.json'})")
+    finish(out, summary, failures, "ComfyUI with hipDiffusion's nodes matches ComfyUI alone")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Runs AUTOMATIC1111's web UI for real, headless, with and without hipDiffusion's extension, and compares
+what it makes.
+
+Starts A1111's own API server (`launch.py --nowebui --api`, from the checkout given, with a data folder of
+the run's own that the extension is linked into) and generates through POST /sdapi/v1/txt2img, the same request and seed
+each time, with the settings set through POST /sdapi/v1/options (which runs A1111's own change handlers):
+  stock      Cross attention optimization "Automatic", SD Unet "None"             (A1111 alone)
+  attention  Cross attention optimization "hipDiffusion"
+  engine     SD Unet "hipDiffusion" (the whole UNet through the engine)
+The check: the same picture within one level of 255 (float32 on the CPU; --device gpu allows more), the
+extension's "through the engine" lines in A1111's console, no fallback of ours. Exits non-zero, saying
+which check failed, otherwise. Writes a JSON summary with the timings (each configuration's last of
+--repeats runs after one untimed).
+
+Usage (what tools/integration/a1111.sh runs):
+  a1111_run.py --a1111 DIR --python VENV_PYTHON --extension DIR --checkpoint FILE --out DIR [--device cpu|gpu]
+"""
+import argparse
+import base64
+import shutil
+import time
+from pathlib import Path
+
+from ui_server import finish, free_port, load_image, request, start, stop
+
+PIXEL_LEVELS = {"cpu": 1, "gpu": 8}
+CONFIGURATIONS = {
+    "stock": {"cross_attention_optimization": "Automatic", "sd_unet": "None"},
+    "attention": {"cross_attention_optimization": "hipDiffusion", "sd_unet": "None"},
+    "engine": {"cross_attention_optimization": "Automatic", "sd_unet": "hipDiffusion"},
+}
+RAN = {"attention": "hipdiffusion: A1111's cross-attention through the engine's kernel",
+       "engine": "hipdiffusion: A1111's UNet through the engine"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--a1111", required=True, type=Path)
+    parser.add_argument("--python", required=True)
+    parser.add_argument("--extension", required=True, type=Path, help="the extension's folder (integrations/a1111)")
+    parser.add_argument("--checkpoint", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--size", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--a1111-args", default="", help="more arguments for A1111's launch.py")
+    args = parser.parse_args()
+
+    out = args.out.resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    # A data folder of this run's own (settings, extensions): nothing of an earlier run or of the
+    # checkout's own settings carries over; the extension is linked into it.
+    (out / "data" / "extensions").mkdir(parents=True)
+    (out / "data" / "extensions" / "hipdiffusion").symlink_to(args.extension.resolve())
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [args.python, "launch.py", "--nowebui", "--api", "--port", str(port), "--ckpt", str(args.checkpoint.resolve()),
+               "--skip-prepare-environment", "--skip-install", "--skip-version-check", "--skip-python-version-check",
+               "--no-download-sd-model", "--data-dir", str(out / "data")]
+    if args.device == "cpu":
+        command += ["--use-cpu", "all", "--skip-torch-cuda-test", "--no-half", "--precision", "full"]
+    command += args.a1111_args.split()
+    body = {"prompt": "a red cube on a blue table", "negative_prompt": "blurry", "seed": 1234, "steps": args.steps,
+            "width": args.size, "height": args.size, "sampler_name": "Euler", "scheduler": "Karras", "cfg_scale": 7}
+    log_path = out / "a1111.log"
+    pictures, seconds = {}, {}
+    with open(log_path, "w") as log:
+        server = start(command, args.a1111, log, f"{base}/sdapi/v1/options", "A1111")
+        try:
+            choices = request(f"{base}/sdapi/v1/options")
+            for kind, settings in CONFIGURATIONS.items():
+                request(f"{base}/sdapi/v1/options", settings, timeout=600)
+                now = request(f"{base}/sdapi/v1/options")
+                if any(now.get(k) != v for k, v in settings.items()):
+                    raise SystemExit(f"A1111 did not take the settings {settings} (it has "
+                                     f"{ {k: now.get(k) for k in settings} }); see {log_path}")
+                for i in range(1 + args.repeats):
+                    begin = time.perf_counter()
+                    result = request(f"{base}/sdapi/v1/txt2img", body, timeout=1800)
+                    seconds.setdefault(kind, []).append(time.perf_counter() - begin)
+                picture = base64.b64decode(result["images"][0])
+                (out / f"{kind}.png").write_bytes(picture)
+                pictures[kind] = load_image(picture)
+                print(f"{kind}: {['%.2f' % s for s in seconds[kind]]} s", flush=True)
+        finally:
+            stop(server)
+
+    log_text = log_path.read_text()
+    failures = []
+    checks = {f"{kind} picture vs stock (max levels)": int(abs(pictures[kind] - pictures["stock"]).max())
+              for kind in ("attention", "engine")}
+    for name, value in checks.items():
+        ok = value <= PIXEL_LEVELS[args.device]
+        print(f"{name}: {value} (limit {PIXEL_LEVELS[args.device]}) {'ok' if ok else 'FAILED'}")
+        if not ok:
+            failures.append(name)
+    if float(pictures["stock"].std()) < 1.0:
+        failures.append("the stock picture is flat: the comparison would show nothing")
+    ran = {kind: line in log_text for kind, line in RAN.items()}
+    for kind, seen in ran.items():
+        print(f"the engine's {kind} ran: {seen}")
+        if not seen:
+            failures.append(f"the engine's {kind} did not run")
+    fell_back = [line for line in log_text.splitlines() if "falls back to PyTorch" in line]
+    for line in fell_back:
+        print("fallback:", line)
+        if "a1111." in line:
+            failures.append(line)
+    timed = {kind: values[-1] for kind, values in seconds.items()}
+    ratios = {f"{kind} / stock": timed[kind] / timed["stock"] for kind in ("attention", "engine")}
+    for name, value in ratios.items():
+        print(f"{name}: {value:.3f}")
+    summary = {"device": args.device, "size": args.size, "steps": args.steps, "seconds": seconds,
+               "ratios": ratios, "checks": checks, "engine_ran": ran, "fallbacks": fell_back,
+               "settings_before": {k: choices.get(k) for k in ("cross_attention_optimization", "sd_unet")}}
+    finish(out, summary, failures, "AUTOMATIC1111 with hipDiffusion's extension matches AUTOMATIC1111 alone")
+
+
+if __name__ == "__main__":
+    main()
