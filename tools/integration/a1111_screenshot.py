@@ -4,9 +4,10 @@
 Starts A1111's web UI (a checkout given) on the CPU with a data folder of its own that the extension is
 linked into, selects "hipDiffusion" as the cross-attention optimization and as the SD Unet through A1111's
 API (its own change handlers run), opens the page in headless Chromium (chromium.py), goes to Settings >
-Optimizations, and saves what the browser draws.
+Optimizations, opens the cross-attention list and saves what the browser draws.
 
-Usage: a1111_screenshot.py --a1111 DIR --python VENV_PYTHON --extension DIR --checkpoint FILE --out PNG
+Usage (with a Python that has aiohttp, e.g. build/venv-comfyui's; --python is A1111's own):
+  a1111_screenshot.py --a1111 DIR --python VENV_PYTHON --extension DIR --checkpoint FILE --out PNG
 """
 import argparse
 import asyncio
@@ -26,9 +27,17 @@ async def capture(page, out: Path) -> None:
     await page.until(CLICK.format(label="Optimizations"), "the Optimizations section", 60)
     await page.until("[...document.querySelectorAll('#settings input')].some(i => i.value === 'hipDiffusion')",
                      "the cross-attention optimization set to hipDiffusion", 60)
+    # The dropdown opened (a real click, as the browser's input), so that the picture shows ours beside
+    # A1111's own optimizations.
+    box = await page.evaluate("(() => { const r = [...document.querySelectorAll('#settings input')]"
+                              ".find(i => i.value === 'hipDiffusion').getBoundingClientRect(); "
+                              "return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+    for kind in ("mousePressed", "mouseReleased"):
+        await page.send("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+    opened = await page.evaluate("document.querySelectorAll('#settings ul.options li').length")
     await asyncio.sleep(2)
     await page.screenshot(out)
-    print(f"{out}: A1111's Settings > Optimizations with hipDiffusion selected")
+    print(f"{out}: A1111's Settings > Optimizations with hipDiffusion selected (list opened: {opened})")
 
 
 def main() -> None:

@@ -1,5 +1,6 @@
 """Headless Chromium for the UI screenshots, driven through its DevTools protocol over aiohttp's
-WebSocket client (aiohttp comes with both UIs' requirements, so nothing else is installed)."""
+WebSocket client (aiohttp is one of ComfyUI's requirements; A1111's pins lack it, so its screenshot
+script runs on a Python that has it, e.g. build/venv-comfyui's, while A1111 itself runs on its own)."""
 import asyncio
 import base64
 import json
