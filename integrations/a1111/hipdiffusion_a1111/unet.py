@@ -29,6 +29,11 @@ LABEL = "hipDiffusion"
 _OP = "a1111.unet"
 
 
+# The layer types whose forward A1111's Lora extension replaces with one that applies the networks
+# (networks.network_apply_weights takes only these: other modules carry a layer name but no weight).
+_LORA_LAYERS = (torch.nn.Linear, torch.nn.Conv2d, torch.nn.GroupNorm, torch.nn.LayerNorm, torch.nn.MultiheadAttention)
+
+
 def _lora_module():
     """A1111's built-in Lora extension's `networks` module, where it is loaded."""
     networks = sys.modules.get("networks")
@@ -70,7 +75,8 @@ class HipDiffusionUnet(sd_unet.SdUnet):
         networks = _lora_module()
         if networks is not None:  # what each layer's forward would do first: bring the Lora weights in
             for module in model.modules():
-                networks.network_apply_weights(module)
+                if isinstance(module, _LORA_LAYERS):
+                    networks.network_apply_weights(module)
         return self._held.engine(model, model, list(model.named_parameters()), device)
 
     def forward(self, x, timesteps=None, context=None, *args, **kwargs):

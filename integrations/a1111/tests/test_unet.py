@@ -48,24 +48,28 @@ def test_the_engine_computes_a1111s_unet_call(webui, setup):
 
 def test_lora_weights_are_brought_in_before_each_step(webui, setup, monkeypatch):
     """The Lora extension changes a layer's weights in place when that layer's forward runs; the engine
-    runs none, so the option runs network_apply_weights over the layers itself."""
+    runs none, so the option runs network_apply_weights over the layers itself (the layer types A1111
+    hooks: here the stand-in's one GroupNorm, the output norm; its containers have no weight)."""
     unet, reference, model = setup
     x, t, context = inputs(2)
-    before = unet(x, t, context)
-    out_conv = getattr(model.out, "2")
+    unet(x, t, context)
+    out_norm = getattr(model.out, "0")
     applied = []
 
     def network_apply_weights(module):
-        if module is out_conv and not applied:
-            applied.append(module)
+        module.weight  # A1111's reads the layer's weight: a module without one raises
+        applied.append(module)
+        if len(applied) == 1:
             with torch.no_grad():
-                module.bias += 1.0  # in place, as A1111's Lora does (version counter moves)
+                module.bias += 0.5  # in place, as A1111's Lora does (the version counter moves)
 
     monkeypatch.setitem(sys.modules, "networks", types.SimpleNamespace(
         network_apply_weights=network_apply_weights, loaded_networks=["a lora"]))
     after = unet(x, t, context)
-    torch.testing.assert_close(after, before + 1.0, rtol=1e-4, atol=1e-4)
-    assert applied == [out_conv] and unet.calls == 2
+    with torch.no_grad():
+        reference.conv_norm_out.bias += 0.5
+    torch.testing.assert_close(after, expected(reference, x, t, context), rtol=1e-4, atol=1e-4)
+    assert applied == [out_norm] and unet.calls == 2
 
 
 @pytest.mark.parametrize("case, reason", [
