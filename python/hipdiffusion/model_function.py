@@ -38,14 +38,15 @@ class EngineModelFunction:
     about a millisecond on SD1.5's UNet)."""
 
     op = "unet"  # the fallback report's op name
-    ui = "the UI"  # for the log
+    ui = "the UI"  # for the announcement
+    announce = staticmethod(_log.info)  # how the UI shows its user a line (ComfyUI logs at INFO)
 
     def __init__(self, base_model, previous=None):
         self.base_model = base_model
         self.previous = previous  # a wrapper the model had already: it gets our apply_model as its own
         self.release_on_cleanup = False
         self.calls = 0  # calls the engine computed
-        self._held = HeldUnet(self.ui, _log.info)
+        self._held = HeldUnet(self.ui, self.announce)
         self.release()
 
     def sampling(self):

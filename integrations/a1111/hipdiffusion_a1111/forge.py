@@ -19,6 +19,7 @@ from hipdiffusion.support import kernel_unsupported
 
 MODES = ("Off", "Attention", "Whole UNet")
 _ATTENTION_OP = "forge.attention"
+_announced = False  # the first call the kernel computes is printed
 
 
 class ForgeUnetFunction(EngineModelFunction):
@@ -26,6 +27,7 @@ class ForgeUnetFunction(EngineModelFunction):
 
     op = "forge.unet"
     ui = "Forge"
+    announce = staticmethod(print)  # Forge, like A1111, leaves logging at warnings: its own lines are printed
 
     def sampling(self):
         return self.base_model.predictor
@@ -49,6 +51,7 @@ class ForgeUnetFunction(EngineModelFunction):
 
 def attention_patch(q, k, v, extra_options: dict):
     """An attn1/attn2 replacement: q [B, N, heads*D], k and v [B, M, heads*D] -> [B, N, heads*D]."""
+    global _announced
     heads = extra_options["n_heads"]
     reason = kernel_unsupported(q, k, v)
     if reason is not None:
@@ -56,6 +59,9 @@ def attention_patch(q, k, v, extra_options: dict):
         from backend.attention import attention_function
 
         return attention_function(q, k, v, heads)
+    if not _announced:
+        _announced = True
+        print(f"hipdiffusion: Forge's attention through the engine's kernel ({q.dtype}, {q.device})")
     return ops.attention(q, k, v, heads)
 
 
