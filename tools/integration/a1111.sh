@@ -4,7 +4,8 @@
 # (made by tools/python/test.sh; pip_beside_torch.py keeps pip from installing a second PyTorch), the
 # repositories A1111 clones at its start (its own pinned commits; the URLs can be overridden with A1111's
 # own variables, e.g. a local mirror), a random full-size SD1.x checkpoint (make_checkpoint.py --full:
-# A1111 builds SD1.5's UNet from its own configuration), then tools/integration/a1111_run.py.
+# A1111 builds SD1.5's UNet from its own configuration) and a random LoRA for it (make_lora.py), then
+# tools/integration/a1111_run.py.
 # Nothing of A1111 is kept in this repository: pass a checkout (v1.10.1 is what this was run with).
 # Offline (no huggingface.co): give HF_HOME a Hugging Face cache that holds openai/clip-vit-large-patch14's
 # tokenizer and config, which A1111 reads at model load.
@@ -34,8 +35,10 @@ bash tools/integration/venv_beside_torch.sh "$venv"
 
 checkpoint=build/integration/hd-random-sd15-full.safetensors
 [ -f "$checkpoint" ] || build/venv/bin/python tools/integration/make_checkpoint.py --full --out "$checkpoint"
+lora=build/integration/hd-random-lora.safetensors
+[ -f "$lora" ] || build/venv/bin/python tools/integration/make_lora.py --out "$lora"
 size=128
 [ "$device" = gpu ] && size=512
 "$venv/bin/python" tools/integration/a1111_run.py --a1111 "$a1111" --python "$PWD/$venv/bin/python" \
-  --extension integrations/a1111 --checkpoint "$checkpoint" --out "build/integration/a1111-$device" \
+  --extension integrations/a1111 --checkpoint "$checkpoint" --lora "$lora" --out "build/integration/a1111-$device" \
   --device "$device" --size "$size"

@@ -8,13 +8,17 @@ each time, with the settings set through POST /sdapi/v1/options (which runs A111
   stock      Cross attention optimization "Automatic", SD Unet "None"             (A1111 alone)
   attention  Cross attention optimization "hipDiffusion"
   engine     SD Unet "hipDiffusion" (the whole UNet through the engine)
-The check: the same picture within one level of 255 (float32 on the CPU; --device gpu allows more), the
-extension's "through the engine" lines in A1111's console, no fallback of ours. Exits non-zero, saying
+  lora_*     stock and engine with a random LoRA on the UNet's attention (make_lora.py) in the prompt,
+             `<lora:hd-random-lora:1>`, which A1111's Lora extension applies to the weights
+The check: the same picture within one level of 255 (float32 on the CPU; --device gpu allows more) for
+each of ours and its stock counterpart, a LoRA picture unlike the one without (the LoRA did something),
+the extension's "through the engine" lines in A1111's console, no fallback of ours. Exits non-zero, saying
 which check failed, otherwise. Writes a JSON summary with the timings (each configuration's last of
 --repeats runs after one untimed).
 
 Usage (what tools/integration/a1111.sh runs):
-  a1111_run.py --a1111 DIR --python VENV_PYTHON --extension DIR --checkpoint FILE --out DIR [--device cpu|gpu]
+  a1111_run.py --a1111 DIR --python VENV_PYTHON --extension DIR --checkpoint FILE --lora FILE --out DIR
+              [--device cpu|gpu]
 """
 import argparse
 import base64
@@ -22,14 +26,23 @@ import shutil
 import time
 from pathlib import Path
 
-from ui_server import finish, free_port, load_image, request, start, stop
+from ui_server import (compare_pictures, engine_lines, finish, free_port, load_image, request, start, stop,
+                       timed_ratios)
 
 PIXEL_LEVELS = {"cpu": 1, "gpu": 8}
+STOCK = {"cross_attention_optimization": "Automatic", "sd_unet": "None"}
+ENGINE = {"cross_attention_optimization": "Automatic", "sd_unet": "hipDiffusion"}
+# name: (settings, with the LoRA in the prompt)
 CONFIGURATIONS = {
-    "stock": {"cross_attention_optimization": "Automatic", "sd_unet": "None"},
-    "attention": {"cross_attention_optimization": "hipDiffusion", "sd_unet": "None"},
-    "engine": {"cross_attention_optimization": "Automatic", "sd_unet": "hipDiffusion"},
+    "stock": (STOCK, False),
+    "attention": ({"cross_attention_optimization": "hipDiffusion", "sd_unet": "None"}, False),
+    "engine": (ENGINE, False),
+    "lora_stock": (STOCK, True),
+    "lora_engine": (ENGINE, True),
 }
+# (ours, stock's): the same picture within PIXEL_LEVELS
+SAME = [("attention", "stock"), ("engine", "stock"), ("lora_engine", "lora_stock")]
+LORA = "hd-random-lora"
 RAN = {"attention": "hipdiffusion: A1111's cross-attention through the engine's kernel",
        "engine": "hipdiffusion: A1111's UNet through the engine"}
 
@@ -40,6 +53,7 @@ def main() -> None:
     parser.add_argument("--python", required=True)
     parser.add_argument("--extension", required=True, type=Path, help="the extension's folder (integrations/a1111)")
     parser.add_argument("--checkpoint", required=True, type=Path)
+    parser.add_argument("--lora", required=True, type=Path, help="a LoRA for the checkpoint (make_lora.py)")
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--size", type=int, default=128)
@@ -54,11 +68,13 @@ def main() -> None:
     # checkout's own settings carries over; the extension is linked into it.
     (out / "data" / "extensions").mkdir(parents=True)
     (out / "data" / "extensions" / "hipdiffusion").symlink_to(args.extension.resolve())
+    (out / "data" / "Lora").mkdir()
+    (out / "data" / "Lora" / f"{LORA}.safetensors").symlink_to(args.lora.resolve())
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     command = [args.python, "launch.py", "--nowebui", "--api", "--port", str(port), "--ckpt", str(args.checkpoint.resolve()),
                "--skip-prepare-environment", "--skip-install", "--skip-version-check", "--skip-python-version-check",
-               "--no-download-sd-model", "--data-dir", str(out / "data")]
+               "--no-download-sd-model", "--data-dir", str(out / "data"), "--lora-dir", str(out / "data" / "Lora")]
     if args.device == "cpu":
         command += ["--use-cpu", "all", "--skip-torch-cuda-test", "--no-half", "--precision", "full"]
     command += args.a1111_args.split()
@@ -70,7 +86,7 @@ def main() -> None:
         server = start(command, args.a1111, log, f"{base}/sdapi/v1/options", "A1111")
         try:
             choices = request(f"{base}/sdapi/v1/options")
-            for kind, settings in CONFIGURATIONS.items():
+            for kind, (settings, lora) in CONFIGURATIONS.items():
                 request(f"{base}/sdapi/v1/options", settings, timeout=600)
                 now = request(f"{base}/sdapi/v1/options")
                 if any(now.get(k) != v for k, v in settings.items()):
@@ -78,7 +94,8 @@ def main() -> None:
                                      f"{ {k: now.get(k) for k in settings} }); see {log_path}")
                 for i in range(1 + args.repeats):
                     begin = time.perf_counter()
-                    result = request(f"{base}/sdapi/v1/txt2img", body, timeout=1800)
+                    prompt = f"<lora:{LORA}:1> {body['prompt']}" if lora else body["prompt"]
+                    result = request(f"{base}/sdapi/v1/txt2img", dict(body, prompt=prompt), timeout=1800)
                     seconds.setdefault(kind, []).append(time.perf_counter() - begin)
                 picture = base64.b64decode(result["images"][0])
                 (out / f"{kind}.png").write_bytes(picture)
@@ -89,31 +106,16 @@ def main() -> None:
 
     log_text = log_path.read_text()
     failures = []
-    checks = {f"{kind} picture vs stock (max levels)": int(abs(pictures[kind] - pictures["stock"]).max())
-              for kind in ("attention", "engine")}
-    for name, value in checks.items():
-        ok = value <= PIXEL_LEVELS[args.device]
-        print(f"{name}: {value} (limit {PIXEL_LEVELS[args.device]}) {'ok' if ok else 'FAILED'}")
-        if not ok:
-            failures.append(name)
-    if float(pictures["stock"].std()) < 1.0:
-        failures.append("the stock picture is flat: the comparison would show nothing")
-    ran = {kind: line in log_text for kind, line in RAN.items()}
-    for kind, seen in ran.items():
-        print(f"the engine's {kind} ran: {seen}")
-        if not seen:
-            failures.append(f"the engine's {kind} did not run")
-    fell_back = [line for line in log_text.splitlines() if "falls back to PyTorch" in line]
-    for line in fell_back:
-        print("fallback:", line)
-        if "a1111." in line:
-            failures.append(line)
-    timed = {kind: values[-1] for kind, values in seconds.items()}
-    ratios = {f"{kind} / stock": timed[kind] / timed["stock"] for kind in ("attention", "engine")}
-    for name, value in ratios.items():
-        print(f"{name}: {value:.3f}")
+    checks = compare_pictures(pictures, SAME, PIXEL_LEVELS[args.device], failures)
+    lora_effect = float(abs(pictures["lora_stock"] - pictures["stock"]).mean())
+    print(f"the LoRA's effect on stock's picture: {lora_effect:.1f} levels on average")
+    if lora_effect < 2.0:
+        failures.append("the LoRA changed nothing: its comparison would show nothing")
+    ran, fell_back = engine_lines(log_text, RAN, "a1111.", failures)
+    ratios = timed_ratios(seconds, SAME)
     summary = {"device": args.device, "size": args.size, "steps": args.steps, "seconds": seconds,
-               "ratios": ratios, "checks": checks, "engine_ran": ran, "fallbacks": fell_back,
+               "ratios": ratios, "checks": checks, "lora_effect_levels": lora_effect, "engine_ran": ran,
+               "fallbacks": fell_back,
                "settings_before": {k: choices.get(k) for k in ("cross_attention_optimization", "sd_unet")}}
     finish(out, summary, failures, "AUTOMATIC1111 with hipDiffusion's extension matches AUTOMATIC1111 alone")
 

@@ -64,3 +64,42 @@ def finish(out: Path, summary: dict, failures: list, success: str) -> None:
     if failures:
         raise SystemExit("FAILED: " + "; ".join(failures))
     print(f"{success} ({out / 'summary.json'})")
+
+
+def compare_pictures(pictures: dict, pairs: list, limit: int, failures: list) -> dict:
+    """The largest difference, in levels of 255, of each (ours, theirs) pair of pictures; a pair above
+    `limit`, or a flat "stock" picture (a comparison that would show nothing), goes to `failures`."""
+    checks = {f"{ours} picture vs {theirs} (max levels)": int(abs(pictures[ours] - pictures[theirs]).max())
+              for ours, theirs in pairs}
+    for name, value in checks.items():
+        ok = value <= limit
+        print(f"{name}: {value} (limit {limit}) {'ok' if ok else 'FAILED'}")
+        if not ok:
+            failures.append(name)
+    if float(pictures["stock"].std()) < 1.0:
+        failures.append("the stock picture is flat: the comparison would show nothing")
+    return checks
+
+
+def engine_lines(log_text: str, ran: dict, ops: str, failures: list) -> tuple[dict, list]:
+    """Whether each of `ran`'s console lines (kind -> line) is in the UI's log, and the fallback lines;
+    a line missing, or a fallback of an op starting with `ops` (e.g. "a1111."), goes to `failures`."""
+    seen = {kind: line in log_text for kind, line in ran.items()}
+    for kind, present in seen.items():
+        print(f"the engine's {kind} ran: {present}")
+        if not present:
+            failures.append(f"the engine's {kind} did not run")
+    fell_back = [line for line in log_text.splitlines() if "falls back to PyTorch" in line]
+    for line in fell_back:
+        print("fallback:", line)
+        if ops in line:
+            failures.append(line)
+    return seen, fell_back
+
+
+def timed_ratios(seconds: dict, pairs: list) -> dict:
+    """Each (ours, theirs) pair's time ratio, on each configuration's last (warm) run."""
+    ratios = {f"{ours} / {theirs}": seconds[ours][-1] / seconds[theirs][-1] for ours, theirs in pairs}
+    for name, value in ratios.items():
+        print(f"{name}: {value:.3f}")
+    return ratios
