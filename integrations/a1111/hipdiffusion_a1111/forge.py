@@ -19,6 +19,7 @@ from hipdiffusion.support import kernel_unsupported
 
 MODES = ("Off", "Attention", "Whole UNet")
 _ATTENTION_OP = "forge.attention"
+_SD_UNET = "IntegratedUNet2DConditionModel"  # Forge's class for SD1.x/2.x/SDXL's UNet (backend.nn.unet)
 _announced = False  # the first call the kernel computes is printed
 
 
@@ -34,7 +35,7 @@ class ForgeUnetFunction(EngineModelFunction):
 
     def model_unsupported(self) -> Optional[str]:
         model = self.base_model.diffusion_model
-        if type(model).__name__ != "IntegratedUNet2DConditionModel":
+        if type(model).__name__ != _SD_UNET:
             return f"a {type(model).__name__} diffusion model (the engine runs Stable Diffusion's UNet)"
         config = getattr(model, "config", None) or {}
         if config.get("dims", 2) != 2:
@@ -66,12 +67,17 @@ def attention_patch(q, k, v, extra_options: dict):
 
 
 def route_unsupported(unet_patcher) -> Optional[str]:
-    """None when this Forge's UNet patcher has the hooks the two patches use; else why not."""
+    """None when this Forge's UNet patcher has the hooks the two patches use and holds a Stable Diffusion
+    UNet (the attention replacement reaches only its transformer blocks); else why not. Whole UNet's
+    other conditions (the weights' dtypes, each call's inputs) are checked per call, and fall back."""
     if unet_patcher is None:
         return "no forge_objects.unet (a Forge without its patcher, or A1111)"
     for hook in ("clone", "set_model_unet_function_wrapper", "set_model_replace_all"):
         if not callable(getattr(unet_patcher, hook, None)):
             return f"this Forge's UnetPatcher has no {hook}()"
+    model = getattr(getattr(unet_patcher, "model", None), "diffusion_model", None)
+    if type(model).__name__ != _SD_UNET:
+        return f"a {type(model).__name__} diffusion model (the engine runs Stable Diffusion's UNet)"
     return None
 
 

@@ -1,7 +1,7 @@
 """Forge's panel: a "hipDiffusion" accordion in txt2img/img2img whose choice (MODES) patches each
 generation's forge_objects.unet (forge.patch) in process_before_every_sampling, Forge's hook for it.
-Where the route cannot work, the panel and the generation's infotext say why, and the UNet is left as
-Forge made it."""
+Where the route cannot work (a Forge without the hooks, a model that is not Stable Diffusion's UNet), the
+console and the generation's infotext say why, and the UNet is left as Forge made it."""
 
 import logging
 

@@ -90,8 +90,11 @@ def test_attention_patch_against_pytorch(forge):
     assert patched.replaced == [(forge.attention_patch, "attn1"), (forge.attention_patch, "attn2")]
 
 
-def test_the_route_says_why_it_cannot_work(forge):
-    assert forge.route_unsupported(UnetPatcher(None)) is None
+def test_the_route_says_why_it_cannot_work(forge, kmodel):
+    assert forge.route_unsupported(UnetPatcher(kmodel[0])) is None
+    flux = types.SimpleNamespace(diffusion_model=type("IntegratedFluxTransformer2DModel", (), {})())
+    assert forge.route_unsupported(UnetPatcher(flux)) == \
+        "a IntegratedFluxTransformer2DModel diffusion model (the engine runs Stable Diffusion's UNet)"
     assert forge.route_unsupported(None) == "no forge_objects.unet (a Forge without its patcher, or A1111)"
     assert forge.route_unsupported(types.SimpleNamespace(clone=lambda: None)) == \
         "this Forge's UnetPatcher has no set_model_unet_function_wrapper()"
