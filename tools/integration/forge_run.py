@@ -50,7 +50,10 @@ CONFIGURATIONS = {
     "engine": {"hipDiffusion": {"args": ["Whole UNet"]}},
     "stock_after": None,
 }
-SETTINGS = {"emphasis": "No norm"}  # see the docstring: the random checkpoint's conditioning
+# emphasis: see the docstring (the random checkpoint's conditioning). live previews off: on a GPU Forge
+# fetches a preview model (VAE-approx) from the network at the first generation, which a machine without
+# one answers with an error; the pictures do not depend on it.
+SETTINGS = {"emphasis": "No norm", "live_previews_enable": False}
 INFOTEXT = {"attention": "hipDiffusion: Attention", "engine": "hipDiffusion: Whole UNet"}
 RAN = {"attention": "hipdiffusion: Forge's attention through the engine's kernel",
        "engine": "hipdiffusion: Forge's UNet through the engine"}
