@@ -6,6 +6,7 @@ Starts A1111's own API server (`launch.py --nowebui --api`, from the checkout gi
 the run's own that the extension is linked into) and generates through POST /sdapi/v1/txt2img, the same request and seed
 each time, with the settings set through POST /sdapi/v1/options (which runs A1111's own change handlers):
   stock      Cross attention optimization "Automatic", SD Unet "None"             (A1111 alone)
+  stock_sdp  Cross attention optimization "sdp - scaled dot product" (A1111 alone, PyTorch's SDPA)
   attention  Cross attention optimization "hipDiffusion"
   engine     SD Unet "hipDiffusion" (the whole UNet through the engine)
   lora_*     stock and engine with a random LoRA on the UNet's attention (make_lora.py) in the prompt,
@@ -35,13 +36,22 @@ ENGINE = {"cross_attention_optimization": "Automatic", "sd_unet": "hipDiffusion"
 # name: (settings, with the LoRA in the prompt)
 CONFIGURATIONS = {
     "stock": (STOCK, False),
+    # "Automatic" takes the available optimization of the highest priority: without xformers that is
+    # Doggettx's split attention, not PyTorch's SDPA; A1111 with SDPA chosen is timed too.
+    "stock_sdp": ({"cross_attention_optimization": "sdp - scaled dot product", "sd_unet": "None"}, False),
     "attention": ({"cross_attention_optimization": "hipDiffusion", "sd_unet": "None"}, False),
     "engine": (ENGINE, False),
     "lora_stock": (STOCK, True),
     "lora_engine": (ENGINE, True),
 }
 # (ours, stock's): the same picture within PIXEL_LEVELS
-SAME = [("attention", "stock"), ("engine", "stock"), ("lora_engine", "lora_stock")]
+SAME = [("stock_sdp", "stock"), ("attention", "stock"), ("engine", "stock"), ("lora_engine", "lora_stock")]
+# (ours, theirs) whose times are compared: each against A1111 as it comes, and against A1111 with SDPA.
+RATIOS = [("attention", "stock"), ("engine", "stock"), ("lora_engine", "lora_stock"), ("attention", "stock_sdp"),
+          ("engine", "stock_sdp")]
+# Live previews off: on a GPU the web UI fetches a preview model (VAE-approx) from the network at the first
+# generation, which a machine without one answers with an error; the pictures do not depend on it.
+SETTINGS = {"live_previews_enable": False}
 LORA = "hd-random-lora"
 RAN = {"attention": "hipdiffusion: A1111's cross-attention through the engine's kernel",
        "engine": "hipdiffusion: A1111's UNet through the engine"}
@@ -53,7 +63,8 @@ def main() -> None:
     parser.add_argument("--python", required=True)
     parser.add_argument("--extension", required=True, type=Path, help="the extension's folder (integrations/a1111)")
     parser.add_argument("--checkpoint", required=True, type=Path)
-    parser.add_argument("--lora", required=True, type=Path, help="a LoRA for the checkpoint (make_lora.py)")
+    parser.add_argument("--lora", type=Path, help="a LoRA for the checkpoint (make_lora.py: SD1.x's); without it "
+                        "the lora_* configurations are left out")
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--size", type=int, default=128)
@@ -69,7 +80,11 @@ def main() -> None:
     (out / "data" / "extensions").mkdir(parents=True)
     (out / "data" / "extensions" / "hipdiffusion").symlink_to(args.extension.resolve())
     (out / "data" / "Lora").mkdir()
-    (out / "data" / "Lora" / f"{LORA}.safetensors").symlink_to(args.lora.resolve())
+    if args.lora:
+        (out / "data" / "Lora" / f"{LORA}.safetensors").symlink_to(args.lora.resolve())
+    configurations = {k: v for k, v in CONFIGURATIONS.items() if args.lora or not v[1]}
+    same = [(ours, theirs) for ours, theirs in SAME if ours in configurations]
+    compared = [(ours, theirs) for ours, theirs in RATIOS if ours in configurations]
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     command = [args.python, "launch.py", "--nowebui", "--api", "--port", str(port), "--ckpt", str(args.checkpoint.resolve()),
@@ -86,8 +101,8 @@ def main() -> None:
         server = start(command, args.a1111, log, f"{base}/sdapi/v1/options", "A1111")
         try:
             choices = request(f"{base}/sdapi/v1/options")
-            for kind, (settings, lora) in CONFIGURATIONS.items():
-                request(f"{base}/sdapi/v1/options", settings, timeout=600)
+            for kind, (settings, lora) in configurations.items():
+                request(f"{base}/sdapi/v1/options", dict(SETTINGS, **settings), timeout=600)
                 now = request(f"{base}/sdapi/v1/options")
                 if any(now.get(k) != v for k, v in settings.items()):
                     raise SystemExit(f"A1111 did not take the settings {settings} (it has "
@@ -106,13 +121,15 @@ def main() -> None:
 
     log_text = log_path.read_text()
     failures = []
-    checks = compare_pictures(pictures, SAME, PIXEL_LEVELS[args.device], failures)
-    lora_effect = float(abs(pictures["lora_stock"] - pictures["stock"]).mean())
-    print(f"the LoRA's effect on stock's picture: {lora_effect:.1f} levels on average")
-    if lora_effect < 2.0:
-        failures.append("the LoRA changed nothing: its comparison would show nothing")
+    checks = compare_pictures(pictures, same, PIXEL_LEVELS[args.device], failures)
+    lora_effect = None
+    if args.lora:
+        lora_effect = float(abs(pictures["lora_stock"] - pictures["stock"]).mean())
+        print(f"the LoRA's effect on stock's picture: {lora_effect:.1f} levels on average")
+        if lora_effect < 2.0:
+            failures.append("the LoRA changed nothing: its comparison would show nothing")
     ran, fell_back = engine_lines(log_text, RAN, "a1111.", failures)
-    ratios = timed_ratios(seconds, SAME)
+    ratios = timed_ratios(seconds, compared)
     summary = {"device": args.device, "size": args.size, "steps": args.steps, "seconds": seconds,
                "ratios": ratios, "checks": checks, "lora_effect_levels": lora_effect, "engine_ran": ran,
                "fallbacks": fell_back,
