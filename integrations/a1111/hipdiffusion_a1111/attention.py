@@ -66,7 +66,7 @@ def make_optimization(sd_hijack_optimizations, devices):
         label = None
         cmd_opt = None
         # Chosen by "Automatic" on ROCm builds of PyTorch, whose SDPA lacks fast kernels on many AMD GPUs;
-        # elsewhere below A1111's SDP and xformers (90-100), for the user to pick.
+        # elsewhere below all of A1111's own (xformers 100 down to sub-quadratic's 10), for the user to pick.
         priority = 110 if getattr(torch.version, "hip", None) else 5
 
         def is_available(self):
