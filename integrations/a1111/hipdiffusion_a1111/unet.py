@@ -59,8 +59,9 @@ class HipDiffusionUnet(sd_unet.SdUnet):
 
     def call_unsupported(self, args: tuple, kwargs: dict) -> Optional[str]:
         """None when the engine takes this call; else why not."""
-        if any(a is not None for a in args) or set(kwargs) - {"y"}:
-            return "inputs the engine has no argument for: " + ", ".join(sorted(kwargs) or ["positional"])
+        unknown = sorted(set(kwargs) - {"y"}) + (["positional arguments"] if any(a is not None for a in args) else [])
+        if unknown:  # named: SDXL's `y` beside one the engine lacks must not read as the unsupported one
+            return "inputs the engine has no argument for: " + ", ".join(unknown)
         if shared.loaded_hypernetworks:
             return "hypernetworks (applied inside A1111's attention)"
         if shared.sd_model.lowvram:

@@ -76,25 +76,28 @@ def test_lora_weights_are_brought_in_before_each_step(webui, setup, monkeypatch)
     ("hypernetwork", "hypernetworks (applied inside A1111's attention)"),
     ("lowvram", "low-VRAM mode (--lowvram/--medvram move the weights block by block)"),
     ("kwarg", "inputs the engine has no argument for: control"),
+    ("kwarg beside y", "inputs the engine has no argument for: control, positional arguments"),
     ("lora_functional", "Lora applied functionally (the lora_functional option)"),
     ("float64", "the CPU kernels compute in float32, not torch.float64"),
 ])
 def test_what_the_engine_does_not_take_runs_a1111s_forward(webui, setup, monkeypatch, case, reason):
     unet, _, model = setup
     x, t, context = inputs(3)
-    kwargs = {}
+    args, kwargs = (), {}
     if case == "hypernetwork":
         webui.shared.loaded_hypernetworks = ["one"]
     elif case == "lowvram":
         webui.shared.sd_model.lowvram = True
     elif case == "kwarg":
         kwargs = {"control": [torch.zeros(1)]}
+    elif case == "kwarg beside y":
+        args, kwargs = (torch.zeros(1),), {"control": [torch.zeros(1)], "y": torch.zeros(3, 4)}
     elif case == "lora_functional":
         webui.shared.opts.lora_functional = True
         monkeypatch.setitem(sys.modules, "networks", types.SimpleNamespace(
             network_apply_weights=lambda m: None, loaded_networks=["a lora"]))
     elif case == "float64":
         model.to(torch.float64)
-    assert unet(x, t, context, **kwargs) == "A1111's UNet"
+    assert unet(x, t, context, *args, **kwargs) == "A1111's UNet"
     assert webui.calls == [("unet", kwargs)] and unet.calls == 0
     assert fallback_report() == [{"op": "a1111.unet", "reason": reason, "count": 1}]
