@@ -9,7 +9,7 @@
 # numpy, pillow and scipy stand in for A1111's older pins. A random checkpoint is written: SD1.5 (with a
 # random LoRA for it) or, with ARCH=sdxl, SDXL base (no LoRA: make_lora.py writes SD1.x's).
 #   ARCH=sd15 SIZE=512 (sdxl: 1024) STEPS=20 REPEATS=3   the defaults
-set -uo pipefail
+set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tools/device/runtime_env.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/a1111-site \

@@ -7,7 +7,7 @@
 # A random checkpoint is written there (tools/integration/make_checkpoint.py): SD1.5 with the whole UNet,
 # or with ARCH=sdxl SDXL base.
 #   ARCH=sd15 SIZE=512 (sdxl: 1024) STEPS=20 REPEATS=3 DECODE_SIZE=1024   the defaults
-set -uo pipefail
+set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tools/device/runtime_env.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/comfy-site \

@@ -9,7 +9,7 @@
 # torchvision stand in for Forge's older pins. A random checkpoint is written there: SD1.5 with the whole
 # UNet, or with ARCH=sdxl SDXL base (tools/integration/make_checkpoint.py).
 #   ARCH=sd15 SIZE=512 (sdxl: 1024) STEPS=20 REPEATS=3   the defaults
-set -uo pipefail
+set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tools/device/runtime_env.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/forge-site \

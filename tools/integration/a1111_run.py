@@ -15,7 +15,7 @@ The check: the same picture within one level of 255 (float32 on the CPU; --devic
 each of ours and its stock counterpart, a LoRA picture unlike the one without (the LoRA did something),
 the extension's "through the engine" lines in A1111's console, no fallback of ours. Exits non-zero, saying
 which check failed, otherwise. Writes a JSON summary with the timings (each configuration's last of
---repeats runs after one untimed).
+median of --repeats runs after one that pays the shapes' first use).
 
 Usage (what tools/integration/a1111.sh runs):
   a1111_run.py --a1111 DIR --python VENV_PYTHON --extension DIR --checkpoint FILE --lora FILE --out DIR
@@ -24,11 +24,10 @@ Usage (what tools/integration/a1111.sh runs):
 import argparse
 import base64
 import shutil
-import time
 from pathlib import Path
 
-from ui_server import (compare_pictures, engine_lines, finish, free_port, load_image, request, start, stop,
-                       timed_ratios)
+from ui_server import (add_run_arguments, compare_pictures, engine_lines, finish, free_port, load_image, request,
+                       set_options, start, stop, timed_ratios, txt2img_body, txt2img_timed)
 
 PIXEL_LEVELS = {"cpu": 1, "gpu": 8}
 STOCK = {"cross_attention_optimization": "Automatic", "sd_unet": "None"}
@@ -60,17 +59,9 @@ RAN = {"attention": "hipdiffusion: A1111's cross-attention through the engine's 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--a1111", required=True, type=Path)
-    parser.add_argument("--python", required=True)
-    parser.add_argument("--extension", required=True, type=Path, help="the extension's folder (integrations/a1111)")
-    parser.add_argument("--checkpoint", required=True, type=Path)
+    add_run_arguments(parser, "a1111")
     parser.add_argument("--lora", type=Path, help="a LoRA for the checkpoint (make_lora.py: SD1.x's); without it "
                         "the lora_* configurations are left out")
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    parser.add_argument("--size", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--a1111-args", default="", help="more arguments for A1111's launch.py")
     args = parser.parse_args()
 
     out = args.out.resolve()
@@ -93,8 +84,7 @@ def main() -> None:
     if args.device == "cpu":
         command += ["--use-cpu", "all", "--skip-torch-cuda-test", "--no-half", "--precision", "full"]
     command += args.a1111_args.split()
-    body = {"prompt": "a red cube on a blue table", "negative_prompt": "blurry", "seed": 1234, "steps": args.steps,
-            "width": args.size, "height": args.size, "sampler_name": "Euler", "scheduler": "Karras", "cfg_scale": 7}
+    body = txt2img_body(args.size, args.steps)
     log_path = out / "a1111.log"
     pictures, seconds = {}, {}
     with open(log_path, "w") as log:
@@ -102,16 +92,9 @@ def main() -> None:
         try:
             choices = request(f"{base}/sdapi/v1/options")
             for kind, (settings, lora) in configurations.items():
-                request(f"{base}/sdapi/v1/options", dict(SETTINGS, **settings), timeout=600)
-                now = request(f"{base}/sdapi/v1/options")
-                if any(now.get(k) != v for k, v in settings.items()):
-                    raise SystemExit(f"A1111 did not take the settings {settings} (it has "
-                                     f"{ {k: now.get(k) for k in settings} }); see {log_path}")
-                for i in range(1 + args.repeats):
-                    begin = time.perf_counter()
-                    prompt = f"<lora:{LORA}:1> {body['prompt']}" if lora else body["prompt"]
-                    result = request(f"{base}/sdapi/v1/txt2img", dict(body, prompt=prompt), timeout=1800)
-                    seconds.setdefault(kind, []).append(time.perf_counter() - begin)
+                set_options(base, dict(SETTINGS, **settings), "A1111")
+                prompt = f"<lora:{LORA}:1> {body['prompt']}" if lora else body["prompt"]
+                result, seconds[kind] = txt2img_timed(base, dict(body, prompt=prompt), args.repeats)
                 picture = base64.b64decode(result["images"][0])
                 (out / f"{kind}.png").write_bytes(picture)
                 pictures[kind] = load_image(picture)

@@ -34,10 +34,12 @@ async def capture(page, out: Path) -> None:
                               "return [r.x + r.width / 2, r.y + r.height / 2]; })()")
     for kind in ("mousePressed", "mouseReleased"):
         await page.send("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+    await page.until("document.querySelectorAll('#settings ul.options li').length > 0",
+                     "the cross-attention list opened", 30)
     opened = await page.evaluate("document.querySelectorAll('#settings ul.options li').length")
-    await asyncio.sleep(2)
+    await asyncio.sleep(2)  # the list's opening animation
     await page.screenshot(out)
-    print(f"{out}: A1111's Settings > Optimizations with hipDiffusion selected (list opened: {opened})")
+    print(f"{out}: A1111's Settings > Optimizations with hipDiffusion selected ({opened} choices listed)")
 
 
 def main() -> None:

@@ -25,7 +25,12 @@ def launch(chromium: str, debug_port: int, profile: Path) -> subprocess.Popen:
     browser = subprocess.Popen(
         [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", f"--remote-debugging-port={debug_port}",
          f"--user-data-dir={profile}", "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(f"http://127.0.0.1:{debug_port}/json/version", 60)
+    try:
+        wait_for(f"http://127.0.0.1:{debug_port}/json/version", 60)
+    except BaseException:  # the caller gets no handle on a browser that never answered: ended here
+        browser.kill()
+        browser.wait()
+        raise
     return browser
 
 

@@ -23,7 +23,7 @@ import statistics
 import time
 from pathlib import Path
 
-from ui_server import finish, free_port, load_image, request, start, stop
+from ui_server import engine_lines, finish, free_port, load_image, request, start, stop
 
 # Tolerances. Latents: our CPU kernels and PyTorch's sum in different orders (float32); a few sampler
 # steps carry that forward. On a GPU both compute in float16/bfloat16. The encoder: ComfyUI runs the VAE
@@ -33,6 +33,10 @@ from ui_server import finish, free_port, load_image, request, start, stop
 LATENT_TOLERANCE = {"cpu": 1e-4, "gpu": 2e-2}
 ENCODE_TOLERANCE = {"cpu": 1e-4, "gpu": 5e-2}
 PIXEL_LEVELS = {"cpu": 1, "gpu": 8}
+# The engine's lines in ComfyUI's log that say each node computed (ui_server.engine_lines).
+RAN = {"attention": "hipdiffusion: ComfyUI's attention through the engine's kernel",
+       "UNet": "hipdiffusion: ComfyUI's UNet through the engine",
+       "VAE": "hipdiffusion: ComfyUI's VAE through the engine"}
 
 
 def workflow(kind: str, checkpoint: str, prefix: str, size: int, steps: int, seed: int = 1234) -> dict:
@@ -88,7 +92,7 @@ def executed_seconds(status: dict, wall: float) -> float:
 
 
 def run_workflow(base: str, graph: dict) -> tuple[dict, float]:
-    start = time.perf_counter()
+    begin = time.perf_counter()
     prompt_id = request(f"{base}/prompt", {"prompt": graph, "client_id": "hipdiffusion-check"})["prompt_id"]
     while True:
         history = request(f"{base}/history/{prompt_id}")
@@ -97,7 +101,7 @@ def run_workflow(base: str, graph: dict) -> tuple[dict, float]:
             status = entry.get("status", {})
             if status.get("status_str") == "error" or not status.get("completed", True):
                 raise SystemExit(f"ComfyUI failed the workflow: {json.dumps(status)[:2000]}")
-            return entry["outputs"], executed_seconds(status, time.perf_counter() - start)
+            return entry["outputs"], executed_seconds(status, time.perf_counter() - begin)
         time.sleep(0.05)
 
 
@@ -214,18 +218,7 @@ def main() -> None:
         print(f"{name}: {value:.3g} (limit {limit}) {'ok' if ok else 'FAILED'}")
         if not ok:
             failures.append(name)
-    ran = {"attention": "hipdiffusion: ComfyUI's attention through the engine's kernel" in log_text,
-           "UNet": "hipdiffusion: ComfyUI's UNet through the engine" in log_text,
-           "VAE": "hipdiffusion: ComfyUI's VAE through the engine" in log_text}
-    fell_back = [line for line in log_text.splitlines() if "falls back to PyTorch" in line]
-    for part, seen in ran.items():
-        print(f"the engine's {part} ran: {seen}")
-        if not seen:
-            failures.append(f"the engine's {part} did not run")
-    for line in fell_back:
-        print("fallback:", line)
-        if any(op in line for op in ("comfyui.attention", "comfyui.unet", "comfyui.vae")):
-            failures.append(line)
+    ran, fell_back = engine_lines(log_text, RAN, "comfyui.", failures)
     medians = {k: statistics.median(v) for k, v in timings.items() if isinstance(v, list)}
     ratios = {}
     for ours, stock in [("image_engine", "image_stock"), ("image_attention", "image_stock"),

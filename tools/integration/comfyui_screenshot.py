@@ -11,14 +11,13 @@ import argparse
 import asyncio
 import json
 import shutil
-import subprocess
 import tempfile
 import urllib.request
 from pathlib import Path
 
-from chromium import launch, open_page, wait_for
+from chromium import launch, open_page
 from comfyui_run import workflow
-from ui_server import free_port, request
+from ui_server import free_port, request, start, stop
 
 
 async def capture(page, graph: dict, out: Path) -> None:
@@ -51,14 +50,13 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="hd-comfyui-shot-"))
     port, debug_port = free_port(), free_port()
-    server = subprocess.Popen(
-        [args.python, "main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(port), "--disable-auto-launch",
-         "--output-directory", str(work / "output"), "--temp-directory", str(work / "temp"),
-         "--input-directory", str(work / "input"), "--database-url", "sqlite:///:memory:"],
-        cwd=args.comfyui, stdout=open(work / "comfyui.log", "w"), stderr=subprocess.STDOUT)
-    browser = None
+    command = [args.python, "main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(port), "--disable-auto-launch",
+               "--output-directory", str(work / "output"), "--temp-directory", str(work / "temp"),
+               "--input-directory", str(work / "input"), "--database-url", "sqlite:///:memory:"]
+    server = browser = None
+    log = open(work / "comfyui.log", "w")
     try:
-        wait_for(f"http://127.0.0.1:{port}/system_stats", 300)
+        server = start(command, args.comfyui, log, f"http://127.0.0.1:{port}/system_stats", "ComfyUI", seconds=300)
         request(f"http://127.0.0.1:{port}/object_info/HipDiffusionUNet")
         # A new user's first visit opens a template gallery over the graph: marked as seen.
         urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/settings/Comfy.TutorialCompleted",
@@ -71,11 +69,8 @@ def main() -> None:
     finally:
         for process in (browser, server):
             if process is not None:
-                process.terminate()
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+                stop(process)
+        log.close()
         shutil.rmtree(work, ignore_errors=True)
 
 

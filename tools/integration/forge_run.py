@@ -16,8 +16,8 @@ The check: the same picture within one level of 255 (float32 on the CPU; --devic
 generation's infotext saying which hipDiffusion mode ran, the extension's "through the engine" lines in
 Forge's console (printed: Forge shows Python's INFO logs only with --loglevel INFO, which is not passed,
 so the console is what a user sees), no fallback of ours. Exits non-zero, saying which check failed,
-otherwise. Writes a JSON summary with the timings (each configuration's last of --repeats runs after one
-untimed).
+otherwise. Writes a JSON summary with the timings (each configuration's median of --repeats runs after
+one that pays the shapes' first use).
 
 Forge loads no model at the start of its API-only server (its model parameters are set by the UI's
 main_entry, which --nowebui never builds): the checkpoint is chosen through POST /sdapi/v1/options
@@ -37,11 +37,10 @@ import argparse
 import base64
 import json
 import shutil
-import time
 from pathlib import Path
 
-from ui_server import (compare_pictures, engine_lines, finish, free_port, load_image, request, start, stop,
-                       timed_ratios)
+from ui_server import (add_run_arguments, compare_pictures, engine_lines, finish, free_port, load_image, request,
+                       set_options, start, stop, timed_ratios, txt2img_body, txt2img_timed)
 
 PIXEL_LEVELS = {"cpu": 1, "gpu": 8}
 CONFIGURATIONS = {
@@ -93,14 +92,6 @@ def select_checkpoint(base: str, link: Path) -> str:
     return titles[0]
 
 
-def set_options(base: str, settings: dict) -> None:
-    """Forge's settings through its API; checked back, as a setting it does not know is ignored."""
-    request(f"{base}/sdapi/v1/options", settings, timeout=600)
-    now = request(f"{base}/sdapi/v1/options")
-    if any(now.get(k) != v for k, v in settings.items()):
-        raise SystemExit(f"Forge did not take the settings {settings} (it has { {k: now.get(k) for k in settings} })")
-
-
 def infotext(result: dict) -> str:
     info = json.loads(result.get("info") or "{}")
     return (info.get("infotexts") or [""])[0]
@@ -109,15 +100,7 @@ def infotext(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--forge", required=True, type=Path)
-    parser.add_argument("--python", required=True)
-    parser.add_argument("--extension", required=True, type=Path, help="the extension's folder (integrations/a1111)")
-    parser.add_argument("--checkpoint", required=True, type=Path)
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    parser.add_argument("--size", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--forge-args", default="", help="more arguments for Forge's launch.py")
+    add_run_arguments(parser, "forge")
     args = parser.parse_args()
 
     out = args.out.resolve()
@@ -125,21 +108,17 @@ def main() -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     command = forge_command(args.python, port, out / "data", args.device, args.forge_args)
-    body = {"prompt": "a red cube on a blue table", "negative_prompt": "blurry", "seed": 1234, "steps": args.steps,
-            "width": args.size, "height": args.size, "sampler_name": "Euler", "scheduler": "Karras", "cfg_scale": 7}
+    body = txt2img_body(args.size, args.steps)
     log_path = out / "forge.log"
     pictures, seconds, infotexts = {}, {}, {}
     with open(log_path, "w") as log:
         server = start(command, args.forge, log, f"{base}/sdapi/v1/options", "Forge")
         try:
             title = select_checkpoint(base, link)
-            set_options(base, SETTINGS)
+            set_options(base, SETTINGS, "Forge")
             for kind, scripts in CONFIGURATIONS.items():
                 request_body = dict(body, **({"alwayson_scripts": scripts} if scripts else {}))
-                for i in range(1 + args.repeats):
-                    begin = time.perf_counter()
-                    result = request(f"{base}/sdapi/v1/txt2img", request_body, timeout=1800)
-                    seconds.setdefault(kind, []).append(time.perf_counter() - begin)
+                result, seconds[kind] = txt2img_timed(base, request_body, args.repeats)
                 picture = base64.b64decode(result["images"][0])
                 (out / f"{kind}.png").write_bytes(picture)
                 pictures[kind] = load_image(picture)

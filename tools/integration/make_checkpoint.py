@@ -71,7 +71,11 @@ def main() -> None:
         text_encoder.to(torch.float16).save_pretrained(f"{folder}/text_encoder", safe_serialization=True, max_shard_size="50GB")
         state = to_ldm_single_file(Path(folder), "sdxl" if sdxl else "sd1")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    save_file(state, str(args.out))
+    # Written beside, then renamed: the run scripts take an existing file as done, so an interrupted
+    # write must leave none.
+    partial = args.out.with_name(args.out.name + ".partial")
+    save_file(state, str(partial))
+    partial.replace(args.out)
     count = sum(v.numel() for v in state.values())
     kind = "SDXL" if sdxl else f"SD1.x ({'whole' if args.full else 'two-level'} UNet)"
     print(f"{args.out}: {len(state)} tensors, {count / 1e6:.0f}M parameters, random {kind}")

@@ -8,6 +8,7 @@ from one without, and be the same through the engine as through the UI's own UNe
   usage: make_lora.py --out FILE [--rank 4] [--scale 0.05] [--seed 18]
 """
 import argparse
+import os
 
 import torch
 from safetensors.torch import save_file
@@ -45,7 +46,9 @@ def main() -> None:
                 tensors[f"{key}.lora_up.weight"] = torch.randn(channels, args.rank, generator=g) * args.scale
                 tensors[f"{key}.alpha"] = torch.tensor(float(args.rank))
     tensors = {k: v.to(torch.float16) for k, v in tensors.items()}
-    save_file(tensors, args.out, metadata={"ss_network_module": "networks.lora", "ss_network_dim": str(args.rank)})
+    partial = f"{args.out}.partial"  # renamed when whole: the run scripts take an existing file as done
+    save_file(tensors, partial, metadata={"ss_network_module": "networks.lora", "ss_network_dim": str(args.rank)})
+    os.replace(partial, args.out)
     print(f"{args.out}: {len(tensors) // 3} LoRA layers of rank {args.rank} on SD1.x's UNet attention")
 
 

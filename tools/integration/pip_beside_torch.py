@@ -52,6 +52,8 @@ def main() -> None:
         if not todo:
             break
         pip(python, "install", "-q", "--no-deps", *sorted(set(todo)))
+    else:  # the last installs were not checked again
+        print("pip_beside_torch: still unresolved after 10 rounds:", ", ".join(sorted(set(todo))))
     for line in left:
         print("pip_beside_torch: left in conflict:", line)
 
