@@ -16,13 +16,7 @@ ComfyUI applies LoRA patches between sampling runs; the engine's model is droppe
 
 from typing import Optional
 
-from hipdiffusion import held
 from hipdiffusion.model_function import EngineModelFunction
-
-
-def config_json(diffusion_model) -> str:
-    """diffusers' config keys that ComfyUI's UNetModel's weights do not tell (held.ldm_unet_config_json)."""
-    return held.ldm_unet_config_json(diffusion_model)
 
 
 def model_unsupported(base_model) -> Optional[str]:

@@ -29,8 +29,8 @@ class HeldUnet:
 
     def engine(self, owner, model: torch.nn.Module, named: list,
                device: torch.device) -> Tuple[Optional[EngineUnet], Optional[str]]:
-        """(the engine's model over `named`, model's current parameters, None) or (None, why there is
-        none). `owner` is what carries the UI's patch id, if any (held.signature)."""
+        """(the engine's model over `named`, the model's current (name, parameter) pairs, and None), or
+        (None, why there is none). `owner` is what carries the UI's patch id, if any (held.signature)."""
         if held.signature(owner, named) != self._signature:
             self._engine, self._refusal = None, held.weights_unsupported(model, named)
             if self._refusal is None:

@@ -47,7 +47,7 @@ class EngineModelFunction:
         self.release_on_cleanup = False
         self.calls = 0  # calls the engine computed
         self._held = HeldUnet(self.ui, self.announce)
-        self.release()
+        self._parameters = None  # (name, parameter) pairs of the diffusion model, walked at a call
 
     def sampling(self):
         """The model sampling: calculate_input(sigma, x), timestep(sigma), calculate_denoised(sigma, out, x)."""
@@ -68,7 +68,7 @@ class EngineModelFunction:
     def release(self, *args) -> None:
         """Drops the engine's model and what was decided about the weights: nothing of the UI's weights
         is kept alive past a run; the next call starts afresh."""
-        self._parameters = None  # (name, parameter) pairs of the diffusion model
+        self._parameters = None
         self._held.release()
 
     def call_unsupported(self, c: dict) -> Optional[str]:

@@ -11,7 +11,7 @@ import types
 import pytest
 import torch
 
-from hipdiffusion import fallback_report, reset_fallback_report
+from hipdiffusion import fallback_report, held, reset_fallback_report
 from ldm_stand_ins import FIXTURES, EpsSampling, diffusers_or_skip, ldm_unet
 
 
@@ -132,12 +132,12 @@ def test_a_wrapper_already_there_gets_the_engine_as_its_apply_model(setup):
 
 
 def test_config_reads_heads_and_groups(setup):
-    unet_module, _, base = setup
-    assert json.loads(unet_module.config_json(base.diffusion_model)) == {
+    _, _, base = setup
+    assert json.loads(held.ldm_unet_config_json(base.diffusion_model)) == {
         "attention_head_dim": [4, 4], "addition_time_embed_dim": 256, "norm_num_groups": 8}
     sdxl_like = types.SimpleNamespace(model_channels=320, channel_mult=[1, 2, 4], num_heads=-1, num_head_channels=64,
                                       modules=lambda: [])
-    assert json.loads(unet_module.config_json(sdxl_like))["attention_head_dim"] == [5, 10, 20]
+    assert json.loads(held.ldm_unet_config_json(sdxl_like))["attention_head_dim"] == [5, 10, 20]
 
 
 def test_after_a_run_the_next_one_sees_new_weights(setup):
