@@ -9,6 +9,8 @@
 #include <fstream>
 #include <limits>
 
+#include "core/error.h"
+
 namespace hd::test {
 
 namespace {
@@ -20,6 +22,15 @@ uint64_t pick_seed() {
 }  // namespace
 
 Rng::Rng() : seed_(pick_seed()), engine_(seed_) {}
+
+void expect_error_containing(const std::function<void()>& f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "no error was thrown; expected one containing \"" << text << "\"";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
 
 float Rng::normal(float mean, float stddev) { return std::normal_distribution<float>(mean, stddev)(engine_); }
 float Rng::uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(engine_); }

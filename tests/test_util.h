@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,6 +27,10 @@ class Rng {
   uint64_t seed_;
   std::mt19937_64 engine_;
 };
+
+// Expects `f` to throw an hd::Error whose message contains `text` (a test failure naming the message, or
+// saying that nothing was thrown, otherwise).
+void expect_error_containing(const std::function<void()>& f, const std::string& text);
 
 // Records the seed in the test's failure messages.
 #define HD_SEED_TRACE(rng) SCOPED_TRACE(::testing::Message() << "seed " << (rng).seed() << " (set HD_TEST_SEED to replay)")

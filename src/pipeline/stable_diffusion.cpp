@@ -20,20 +20,6 @@ namespace hd {
 
 namespace {
 
-// torch.randn([n, c, h, w]) from `generator`, stored NHWC: the draw order is diffusers' NCHW order.
-OwnedTensor randn_nhwc(TorchCpuGenerator& generator, int64_t n, int64_t c, int64_t h, int64_t w) {
-  std::vector<float> nchw(size_t(n * c * h * w));
-  generator.randn(nchw.data(), int64_t(nchw.size()));
-  OwnedTensor out(Shape{n, h, w, c}, DType::kF32);
-  nchw_to_nhwc(nchw.data(), out.ptr<float>(), n, c, h, w);
-  return out;
-}
-
-// Milliseconds since `start`.
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
 const ModelComponent& require(const ModelSource& m, const char* name) {
   const ModelComponent* c = m.component(name);
   HD_CHECK(c != nullptr, m.path(), ": the model has no ", name);
@@ -49,39 +35,6 @@ ops::Placement vae_placement(const VaeConfig& vae, ModelFamily family, const ops
 }
 
 }  // namespace
-
-void validate(const GenerationParams& p, int64_t vae_scale_factor) {
-  HD_CHECK(p.steps >= 1 && p.steps <= 1000, "--steps must be between 1 and 1000, got ", p.steps);
-  HD_CHECK(std::isfinite(p.cfg_scale) && p.cfg_scale >= 0.0f, "--cfg-scale must be a finite number >= 0, got ",
-           p.cfg_scale);
-  HD_CHECK(p.batch >= 1 && p.batch <= 64, "--batch must be between 1 and 64, got ", p.batch);
-  const int64_t multiple = std::max<int64_t>(8, vae_scale_factor);
-  HD_CHECK(p.strength >= 0.0f && p.strength <= 1.0f, "--strength must be in [0, 1], got ", p.strength);
-  for (const auto& [name, v] : {std::pair{"--width", p.width}, {"--height", p.height}}) {
-    HD_CHECK(v > 0 && v % multiple == 0 && v <= 8192, name, " must be a positive multiple of ", multiple,
-             " (at most 8192), got ", v);
-  }
-  for (const auto& [side, s] : {std::pair{"", &p.sizes}, {"negative ", &p.negative_sizes}}) {
-    for (const auto& [name, size] : {std::pair{"original size", s->original_size}, {"target size", s->target_size}}) {
-      HD_CHECK(!size || ((*size)[0] >= 1 && (*size)[0] <= 16384 && (*size)[1] >= 1 && (*size)[1] <= 16384), "the ",
-               side, name, " must be between 1 and 16384 pixels in each direction, got ", (*size)[1], "x", (*size)[0]);
-    }
-    HD_CHECK(!s->crop_top_left || ((*s->crop_top_left)[0] >= 0 && (*s->crop_top_left)[0] <= 16384 &&
-                                   (*s->crop_top_left)[1] >= 0 && (*s->crop_top_left)[1] <= 16384),
-             "the ", side, "crop's top-left corner must be between 0 and 16384 pixels, got top ",
-             (*s->crop_top_left)[0], ", left ", (*s->crop_top_left)[1]);
-  }
-  for (const auto& [name, score] : {std::pair{"aesthetic score", p.aesthetic_score},
-                                    {"negative aesthetic score", p.negative_aesthetic_score}}) {
-    HD_CHECK(!score || (std::isfinite(*score) && std::abs(*score) <= 1000.0f), "the ", name,
-             " must be a finite number (the refiner was trained on 0-10), got ", *score);
-  }
-  for (const auto& [name, f] : {std::pair{"denoising start", p.denoising_start}, {"denoising end", p.denoising_end}}) {
-    HD_CHECK(!f || (*f > 0.0 && *f < 1.0), "the ", name, " must be a fraction of the schedule in (0, 1), got ", *f);
-  }
-  HD_CHECK(!p.denoising_start || !p.denoising_end || *p.denoising_start < *p.denoising_end, "the denoising start ",
-           *p.denoising_start, " must come before the denoising end ", *p.denoising_end);
-}
 
 void StableDiffusion::validate(const GenerationParams& p, bool refines) const {
   hd::validate(p, vae_scale_factor());
@@ -131,40 +84,6 @@ void StableDiffusion::check_same_latent_space(const StableDiffusion& other) cons
            "the two models' latents live in different spaces (", a.latent_channels, " channels scaled by ",
            a.scaling_factor, " at 1/", vae_scale_factor(), " of the image, against ", b.latent_channels, " scaled by ",
            b.scaling_factor, " at 1/", other.vae_scale_factor(), "): one cannot take over the other's latents");
-}
-
-int img2img_first_step(const GenerationParams& p) {
-  const int noised_steps = std::min(int(float(p.steps) * p.strength), p.steps);
-  HD_CHECK(noised_steps >= 1, "--strength ", p.strength, " with ", p.steps,
-           " steps leaves no denoising step; raise --strength or --steps");
-  return p.steps - noised_steps;
-}
-
-StepRange denoising_steps(const GenerationParams& p, const std::vector<float>& timesteps, int num_train_timesteps,
-                          bool img2img) {
-  const int steps = int(timesteps.size());
-  // diffusers: int(round(T - fraction * T)) in Python floats (round half to even, as nearbyint).
-  const auto cutoff = [&](double fraction) {
-    return std::nearbyint(double(num_train_timesteps) - fraction * double(num_train_timesteps));
-  };
-  StepRange r{0, steps};
-  if (p.denoising_start) {
-    const double c = cutoff(*p.denoising_start);
-    r.first = steps - int(std::count_if(timesteps.begin(), timesteps.end(), [&](float t) { return double(t) < c; }));
-  } else if (img2img) {
-    r.first = img2img_first_step(p);
-  }
-  if (p.denoising_end) {
-    const double c = cutoff(*p.denoising_end);
-    r.end = r.first + int(std::count_if(timesteps.begin() + r.first, timesteps.end(), [&](float t) { return double(t) >= c; }));
-  }
-  HD_CHECK(r.end > r.first, "of the ", steps, " steps, none lies ",
-           p.denoising_start && p.denoising_end ? "between the denoising start and end"
-           : p.denoising_start                  ? "after the denoising start"
-                                                : "before the denoising end",
-           " (start ", p.denoising_start.value_or(0.0), ", end ", p.denoising_end.value_or(1.0),
-           "); use more steps or move the fraction");
-  return r;
 }
 
 StableDiffusion StableDiffusion::load(const std::string& model_path, const std::optional<std::string>& vocab_dir,
@@ -268,10 +187,10 @@ std::string StableDiffusion::description() const {
          (scheduler_config_.prediction == Prediction::kVPrediction ? " (v_prediction)" : " (epsilon)");
 }
 
-StableDiffusion::Conditioning StableDiffusion::condition(const GenerationParams& p, bool guided) const {
+UnetConditioning StableDiffusion::condition(const GenerationParams& p, bool guided) const {
   const int n = p.batch;
   PromptConditioning cond = text_.encode(p.prompt, n);
-  Conditioning out;
+  UnetConditioning out;
   if (!guided) {
     out.context = std::move(cond.context);
     out.pooled = std::move(cond.pooled);
@@ -343,107 +262,6 @@ std::unique_ptr<Sampler> StableDiffusion::sampler_for(const GenerationParams& p)
 
 StepRange StableDiffusion::steps_of(const GenerationParams& p, bool img2img) const {
   return denoising_steps(p, sampler_for(p)->timesteps(), scheduler_config_.num_train_timesteps, img2img);
-}
-
-OwnedTensor StableDiffusion::denoise(const GenerationParams& p, TorchCpuGenerator& generator, StageTimes* times,
-                                     const DenoiseStart& from, const ProgressCallback& progress) const {
-  validate(p, from.init_image != nullptr || from.handed != nullptr);
-  HD_CHECK(from.init_image == nullptr || from.handed == nullptr, "an init image and handed-over latents are two starts");
-  HD_CHECK(p.denoising_start.has_value() == (from.handed != nullptr),
-           p.denoising_start ? "a denoising start continues from the latents an earlier model handed over; none were given"
-                             : "latents handed over by an earlier model need the denoising start they were handed at");
-  const auto start = std::chrono::steady_clock::now();
-  const auto sampler = sampler_for(p);
-  const StepRange range =
-      denoising_steps(p, sampler->timesteps(), scheduler_config_.num_train_timesteps, from.init_image != nullptr);
-  const bool guided = p.cfg_scale > 1.0f;  // diffusers skips the unconditional pass at scale <= 1
-  const int64_t n = p.batch, c = unet_.config().in_channels;
-  const int64_t h = p.height / vae_scale_factor(), w = p.width / vae_scale_factor();
-  if (from.init_image != nullptr) {
-    const Tensor& image = *from.init_image;
-    HD_CHECK(image.rank() == 4 && image.dim(0) == 1 && image.dim(1) == p.height && image.dim(2) == p.width &&
-                 image.dim(3) == 3,
-             "init image ", image.shape.to_string(), " must be [1, ", p.height, ", ", p.width, ", 3]");
-  }
-  if (from.handed != nullptr) {
-    const Tensor& l = *from.handed;
-    HD_CHECK(l.rank() == 4 && l.dim(0) == n && l.dim(1) == h && l.dim(2) == w && l.dim(3) == c &&
-                 l.dtype == DType::kF32 && l.device.is_cpu(),
-             "handed-over latents ", l.describe(), " must be host f32 [", n, ", ", h, ", ", w, ", ", c, "]");
-  }
-
-  const Conditioning conditioning = condition(p, guided);
-  const std::optional<TextTimeConditioning> added =
-      micro_ != MicroConditioning::kNone ? std::optional(TextTimeConditioning{conditioning.pooled, conditioning.time_ids})
-                                         : std::nullopt;
-  const Device& device = placement().device;
-  ops::synchronize(device);
-  times->text_encoding += ms_since(start);
-  const auto denoising_start = std::chrono::steady_clock::now();
-
-  OwnedTensor latents;
-  if (from.handed != nullptr) {
-    // Already at the noise level of the step it was handed over at (diffusers: add_noise=False).
-    latents = OwnedTensor(from.handed->shape, DType::kF32);
-    ops::copy(*from.handed, latents);
-  } else if (from.init_image == nullptr) {
-    latents = randn_nhwc(generator, n, c, h, w);
-    ops::scale(latents, sampler->init_noise_sigma(), latents);
-  } else {
-    // The image's latent: a sample of the VAE's Gaussian, mean + exp(logvar / 2) * noise, scaled.
-    // [1, h, w, 2c]: mean, then log-variance
-    const OwnedTensor moments = ops::to_host_f32(vae_.encode(ops::place(*from.init_image, vae_.placement())));
-    const OwnedTensor eps = randn_nhwc(generator, 1, c, h, w);
-    const float* m = moments.ptr<float>();
-    OwnedTensor init(Shape{n, h, w, c}, DType::kF32);
-    for (int64_t pix = 0; pix < h * w; ++pix) {
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const float mean = m[pix * 2 * c + ch], logvar = std::clamp(m[pix * 2 * c + c + ch], -30.0f, 20.0f);
-        const float sample = mean + std::exp(0.5f * logvar) * eps.ptr<float>()[pix * c + ch];
-        for (int64_t b = 0; b < n; ++b) init.ptr<float>()[(b * h * w + pix) * c + ch] = vae_.config().scaling_factor * sample;
-      }
-    }
-    const OwnedTensor noise = randn_nhwc(generator, n, c, h, w);
-    latents = OwnedTensor(init.view().shape, DType::kF32);
-    sampler->add_noise(range.first, init.ptr<float>(), noise.ptr<float>(), latents.ptr<float>(), init.view().numel());
-  }
-  // The denoising loop runs where the UNet computes: the latents stay there in f32 between steps, the
-  // model's input and each sampler step (guidance included) are one op each (ops::sampler_input,
-  // ops::sampler_step); only the ancestral samplers' noise comes from the host, from the same generator
-  // as diffusers' CPU one.
-  const ops::Placement f32_there{device, DType::kF32};
-  OwnedTensor sample = ops::place(latents, f32_there);
-  OwnedTensor model_input(Shape{guided ? 2 * n : n, h, w, c}, placement().dtype, device);
-  OwnedTensor x0, previous_x0;  // a multistep sampler's history, allocated on its first step
-  for (int i = range.first; i < range.end; ++i) {
-    const auto step_start = std::chrono::steady_clock::now();
-    ops::sampler_input(sample, sampler->input_divisor(i), model_input);
-    const OwnedTensor prediction = unet_graphs_.forward(unet_, model_input, sampler->timestep(i), conditioning.context,
-                                                        added ? &*added : nullptr);
-    ops::SamplerUpdate update = sampler->update(i);
-    if (guided) update.guidance_scale = p.cfg_scale;
-    OwnedTensor noise;
-    if (update.adds_noise()) noise = ops::place(randn_nhwc(generator, n, c, h, w), f32_there);
-    if (update.writes_x0()) {
-      if (x0.view().data == nullptr) {
-        x0 = OwnedTensor(sample.view().shape, DType::kF32, device);
-        previous_x0 = OwnedTensor(sample.view().shape, DType::kF32, device);
-      }
-      std::swap(x0, previous_x0);  // this step's x0 is written over the one of two steps ago
-    }
-    const Tensor noise_view = noise.view(), previous_view = previous_x0.view(), x0_view = x0.view();
-    ops::sampler_step(update, prediction, sample, &noise_view, &previous_view, &x0_view);
-    if (i < range.first + 2) startup_mark(str_cat("step ", i + 1 - range.first, " queued"));
-    if (progress || p.time_each_step) {
-      ops::synchronize(device);  // report a step when it has run, not when it was queued
-      times->steps.push_back(ms_since(step_start));
-      if (progress) progress(i + 1 - range.first, range.end - range.first);
-      if (i < range.first + 2) startup_mark(str_cat("step ", i + 1 - range.first, " done"));
-    }
-  }
-  latents = ops::to_host_f32(sample);
-  times->denoising += ms_since(denoising_start);
-  return latents;
 }
 
 GenerationResult StableDiffusion::finish(const GenerationParams& p, OwnedTensor latents, StageTimes times,

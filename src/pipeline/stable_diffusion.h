@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@
 #include "models/unet.h"
 #include "models/unet_graphs.h"
 #include "models/vae.h"
+#include "pipeline/denoising_run.h"
+#include "pipeline/generation_params.h"
 #include "pipeline/text_conditioning.h"
 #include "pipeline/tiled_decode.h"
 #include "sampling/noise_schedule.h"
@@ -28,70 +31,10 @@
 
 namespace hd {
 
-// SDXL's micro-conditioning, in pixels, as diffusers' original_size, crops_coords_top_left and
-// target_size: (height, width), (top, left), (height, width). Unset: the image's size and (0, 0).
-struct SizeConditioning {
-  std::optional<std::array<int, 2>> original_size, crop_top_left, target_size;
-  bool empty() const { return !original_size && !crop_top_left && !target_size; }
-};
-
-struct GenerationParams {
-  std::string prompt;
-  std::string negative_prompt;
-  int steps = 20;
-  float cfg_scale = 7.5f;
-  SamplerKind sampler = SamplerKind::kEuler;
-  SigmaSchedule schedule = SigmaSchedule::kDiscrete;
-  uint64_t seed = 0;
-  int width = 512, height = 512;
-  int batch = 1;
-  std::optional<TimestepSpacing> spacing;  // overrides the model's scheduler config
-  float strength = 1.0f;                   // img2img: how much of the init image is noised away, in [0, 1]
-  std::optional<Prediction> prediction;    // overrides what the model says (SD2.x single files do not say)
-  // Wait for the device after each denoising step, so that GenerationResult::times has each step's time
-  // (a progress callback waits too).
-  bool time_each_step = false;
-  VaeTiling vae_tiling = VaeTiling::kAuto;
-  // SDXL only. The base: the negative side takes the positive side's ids unless both its sizes are given
-  // (as diffusers' negative_original_size and negative_target_size). The refiner (no target size): the
-  // negative original size defaults to the positive one, the negative crop to (0, 0), as diffusers'.
-  SizeConditioning sizes, negative_sizes;
-  // SDXL refiner only (diffusers' aesthetic_score, negative_aesthetic_score; unset: 6 and 2.5).
-  std::optional<float> aesthetic_score, negative_aesthetic_score;
-  // diffusers' "ensemble of expert denoisers": the fraction of the schedule, by training timestep, at
-  // which this model stops denoising (its latents then go to the next expert) or starts (from the
-  // latents an earlier one handed over). In (0, 1); double as diffusers' Python floats are.
-  std::optional<double> denoising_end, denoising_start;
-};
-
-// Validates the parameters against each other (sizes, steps, CFG, fractions), whatever the model: every
-// failure is an Error that names the parameter. StableDiffusion::validate adds the model's own rules.
-void validate(const GenerationParams& p, int64_t vae_scale_factor);
-
 // What follows the pooled text embedding in the UNet's add_embedding (SDXL's micro-conditioning):
 // nothing (SD1.x/2.x); the base's six size ids (original size, crop top-left, target size); or the
 // refiner's five (original size, crop top-left, aesthetic score).
 enum class MicroConditioning { kNone, kSizes, kAestheticScore };
-
-// img2img: the first denoising step that `strength` leaves (diffusers' get_timesteps); throws when it
-// leaves none.
-int img2img_first_step(const GenerationParams& p);
-
-// The steps [first, end) of `timesteps` (descending) that a run denoises: from 0, from the step
-// `strength` leaves with an init image (`img2img`), or from the first timestep below
-// denoising_start's cutoff; up to the last one at or above denoising_end's (diffusers' get_timesteps
-// and "Apply denoising_end", cutoff = round(T - fraction * T)). Throws when no step is left.
-struct StepRange {
-  int first = 0, end = 0;
-};
-StepRange denoising_steps(const GenerationParams& p, const std::vector<float>& timesteps, int num_train_timesteps,
-                          bool img2img);
-
-// Wall-clock milliseconds of a generation's stages, each ended by waiting for the device.
-struct StageTimes {
-  double text_encoding = 0, denoising = 0, decoding = 0, total = 0;  // denoising: with img2img, the encoding too
-  std::vector<double> steps;  // each denoising step (with GenerationParams::time_each_step or a progress callback)
-};
 
 struct GenerationResult {
   OwnedTensor latents;  // [N, h, w, 4], the final latents as diffusers returns them (before 1/scaling_factor)
@@ -116,9 +59,6 @@ struct DenoiseStart {
   const Tensor* init_image = nullptr;
   const Tensor* handed = nullptr;
 };
-
-// Called after each denoising step with (steps done, steps in all).
-using ProgressCallback = std::function<void(int, int)>;
 
 class StableDiffusion {
  public:
@@ -172,6 +112,13 @@ class StableDiffusion {
   // done and in all, both offset by `progress_offset` (the earlier experts' steps).
   OwnedTensor denoise(const GenerationParams& params, TorchCpuGenerator& generator, StageTimes* times,
                       const DenoiseStart& start = {}, const ProgressCallback& progress = {}) const;
+  // The first half of `denoise`: the run checked, its prompt encoded and its starting latents made, ready
+  // for `step`. `generator` must outlive the run (it draws the ancestral samplers' noise at each step).
+  DenoisingRun start_denoising(const GenerationParams& params, TorchCpuGenerator& generator,
+                               const DenoiseStart& start = {}, ProgressCallback progress = {}) const;
+  // The next step of each of `runs` (runs of this model, not done, each batches_with the first) in one
+  // UNet batch; each run's sampler then advances its latents and its progress callback is called.
+  void step(std::span<DenoisingRun* const> runs) const;
   // The steps `denoise` would run for `params`.
   StepRange steps_of(const GenerationParams& params, bool img2img) const;
   // The image of final latents (as denoise returns them): decoded, in [0, 1]; stage times completed.
@@ -185,12 +132,8 @@ class StableDiffusion {
   OwnedTensor decode(const Tensor& latents, DecodeReport* report, VaeTiling tiling = VaeTiling::kAuto) const;
 
  private:
-  // The UNet's conditioning for a batch of n: context, and SDXL's pooled embedding and size ids
-  // ([unconditional; conditional] when guided).
-  struct Conditioning {
-    OwnedTensor context, pooled, time_ids;
-  };
-  Conditioning condition(const GenerationParams& p, bool guided) const;
+  // The UNet's conditioning for a batch of n ([unconditional; conditional] when guided).
+  UnetConditioning condition(const GenerationParams& p, bool guided) const;
   // The sampler of `p` (the model's scheduler config, with p's spacing and prediction type).
   std::unique_ptr<Sampler> sampler_for(const GenerationParams& p) const;
   // The micro-conditioning ids of one side (rows of the UNet's time_ids).

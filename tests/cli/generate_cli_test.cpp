@@ -156,10 +156,10 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
   const std::string base = "generate --model " + kModel + " --output /dev/null --steps 1 --width 32 --height 32 ";
   const std::pair<std::string, std::string> cases[] = {
       {"--prompt x --width 30", "multiple of 8"},
-      {"--prompt x --steps 0", "--steps"},
+      {"--prompt x --steps 0", "steps must be between 1 and 1000"},
       {"--prompt x --steps many", "not a number"},
-      {"--prompt x --cfg-scale nan", "--cfg-scale"},
-      {"--prompt x --cfg-scale -2", "--cfg-scale"},
+      {"--prompt x --cfg-scale nan", "CFG scale must be a finite number"},
+      {"--prompt x --cfg-scale -2", "CFG scale must be a finite number"},
       {"--prompt x --sampler heun", "unknown sampler"},
       {"--prompt x --schedule exponential", "unknown schedule"},
       {"--prompt x --sampler ddim --schedule karras", "Karras"},
@@ -193,7 +193,7 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
   const auto weak = test::run_cli("generate --model " + kModel + " --prompt x --steps 4 --strength 0.1 --init-image " +
                                  std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png");
   EXPECT_EQ(weak.exit_code, 1) << weak.out;
-  EXPECT_EQ(weak.out.rfind("hipdiffusion: error: --strength 0.1 with 4 steps leaves no denoising step", 0), 0u) << weak.out;
+  EXPECT_EQ(weak.out.rfind("hipdiffusion: error: a strength of 0.1 with 4 steps leaves no denoising step", 0), 0u) << weak.out;
   const auto bad_variable = test::run_cli("generate --model " + kModel + " --prompt x --steps 1", "HD_KERNELS=vendor");
   EXPECT_EQ(bad_variable.exit_code, 1) << bad_variable.out;
   EXPECT_NE(bad_variable.out.find("HD_KERNELS must be 'own'"), std::string::npos) << bad_variable.out;

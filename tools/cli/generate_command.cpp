@@ -139,7 +139,7 @@ int run_generate(std::span<const std::string_view> args) {
   HD_CHECK(!get("--strength") || get("--init-image"), "--strength applies to --init-image only");
   if (auto path = get("--init-image")) {
     if (auto v = get("--strength")) p.strength = parse_number<float>("--strength", *v);
-    HD_CHECK(p.strength >= 0.0f && p.strength <= 1.0f, "--strength must be in [0, 1], got ", p.strength);
+    validate(p, 8);  // the strength, before the image's size is compared
     const RgbImage png = read_png(*path);
     HD_CHECK(!get("--width") || p.width == png.width, "--width ", p.width, " differs from the init image's ",
              png.width, " (images are not resized)");
