@@ -17,6 +17,8 @@ enum class ErrorKind {
   kOutOfMemory,    // an allocation failed
   kRuntime,        // a system or device call failed
   kInternal,       // a broken invariant: a bug in hipDiffusion
+  kBusy,           // at a limit that passes (a full request queue) or shutting down: try again later
+  kCancelled,      // the work was cancelled by its caller
 };
 
 class Error : public std::exception {

@@ -1,0 +1,192 @@
+// The serving engine on the CPU with the tiny fixture models: a job gives what the pipeline gives alone,
+// jobs batched across requests give the same, and the queue's rules (limits, cancellation, model
+// changes, stop) hold.
+#include "serve/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/error.h"
+#include "test_util.h"
+
+namespace hd::serve {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kModels = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/";
+
+EngineOptions options(bool batch = true, size_t max_queue = 64) {
+  EngineOptions o{ModelCatalogue::from({kModels + "tiny_sd1", kModels + "tiny_sd2"}, std::nullopt)};
+  o.batch_across_jobs = batch;
+  o.max_queue = max_queue;
+  return o;
+}
+
+GenerationParams job_params(const char* prompt, uint64_t seed, int steps = 4, float cfg = 7.5f) {
+  GenerationParams p;
+  p.prompt = prompt;
+  p.negative_prompt = "blurry";
+  p.seed = seed;
+  p.steps = steps;
+  p.cfg_scale = cfg;
+  p.width = p.height = 64;
+  p.sampler = SamplerKind::kEulerAncestral;  // draws noise from the job's generator each step
+  return p;
+}
+
+JobRequest request(const char* prompt, uint64_t seed, int steps = 4, float cfg = 7.5f) {
+  return JobRequest{"", job_params(prompt, seed, steps, cfg), std::nullopt};
+}
+
+std::vector<double> alone(const StableDiffusion& sd, const GenerationParams& p) {
+  const std::vector<float> v = test::to_vector(sd.generate(p).image);
+  return {v.begin(), v.end()};
+}
+
+void expect_error_kind(const Job& job, ErrorKind kind, const std::string& text) {
+  try {
+    job.wait();
+    ADD_FAILURE() << "job " << job.id() << " did not fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+// Jobs submitted together (batched, or one at a time): each image is the one its request gives alone.
+void check_jobs(bool batch) {
+  const StableDiffusion sd = StableDiffusion::load(kModels + "tiny_sd1", std::nullopt);
+  Engine engine(options(batch));
+  const std::vector<GenerationParams> requests = {
+      job_params("a red square", 1, 3), job_params("a blue circle", 2, 4, 1.0f), job_params("", 3, 2),
+      job_params("a green triangle", 4, 3, 3.0f)};
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const GenerationParams& p : requests) jobs.push_back(engine.submit(JobRequest{"", p, std::nullopt}));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    SCOPED_TRACE("job " + std::to_string(i));
+    const GenerationResult& result = jobs[i]->wait();
+    EXPECT_LT(test::relative_l2(result.image, alone(sd, requests[i])), 1e-5);
+    const JobProgress p = jobs[i]->progress();
+    EXPECT_EQ(p.state, JobState::kDone);
+    EXPECT_EQ(p.steps_done, requests[i].steps);
+    EXPECT_EQ(p.steps_total, requests[i].steps);
+    EXPECT_EQ(jobs[i]->model_name(), "tiny_sd1");
+  }
+  const Engine::Status s = engine.status();
+  EXPECT_EQ(s.finished, 4u);
+  EXPECT_EQ(s.unet_rows, 2u * 3 + 1 * 4 + 2 * 2 + 2 * 3);  // every step of every job, once
+  if (batch) {
+    EXPECT_LT(s.unet_calls, 3u + 4 + 2 + 3) << "no step was shared";
+  } else {
+    EXPECT_EQ(s.unet_calls, 3u + 4 + 2 + 3);
+  }
+}
+
+TEST(ServeEngine, BatchedJobsGiveWhatEachGivesAlone) {
+  check_jobs(true);
+}
+TEST(ServeEngine, JobsOneAtATimeGiveWhatEachGivesAlone) {
+  check_jobs(false);
+}
+
+TEST(ServeEngine, AJobThatJoinsLaterSharesTheRunningJobsSteps) {
+  Engine engine(options());
+  const auto first = engine.submit(request("a red square", 1, 20));
+  while (first->progress().steps_done < 2) std::this_thread::sleep_for(1ms);
+  const auto later = engine.submit(request("a blue circle", 2, 4));
+  later->wait();
+  EXPECT_LT(first->progress().steps_done, 20) << "the later job waited for the first to finish";
+  first->wait();
+  const Engine::Status s = engine.status();
+  EXPECT_LT(s.unet_calls, 24u);
+  EXPECT_EQ(s.unet_rows, 2u * 24);
+}
+
+TEST(ServeEngine, CancelledJobsEndAndTheOthersGoOn) {
+  Engine engine(options(false));
+  const auto running = engine.submit(request("a red square", 1, 500));
+  const auto queued = engine.submit(request("a blue circle", 2, 500));
+  const auto after = engine.submit(request("a green triangle", 3, 2));
+  while (running->progress().steps_done < 1) std::this_thread::sleep_for(1ms);
+  queued->cancel();
+  running->cancel();
+  expect_error_kind(*running, ErrorKind::kCancelled, "cancelled");
+  expect_error_kind(*queued, ErrorKind::kCancelled, "cancelled");
+  EXPECT_LT(running->progress().steps_done, 500);
+  EXPECT_EQ(queued->progress().steps_done, 0);
+  EXPECT_EQ(after->wait().image.view().dim(1), 64);
+  EXPECT_EQ(after->progress().state, JobState::kDone);
+}
+
+TEST(ServeEngine, AFullQueueRefusesWithBusy) {
+  Engine engine(options(false, 1));
+  std::vector<std::shared_ptr<Job>> accepted;
+  std::optional<Error> refusal;
+  for (int i = 0; i < 5 && !refusal; ++i) {
+    try {
+      accepted.push_back(engine.submit(request("a", uint64_t(i), 1000)));
+    } catch (const Error& e) {
+      refusal = e;
+    }
+  }
+  ASSERT_TRUE(refusal.has_value()) << "five long jobs fitted a queue of one";
+  EXPECT_EQ(refusal->kind(), ErrorKind::kBusy);
+  EXPECT_NE(std::string(refusal->what()).find("the queue is full (1 generations waiting)"),
+            std::string::npos);
+  engine.cancel_all();
+  for (const auto& job : accepted) expect_error_kind(*job, ErrorKind::kCancelled, "cancelled");
+}
+
+TEST(ServeEngine, JobsNameTheirModelAndSelectChangesTheDefault) {
+  Engine engine(options());
+  EXPECT_EQ(engine.current_model(), "tiny_sd1");
+  JobRequest sd2 = request("a", 1, 2);
+  sd2.model = "tiny_sd2";
+  const auto named = engine.submit(std::move(sd2));
+  const auto unnamed = engine.submit(request("a", 1, 2));
+  named->wait();
+  unnamed->wait();
+  EXPECT_EQ(named->model_name(), "tiny_sd2");
+  EXPECT_EQ(unnamed->model_name(), "tiny_sd1");
+  engine.select_model("tiny_sd2");
+  EXPECT_EQ(engine.current_model(), "tiny_sd2");
+  const auto now_sd2 = engine.submit(request("a", 1, 2));
+  now_sd2->wait();
+  EXPECT_EQ(now_sd2->model_name(), "tiny_sd2");
+  JobRequest unknown = request("a", 1);
+  unknown.model = "/etc/passwd";
+  test::expect_error_containing([&] { engine.submit(std::move(unknown)); }, "no model named \"/etc/passwd\"");
+  test::expect_error_containing([&] { engine.select_model("nothing"); },
+                                "this server has: tiny_sd1, tiny_sd2");
+}
+
+TEST(ServeEngine, BadRequestsAreRefusedOrFailAlone) {
+  Engine engine(options());
+  JobRequest steps = request("a", 1, 0);
+  test::expect_error_containing([&] { engine.submit(std::move(steps)); }, "steps must be between 1 and 1000");
+  JobRequest sdxl_only = request("a", 1);
+  sdxl_only.params.sizes.original_size = std::array<int, 2>{512, 512};
+  const auto failing = engine.submit(std::move(sdxl_only));
+  const auto fine = engine.submit(request("b", 2, 2));
+  expect_error_kind(*failing, ErrorKind::kInvalidInput, "size conditioning");
+  EXPECT_EQ(fine->wait().image.view().dim(0), 1);
+}
+
+TEST(ServeEngine, StopFinishesAcceptedJobsAndRefusesNewOnes) {
+  Engine engine(options());
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (int i = 0; i < 3; ++i) jobs.push_back(engine.submit(request("a", uint64_t(i), 3)));
+  engine.stop();
+  for (const auto& job : jobs) EXPECT_EQ(job->progress().state, JobState::kDone);
+  try {
+    engine.submit(request("a", 9));
+    ADD_FAILURE() << "a stopped engine took a job";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBusy);
+  }
+}
+
+}  // namespace
+}  // namespace hd::serve
