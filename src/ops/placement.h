@@ -2,6 +2,9 @@
 // CPU; f16 or bf16 on a GPU). Helpers move host f32 data there and back.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 #include "core/tensor.h"
 
 namespace hd::ops {
@@ -12,6 +15,9 @@ struct Placement {
 
   // Throws when the pair cannot compute: the CPU ops take f32 only, the GPU matrix kernels f16/bf16.
   void validate() const;
+  // A device by name ("cpu", "cuda:0", "hip:1") and a dtype by name ("f32", "f16", "bf16"; empty: f32 on
+  // the CPU, f16 on a GPU), validated.
+  static Placement parse(std::string_view device, std::string_view dtype = {});
   std::string to_string() const;  // "cuda:0 f16"
 };
 

@@ -18,7 +18,8 @@ using namespace std::chrono_literals;
 const std::string kModels = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/";
 
 EngineOptions options(bool batch = true, size_t max_queue = 64) {
-  EngineOptions o{ModelCatalogue::from({kModels + "tiny_sd1", kModels + "tiny_sd2"}, std::nullopt)};
+  EngineOptions o;
+  o.catalogue = ModelCatalogue::from({kModels + "tiny_sd1", kModels + "tiny_sd2"}, std::nullopt);
   o.batch_across_jobs = batch;
   o.max_queue = max_queue;
   return o;

@@ -31,14 +31,7 @@ std::optional<std::string> Flags::get(const std::string& flag) const {
 }
 
 ops::Placement placement_of(const Flags& flags) {
-  ops::Placement placement{Device::parse(flags.get("--device").value_or("cpu")), DType::kF32};
-  if (placement.device.is_gpu()) placement.dtype = DType::kF16;
-  if (auto v = flags.get("--dtype")) {
-    HD_CHECK(*v == "f32" || *v == "f16" || *v == "bf16", "--dtype must be f32, f16 or bf16, got '", *v, "'");
-    placement.dtype = *v == "f32" ? DType::kF32 : *v == "f16" ? DType::kF16 : DType::kBF16;
-  }
-  placement.validate();
-  return placement;
+  return ops::Placement::parse(flags.get("--device").value_or("cpu"), flags.get("--dtype").value_or(""));
 }
 
 void apply_device_memory_limit(const Flags& flags, const ops::Placement& placement) {

@@ -1,0 +1,208 @@
+/* The C API from C, linked against the installed library (tests/capi/installed_library_test.sh builds it
+ * with pkg-config). argv[1]: the tiny SD1.x fixture model; argv[2]: the CLI's PNG for REFERENCE's
+ * settings. Checks: the picture is the CLI's, byte for byte; a second generation repeats it; two threads
+ * generating at once (their steps batched together) each get their own picture; progress is reported and
+ * can cancel; bad input gives the right status and a message. Exits non-zero on the first failure. */
+#include <png.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hipdiffusion/hipdiffusion.h>
+
+static int failures = 0;
+
+#define CHECK(cond, ...)                                     \
+  do {                                                       \
+    if (!(cond)) {                                           \
+      fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                          \
+      fprintf(stderr, "\n");                                 \
+      ++failures;                                            \
+    }                                                        \
+  } while (0)
+
+static hd_engine* engine = NULL;
+
+/* REFERENCE: what the CLI ran (installed_library_test.sh passes the same settings to it). */
+static void reference_params(hd_generation_params* p, uint64_t seed) {
+  hd_generation_params_init(p);
+  p->prompt = "a red square";
+  p->negative_prompt = "blurry";
+  p->seed = seed;
+  p->steps = 3;
+  p->width = p->height = 64;
+  p->sampler = "euler_a";
+}
+
+static unsigned char* read_png_rgb(const char* path, int* width, int* height) {
+  png_image image;
+  memset(&image, 0, sizeof image);
+  image.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_file(&image, path)) return NULL;
+  image.format = PNG_FORMAT_RGB;
+  unsigned char* pixels = malloc(PNG_IMAGE_SIZE(image));
+  if (pixels == NULL || !png_image_finish_read(&image, NULL, pixels, 0, NULL)) {
+    free(pixels);
+    return NULL;
+  }
+  *width = (int)image.width;
+  *height = (int)image.height;
+  return pixels;
+}
+
+/* Generates with `p`; returns the first picture's bytes (malloc'd) or NULL, checking its size. */
+static unsigned char* picture(const hd_generation_params* p, hd_status expected) {
+  hd_result* result = NULL;
+  const hd_status status = hd_generate(engine, p, &result);
+  CHECK(status == expected, "hd_generate gave %s (%s), expected %s", hd_status_name(status), hd_last_error(),
+        hd_status_name(expected));
+  if (status != HD_OK) return NULL;
+  CHECK(hd_result_image_count(result) == 1, "%d pictures", hd_result_image_count(result));
+  CHECK(hd_result_seed(result) == p->seed, "seed %llu", (unsigned long long)hd_result_seed(result));
+  int32_t width = 0, height = 0;
+  const uint8_t* rgb = NULL;
+  CHECK(hd_result_image(result, 0, &width, &height, &rgb) == HD_OK, "%s", hd_last_error());
+  CHECK(width == p->width && height == p->height, "a %dx%d picture", width, height);
+  CHECK(hd_result_image(result, 1, &width, &height, &rgb) == HD_ERROR_INVALID_ARGUMENT, "picture 1 of 1");
+  hd_result_image(result, 0, &width, &height, &rgb);
+  unsigned char* copy = malloc((size_t)width * height * 3);
+  memcpy(copy, rgb, (size_t)width * height * 3);
+  hd_result_free(result);
+  return copy;
+}
+
+static int largest_difference(const unsigned char* a, const unsigned char* b, size_t n) {
+  int largest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int d = abs((int)a[i] - (int)b[i]);
+    if (d > largest) largest = d;
+  }
+  return largest;
+}
+
+struct progress_log {
+  int calls, last_done, last_total, cancel_after;
+};
+
+static int on_progress(int32_t done, int32_t total, void* user_data) {
+  struct progress_log* log = user_data;
+  CHECK(done >= log->last_done && done <= total, "progress went from %d to %d of %d", log->last_done, done, total);
+  log->calls++;
+  log->last_done = done;
+  log->last_total = total;
+  return log->cancel_after >= 0 && done >= log->cancel_after;
+}
+
+struct thread_job {
+  uint64_t seed;
+  unsigned char* rgb;
+};
+
+static void* generate_in_thread(void* arg) {
+  struct thread_job* job = arg;
+  hd_generation_params p;
+  reference_params(&p, job->seed);
+  p.steps = 8;
+  job->rgb = picture(&p, HD_OK);
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s TINY_SD1_MODEL CLI_PNG\n", argv[0]);
+    return 2;
+  }
+  CHECK(strlen(hd_version()) > 0, "no version");
+  hd_engine_options options;
+  hd_engine_options_init(&options);
+  const char* model = argv[1];
+  options.model_paths = &model;
+  options.model_count = 1;
+  CHECK(hd_engine_create(&options, &engine) == HD_OK, "%s", hd_last_error());
+  if (engine == NULL) return 1;
+  CHECK(hd_engine_model_count(engine) == 1 && strcmp(hd_engine_model_name(engine, 0), "tiny_sd1") == 0,
+        "models: %zu, the first %s", hd_engine_model_count(engine), hd_engine_model_name(engine, 0));
+
+  /* The CLI's picture for the same settings, byte for byte; and again from the loaded model. */
+  int cli_width = 0, cli_height = 0;
+  unsigned char* cli = read_png_rgb(argv[2], &cli_width, &cli_height);
+  CHECK(cli != NULL && cli_width == 64 && cli_height == 64, "cannot read %s as a 64x64 PNG", argv[2]);
+  hd_generation_params p;
+  reference_params(&p, 7);
+  struct progress_log log = {0, 0, 0, -1};
+  p.progress = on_progress;
+  p.progress_user_data = &log;
+  unsigned char* first = picture(&p, HD_OK);
+  CHECK(log.calls >= 1 && log.last_done == 3 && log.last_total == 3, "progress: %d calls, last %d of %d", log.calls,
+        log.last_done, log.last_total);
+  p.progress = NULL;
+  unsigned char* again = picture(&p, HD_OK);
+  const size_t bytes = 64 * 64 * 3;
+  if (cli != NULL && first != NULL && again != NULL) {
+    CHECK(memcmp(first, cli, bytes) == 0, "the C API's picture differs from the CLI's by up to %d levels",
+          largest_difference(first, cli, bytes));
+    CHECK(memcmp(first, again, bytes) == 0, "a second generation differs by up to %d levels",
+          largest_difference(first, again, bytes));
+  }
+
+  /* Two threads at once: each thread's picture is the one its seed gives alone (their steps shared
+   * UNet batches; the matrix products' summation order may move a level). */
+  struct thread_job jobs[2] = {{11, NULL}, {12, NULL}};
+  pthread_t threads[2];
+  for (int i = 0; i < 2; ++i) pthread_create(&threads[i], NULL, generate_in_thread, &jobs[i]);
+  for (int i = 0; i < 2; ++i) pthread_join(threads[i], NULL);
+  for (int i = 0; i < 2; ++i) {
+    struct thread_job alone = {jobs[i].seed, NULL};
+    generate_in_thread(&alone);
+    if (jobs[i].rgb != NULL && alone.rgb != NULL)
+      CHECK(largest_difference(jobs[i].rgb, alone.rgb, bytes) <= 1, "seed %llu: together and alone differ by %d levels",
+            (unsigned long long)jobs[i].seed, largest_difference(jobs[i].rgb, alone.rgb, bytes));
+    free(alone.rgb);
+  }
+  if (jobs[0].rgb != NULL && jobs[1].rgb != NULL)
+    CHECK(largest_difference(jobs[0].rgb, jobs[1].rgb, bytes) > 8, "two seeds gave the same picture");
+  free(jobs[0].rgb);
+  free(jobs[1].rgb);
+
+  /* A progress callback that asks to stop. */
+  reference_params(&p, 7);
+  p.steps = 200;
+  struct progress_log stop = {0, 0, 0, 1};
+  p.progress = on_progress;
+  p.progress_user_data = &stop;
+  CHECK(picture(&p, HD_ERROR_CANCELLED) == NULL, "a cancelled generation gave a picture");
+  CHECK(stop.last_done < 200, "cancelling did not stop it (step %d)", stop.last_done);
+
+  /* Bad input: a status and a message saying what is wrong. */
+  reference_params(&p, 7);
+  p.steps = 0;
+  picture(&p, HD_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(hd_last_error(), "steps must be between 1 and 1000") != NULL, "message: %s", hd_last_error());
+  reference_params(&p, 7);
+  p.model = "../../etc/passwd";
+  picture(&p, HD_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(hd_last_error(), "no model named") != NULL, "message: %s", hd_last_error());
+  reference_params(&p, 7);
+  p.sampler = "heun";
+  picture(&p, HD_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(hd_last_error(), "heun") != NULL, "message: %s", hd_last_error());
+  reference_params(&p, 7);
+  p.struct_size = 8;
+  picture(&p, HD_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(hd_last_error(), "struct_size") != NULL, "message: %s", hd_last_error());
+  CHECK(hd_generate(engine, NULL, NULL) == HD_ERROR_INVALID_ARGUMENT, "NULL pointers");
+  CHECK(hd_engine_select_model(engine, "nothing") == HD_ERROR_INVALID_ARGUMENT, "an unknown model selected");
+  hd_engine* other = NULL;
+  options.device = "vulkan:0";
+  CHECK(hd_engine_create(&options, &other) != HD_OK && other == NULL, "a vulkan device");
+  CHECK(strstr(hd_last_error(), "vulkan") != NULL, "message: %s", hd_last_error());
+
+  free(cli);
+  free(first);
+  free(again);
+  hd_engine_free(engine);
+  if (failures == 0) printf("C API: all checks passed\n");
+  return failures == 0 ? 0 : 1;
+}
