@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -61,13 +62,43 @@ const char* read_text_chunks(FILE* file, std::vector<std::pair<std::string, std:
   return nullptr;
 }
 
+// A memory buffer as a FILE (glibc's open_memstream), so that files and memory share one writer.
+struct MemoryFile {
+  char* data = nullptr;
+  size_t size = 0;
+  FILE* file = open_memstream(&data, &size);
+  ~MemoryFile() {
+    if (file != nullptr) std::fclose(file);
+    std::free(data);
+  }
+};
+
+// A decoded image's pixels from a png_image whose header was read; frees it.
+RgbImage finish_read(png_image& png, const std::string& what) {
+  RgbImage image;
+  image.width = int(png.width);
+  image.height = int(png.height);
+  if (png.width == 0 || png.height == 0 || png.width > 16384 || png.height > 16384) {
+    png_image_free(&png);
+    throw Error(ErrorKind::kInvalidInput, str_cat(what, ": image size ", png.width, "x", png.height, " is out of range"));
+  }
+  png.format = PNG_FORMAT_RGB;
+  image.pixels.resize(PNG_IMAGE_SIZE(png));
+  const png_color black{0, 0, 0};
+  const int ok = png_image_finish_read(&png, &black, image.pixels.data(), 0, nullptr);
+  const std::string message = png.message;
+  png_image_free(&png);
+  HD_CHECK(ok != 0, what, ": cannot decode PNG: ", message);
+  return image;
+}
+
 }  // namespace
 
-void write_png(const std::string& path, const RgbImage& image, const std::vector<std::pair<std::string, std::string>>& text) {
+std::vector<uint8_t> encode_png(const RgbImage& image, const std::vector<std::pair<std::string, std::string>>& text) {
   HD_CHECK(image.width > 0 && image.height > 0 && image.pixels.size() == size_t(image.width) * size_t(image.height) * 3,
-           path, ": invalid image of ", image.width, "x", image.height, " with ", image.pixels.size(), " bytes");
-  std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "wb"));
-  HD_CHECK_KIND(file != nullptr, ErrorKind::kRuntime, path, ": cannot write: ", std::strerror(errno));
+           "invalid image of ", image.width, "x", image.height, " with ", image.pixels.size(), " bytes");
+  MemoryFile memory;
+  HD_CHECK_KIND(memory.file != nullptr, ErrorKind::kOutOfMemory, "cannot open a memory stream for a PNG");
   std::vector<png_text> chunks(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
     chunks[i] = png_text{};
@@ -76,30 +107,33 @@ void write_png(const std::string& path, const RgbImage& image, const std::vector
     chunks[i].text = const_cast<char*>(text[i].second.c_str());
     chunks[i].itxt_length = text[i].second.size();
   }
-  const char* failure = write_rows(file.get(), image, chunks.data(), int(chunks.size()));
-  HD_CHECK_KIND(failure == nullptr, ErrorKind::kRuntime, path, ": ", failure ? failure : "");
-  HD_CHECK_KIND(std::fflush(file.get()) == 0, ErrorKind::kRuntime, path, ": cannot write: ", std::strerror(errno));
+  const char* failure = write_rows(memory.file, image, chunks.data(), int(chunks.size()));
+  HD_CHECK_KIND(failure == nullptr, ErrorKind::kRuntime, "PNG: ", failure ? failure : "");
+  HD_CHECK_KIND(std::fflush(memory.file) == 0, ErrorKind::kOutOfMemory, "PNG: the memory stream failed");
+  return std::vector<uint8_t>(reinterpret_cast<uint8_t*>(memory.data), reinterpret_cast<uint8_t*>(memory.data) + memory.size);
+}
+
+void write_png(const std::string& path, const RgbImage& image, const std::vector<std::pair<std::string, std::string>>& text) {
+  const std::vector<uint8_t> bytes = with_context([&] { return encode_png(image, text); }, [&] { return path; });
+  std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "wb"));
+  HD_CHECK_KIND(file != nullptr, ErrorKind::kRuntime, path, ": cannot write: ", std::strerror(errno));
+  const size_t written = std::fwrite(bytes.data(), 1, bytes.size(), file.get());
+  HD_CHECK_KIND(written == bytes.size() && std::fflush(file.get()) == 0, ErrorKind::kRuntime, path, ": cannot write: ",
+                std::strerror(errno));
 }
 
 RgbImage read_png(const std::string& path) {
   png_image png{};
   png.version = PNG_IMAGE_VERSION;
   HD_CHECK(png_image_begin_read_from_file(&png, path.c_str()) != 0, path, ": cannot read as PNG: ", png.message);
-  png.format = PNG_FORMAT_RGB;
-  RgbImage image;
-  image.width = int(png.width);
-  image.height = int(png.height);
-  if (png.width == 0 || png.height == 0 || png.width > 16384 || png.height > 16384) {
-    png_image_free(&png);
-    throw Error(ErrorKind::kInvalidInput, str_cat(path, ": image size ", png.width, "x", png.height, " is out of range"));
-  }
-  image.pixels.resize(PNG_IMAGE_SIZE(png));
-  const png_color black{0, 0, 0};
-  const int ok = png_image_finish_read(&png, &black, image.pixels.data(), 0, nullptr);
-  const std::string message = png.message;
-  png_image_free(&png);
-  HD_CHECK(ok != 0, path, ": cannot decode PNG: ", message);
-  return image;
+  return finish_read(png, path);
+}
+
+RgbImage decode_png(std::span<const uint8_t> bytes, const std::string& what) {
+  png_image png{};
+  png.version = PNG_IMAGE_VERSION;
+  HD_CHECK(png_image_begin_read_from_memory(&png, bytes.data(), bytes.size()) != 0, what, " is not a PNG: ", png.message);
+  return finish_read(png, what);
 }
 
 std::vector<std::pair<std::string, std::string>> read_png_text(const std::string& path) {
