@@ -20,6 +20,7 @@
 #include "ops/tuning/autotuner.h"
 #include "pipeline/default_model.h"
 #include "pipeline/expert_ensemble.h"
+#include "pipeline/infotext.h"
 #include "pipeline/init_image.h"
 #include "pipeline/stable_diffusion.h"
 #include "text/clip_tokenizer.h"
@@ -38,44 +39,6 @@ std::vector<std::string> generate_flags() {
     "--refiner", "--high-noise-frac", "--vae"};
   flags.insert(flags.end(), kMicroConditioningFlags.begin(), kMicroConditioningFlags.end());
   return flags;
-}
-
-std::string a1111_sampler_name(SamplerKind kind) {
-  switch (kind) {
-    case SamplerKind::kEuler: return "Euler";
-    case SamplerKind::kEulerAncestral: return "Euler a";
-    case SamplerKind::kDdim: return "DDIM";
-    case SamplerKind::kDpmpp2m: return "DPM++ 2M";
-  }
-  return "?";
-}
-
-struct RefinerChoice {
-  std::string path;
-  double switch_at;  // the high-noise fraction
-};
-
-// A1111's parameters block: prompt, negative prompt, then one line of settings.
-std::string parameters_text(const GenerationParams& p, const std::string& model, const std::optional<RefinerChoice>& refiner) {
-  std::string s = p.prompt + "\n";
-  if (!p.negative_prompt.empty()) s += "Negative prompt: " + p.negative_prompt + "\n";
-  const std::string denoise = p.strength < 1.0f ? str_cat(", Denoising strength: ", p.strength) : "";
-  char cfg[32];
-  std::snprintf(cfg, sizeof cfg, "%g", double(p.cfg_scale));
-  s += str_cat("Steps: ", p.steps, ", Sampler: ", a1111_sampler_name(p.sampler), ", Schedule type: ",
-               p.schedule == SigmaSchedule::kKarras ? "Karras" : "Automatic", ", CFG scale: ", cfg, ", Seed: ", p.seed,
-               ", Size: ", p.width, "x", p.height, ", Model: ", model, denoise);
-  // SDXL's size conditioning, when given, in the flags' own forms (A1111 has no keys for them).
-  for (const auto& [prefix, c] : {std::pair{"", &p.sizes}, {"Negative ", &p.negative_sizes}}) {
-    if (c->original_size) s += str_cat(", ", prefix, "original size: ", (*c->original_size)[1], "x", (*c->original_size)[0]);
-    if (c->crop_top_left) s += str_cat(", ", prefix, "crop top-left: ", (*c->crop_top_left)[1], ",", (*c->crop_top_left)[0]);
-    if (c->target_size) s += str_cat(", ", prefix, "target size: ", (*c->target_size)[1], "x", (*c->target_size)[0]);
-  }
-  if (p.aesthetic_score) s += str_cat(", Aesthetic score: ", *p.aesthetic_score);
-  if (p.negative_aesthetic_score) s += str_cat(", Negative aesthetic score: ", *p.negative_aesthetic_score);
-  // A1111's own keys for SDXL's refiner.
-  if (refiner) s += str_cat(", Refiner: ", refiner->path, ", Refiner switch at: ", refiner->switch_at);
-  return s;
 }
 
 std::string output_path(const std::string& base, int index, int batch) {
@@ -159,10 +122,10 @@ int run_generate(std::span<const std::string_view> args) {
 
   // SDXL's ensemble of expert denoisers: the base to the high-noise fraction (diffusers' example: 0.8),
   // then the refiner.
-  std::optional<RefinerChoice> refiner_choice;
+  std::optional<InfotextRefiner> refiner_choice;  // the refiner's path and high-noise fraction
   HD_CHECK(!get("--high-noise-frac") || get("--refiner"), "--high-noise-frac applies to --refiner only");
   if (auto path = get("--refiner")) {
-    refiner_choice = RefinerChoice{*path, 0.8};
+    refiner_choice = InfotextRefiner{*path, 0.8};
     if (auto v = get("--high-noise-frac")) refiner_choice->switch_at = parse_number<double>("--high-noise-frac", *v);
     HD_CHECK(refiner_choice->switch_at > 0.0 && refiner_choice->switch_at < 1.0,
              "--high-noise-frac must be in (0, 1), got ", refiner_choice->switch_at);
@@ -224,7 +187,7 @@ int run_generate(std::span<const std::string_view> args) {
 
   const std::string output = get("--output").value_or("out.png");
   // The images are compressed in parallel, one per thread (0.1 s each for 512x512 on the H100 machine).
-  const std::string parameters = parameters_text(p, model, refiner_choice);
+  const std::string parameters = infotext(p, model, refiner_choice);
   ThreadPool::global().parallel_for(p.batch, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b)
       write_png(output_path(output, int(b), p.batch), rgb8_of(result.image, b), {{"parameters", parameters}});
