@@ -6,4 +6,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends \
   ca-certificates g++ make cmake ninja-build pkg-config python3 python3-venv \
-  libopenblas-dev nlohmann-json3-dev libicu-dev libpng-dev libgtest-dev
+  libopenblas-dev nlohmann-json3-dev libicu-dev libpng-dev libgtest-dev libcpp-httplib-dev libssl-dev

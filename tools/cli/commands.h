@@ -23,5 +23,6 @@ int run_tokenize(std::span<const std::string_view> args);
 int run_generate(std::span<const std::string_view> args);
 int run_bench(std::span<const std::string_view> args);
 int run_tune(std::span<const std::string_view> args);
+int run_serve(std::span<const std::string_view> args);
 
 }  // namespace hd::cli

@@ -54,6 +54,15 @@ constexpr const char* kUsage =
     "                fill the tuning cache ahead of time: every candidate kernel timed fully for\n"
     "                each shape a generation of that size and batch computes (default size: the\n"
     "                model's own; CFG above 1 doubles the UNet's batch, as generate does)\n"
+    "  serve [--model PATH] [--models-dir DIR] [--host 127.0.0.1] [--port 7860] [--api-auth USER:PASS,...]\n"
+    "           [--device cpu|cuda:N|hip:N] [--dtype f16|bf16] [--max-queue N] [--max-batch-rows N]\n"
+    "           [--no-batching] [--max-body-mb N] [--max-pixels N] [--max-steps N] [--max-images N]\n"
+    "           [--tune quick|exhaustive] [--tune-cache PATH] [--kernels own|all] [--max-device-memory GIB]\n"
+    "                AUTOMATIC1111's API (/sdapi/v1/txt2img, img2img, progress, interrupt, sd-models,\n"
+    "                options, samplers, schedulers; /openapi.json) on one engine that keeps its\n"
+    "                models loaded and runs the requests' steps together in one UNet batch; models\n"
+    "                only from --model and --models-dir (default: the built-in one); loopback\n"
+    "                unless --host says otherwise; SIGTERM finishes the accepted generations\n"
     "  tokenize --model PATH --prompt TEXT [--vocab DIR]\n"
     "                print the 77 CLIP token ids of a prompt\n"
     "  --version     print the version\n"
@@ -75,6 +84,7 @@ int dispatch(std::span<const std::string_view> args) {
   if (command == "generate") return hd::cli::run_generate(args.subspan(1));
   if (command == "bench") return hd::cli::run_bench(args.subspan(1));
   if (command == "tune") return hd::cli::run_tune(args.subspan(1));
+  if (command == "serve") return hd::cli::run_serve(args.subspan(1));
   throw hd::cli::UsageError{"unknown command '" + std::string(command) + "'"};
 }
 

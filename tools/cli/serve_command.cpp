@@ -1,0 +1,78 @@
+// `hipdiffusion serve`: AUTOMATIC1111's API over HTTP on one serving engine that keeps its models loaded
+// and batches the requests' steps together (tools/server/, src/serve/).
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/flags.h"
+
+#if HD_WITH_SERVER
+#include "serve/engine.h"
+#include "tools/server/http_server.h"
+#endif
+
+namespace hd::cli {
+
+int run_serve(std::span<const std::string_view> args) {
+#if HD_WITH_SERVER
+  const Flags flags(
+      "serve", args,
+      {"--model", "--models-dir", "--host", "--port", "--device", "--dtype", "--api-auth", "--max-queue",
+       "--max-batch-rows", "--max-body-mb", "--max-pixels", "--max-steps", "--max-images", "--tune",
+       "--tune-cache", "--kernels", "--max-device-memory", "--threads"},
+      {"--no-batching"});
+  serve::EngineOptions engine;
+  std::vector<std::string> models;
+  if (auto v = flags.get("--model")) models.push_back(*v);
+  engine.catalogue = serve::ModelCatalogue::from(models, flags.get("--models-dir"));
+  engine.placement = placement_of(flags);
+  apply_device_memory_limit(flags, engine.placement);
+  apply_kernel_choice(flags);
+  apply_tuning(flags);
+  if (auto v = flags.get("--max-queue")) engine.max_queue = size_t(parse_number<int64_t>("--max-queue", *v));
+  HD_CHECK(engine.max_queue >= 1 && engine.max_queue <= 4096, "--max-queue must be between 1 and 4096, got ",
+           engine.max_queue);
+  if (auto v = flags.get("--max-batch-rows"))
+    engine.max_batch_rows = parse_number<int>("--max-batch-rows", *v);
+  engine.batch_across_jobs = !flags.has("--no-batching");
+  if (auto v = flags.get("--threads")) ThreadPool::set_global_threads(parse_number<int>("--threads", *v));
+
+  server::ServerOptions http;
+  http.host = flags.get("--host").value_or("127.0.0.1");
+  if (auto v = flags.get("--port")) http.port = parse_number<int>("--port", *v);
+  HD_CHECK(http.port >= 0 && http.port <= 65535, "--port must be between 0 and 65535, got ", http.port);
+  if (auto v = flags.get("--api-auth")) http.credentials = server::parse_credentials(*v);
+  if (auto v = flags.get("--max-body-mb")) {
+    const int64_t mb = parse_number<int64_t>("--max-body-mb", *v);
+    HD_CHECK(mb >= 1 && mb <= 4096, "--max-body-mb must be between 1 and 4096, got ", mb);
+    http.max_body_bytes = size_t(mb) << 20;
+  }
+  if (auto v = flags.get("--max-pixels")) http.limits.max_pixels = parse_number<int64_t>("--max-pixels", *v);
+  if (auto v = flags.get("--max-steps")) http.limits.max_steps = parse_number<int>("--max-steps", *v);
+  if (auto v = flags.get("--max-images")) http.limits.max_images = parse_number<int>("--max-images", *v);
+  HD_CHECK(
+      http.limits.max_pixels >= 64 && http.limits.max_steps >= 1 && http.limits.max_steps <= 1000 &&
+          http.limits.max_images >= 1 && http.limits.max_images <= 1024,
+      "--max-pixels must be at least 64, --max-steps between 1 and 1000, --max-images between 1 and 1024");
+  if (http.host != "127.0.0.1" && http.host != "localhost" && http.host != "::1" && http.credentials.empty())
+    std::fprintf(stderr, "warning: listening on %s without --api-auth: anyone who reaches it can generate\n",
+                 http.host.c_str());
+
+  serve::Engine served(std::move(engine));
+  std::fprintf(stderr, "models: ");
+  for (const auto& e : served.catalogue().entries()) std::fprintf(stderr, "%s ", e.name.c_str());
+  std::fprintf(stderr, "(on %s; loaded at the first request)\n",
+               served.options().placement.to_string().c_str());
+  return server::serve_http(served, http);
+#else
+  (void)args;
+  throw Error(
+      ErrorKind::kUnsupported,
+      "this build has no server: configure with -DHD_SERVER=ON (it needs libcpp-httplib-dev and libssl-dev)");
+#endif
+}
+
+}  // namespace hd::cli

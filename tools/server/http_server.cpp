@@ -1,0 +1,318 @@
+#include "tools/server/http_server.h"
+
+#include <fcntl.h>
+#include <httplib.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <list>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "core/error.h"
+#include "io/png.h"
+#include "pipeline/infotext.h"
+#include "pipeline/init_image.h"
+#include "tools/server/base64.h"
+#include "tools/server/openapi.h"
+
+namespace hd::server {
+
+namespace {
+
+using nlohmann::json;
+
+int http_status(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kInvalidInput:
+    case ErrorKind::kUnsupported:
+      return 422;  // what A1111's API answers a request it cannot take with
+    case ErrorKind::kBusy:
+    case ErrorKind::kOutOfMemory:
+      return 503;  // try again later, or smaller
+    case ErrorKind::kCancelled:
+      return 409;
+    default:
+      return 500;
+  }
+}
+
+void reply(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void reply_error(httplib::Response& res, int status, const std::string& detail) {
+  if (status == 503) res.set_header("Retry-After", "5");
+  if (status == 401) res.set_header("WWW-Authenticate", "Basic realm=\"hipDiffusion\"");
+  reply(res, status, {{"detail", detail}});
+}
+
+json parse_body(const httplib::Request& req) {
+  try {
+    return json::parse(req.body);
+  } catch (const json::parse_error& e) {
+    throw Error(ErrorKind::kInvalidInput, str_cat("the body is not valid JSON: ", e.what()));
+  }
+}
+
+// A1111's random seeds: below 2^32 - 1.
+uint64_t random_seed() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return rng() % 4294967294u;
+}
+
+bool same_secret(const std::string& a, const std::string& b) {
+  // Every byte compared whatever the first difference: the time tells nothing of where it is.
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i)
+    diff |= (i < a.size() ? a[i] : 0) ^ (i < b.size() ? b[i] : 0);
+  return diff == 0;
+}
+
+bool authorized(const httplib::Request& req,
+                const std::vector<std::pair<std::string, std::string>>& credentials) {
+  const std::string header = req.get_header_value("Authorization");
+  if (!header.starts_with("Basic ")) return false;
+  std::string given;
+  try {
+    const std::vector<uint8_t> bytes = base64_decode(std::string_view(header).substr(6), "the credentials");
+    given.assign(bytes.begin(), bytes.end());
+  } catch (const Error&) {
+    return false;
+  }
+  bool ok = false;
+  for (const auto& [user, password] : credentials) ok |= same_secret(given, user + ":" + password);
+  return ok;
+}
+
+// The generations in progress, by request, so that /interrupt and /skip reach the requests' jobs.
+class Requests {
+ public:
+  using Jobs = std::vector<std::shared_ptr<serve::Job>>;
+  std::list<Jobs>::iterator add() {
+    std::lock_guard lock(mutex_);
+    return requests_.emplace(requests_.end());
+  }
+  void set(std::list<Jobs>::iterator it, Jobs jobs) {
+    std::lock_guard lock(mutex_);
+    *it = std::move(jobs);
+  }
+  void remove(std::list<Jobs>::iterator it) {
+    std::lock_guard lock(mutex_);
+    requests_.erase(it);
+  }
+  // A1111's interrupt: every request with a picture being made stops, the rest of its pictures too.
+  void interrupt() {
+    std::lock_guard lock(mutex_);
+    for (const Jobs& jobs : requests_) {
+      const bool running = std::any_of(jobs.begin(), jobs.end(), [](const auto& j) {
+        return j->progress().state == serve::JobState::kRunning;
+      });
+      if (running)
+        for (const auto& job : jobs) job->cancel();
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::list<Jobs> requests_;
+};
+
+class Server {
+ public:
+  Server(serve::Engine& engine, const ServerOptions& options) : engine_(engine), options_(options) {}
+
+  void route(httplib::Server& http) {
+    http.Post("/sdapi/v1/txt2img",
+              [this](const auto& req, auto& res) { generate(req, res, Endpoint::kTxt2Img); });
+    http.Post("/sdapi/v1/img2img",
+              [this](const auto& req, auto& res) { generate(req, res, Endpoint::kImg2Img); });
+    http.Get("/sdapi/v1/progress",
+             [this](const auto&, auto& res) { reply(res, 200, progress_of(engine_.status())); });
+    http.Post("/sdapi/v1/interrupt", [this](const auto&, auto& res) {
+      requests_.interrupt();
+      reply(res, 200, json::object());
+    });
+    http.Post("/sdapi/v1/skip", [this](const auto&, auto& res) {
+      const serve::Engine::Status s = engine_.status();
+      if (!s.running.empty()) s.running.front()->cancel();  // the oldest picture being made
+      reply(res, 200, json::object());
+    });
+    http.Get("/sdapi/v1/sd-models",
+             [this](const auto&, auto& res) { reply(res, 200, models_list(engine_.catalogue())); });
+    http.Get("/sdapi/v1/samplers", [](const auto&, auto& res) { reply(res, 200, samplers_list()); });
+    http.Get("/sdapi/v1/schedulers", [](const auto&, auto& res) { reply(res, 200, schedulers_list()); });
+    http.Get("/sdapi/v1/options",
+             [this](const auto&, auto& res) { reply(res, 200, options_of(engine_.current_model())); });
+    http.Post("/sdapi/v1/options", [this](const auto& req, auto& res) {
+      if (const auto model = read_options(parse_body(req))) engine_.select_model(*model);
+      reply(res, 200, nullptr);
+    });
+    http.Get("/openapi.json",
+             [this](const auto&, auto& res) { reply(res, 200, openapi_document(options_.limits)); });
+    http.Get("/internal/ping", [](const auto&, auto& res) { reply(res, 200, json::object()); });
+  }
+
+ private:
+  void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+    const json body = parse_body(req);
+    const GenerationRequest request = read_generation(body, endpoint, options_.limits, random_seed);
+    // Every picture queued at once (they run together); a refusal part-way cancels the ones queued.
+    const auto registered = requests_.add();
+    Requests::Jobs jobs;
+    try {
+      for (size_t i = 0; i < request.pictures.size(); ++i) jobs.push_back(engine_.submit(request.job(i)));
+    } catch (...) {
+      for (const auto& job : jobs) job->cancel();
+      requests_.remove(registered);
+      throw;
+    }
+    requests_.set(registered, jobs);
+    std::vector<std::vector<uint8_t>> pictures;
+    std::vector<std::string> infotexts;
+    std::string model;
+    bool interrupted = false;
+    std::exception_ptr failure;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      try {
+        const GenerationResult& result = jobs[i]->wait();
+        model = jobs[i]->model_name();
+        infotexts.push_back(infotext(request.pictures[i], model));
+        pictures.push_back(encode_png(rgb8_of(result.image, 0), {{"parameters", infotexts.back()}}));
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::kCancelled) {
+          interrupted = true;  // interrupted or skipped: A1111 answers with the pictures made
+        } else if (!failure) {
+          failure = std::current_exception();
+          for (const auto& job : jobs) job->cancel();  // one failed: the request fails, its rest is not made
+        }
+      }
+    }
+    requests_.remove(registered);
+    if (failure) std::rethrow_exception(failure);
+    reply(res, 200, generation_response(body, request, model, pictures, infotexts, interrupted));
+  }
+
+  serve::Engine& engine_;
+  const ServerOptions& options_;
+  Requests requests_;
+};
+
+// SIGTERM and SIGINT: the handler (whichever thread takes the signal: OpenBLAS starts threads of its own
+// before main) only writes the signal's number into a pipe, which a thread of the server's reads.
+int stop_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int signal) {
+  const char c = char(signal);
+  [[maybe_unused]] const ssize_t written = write(stop_pipe[1], &c, 1);
+}
+
+void catch_stop_signals() {
+  HD_CHECK_KIND(pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) == 0, ErrorKind::kRuntime,
+                "cannot make a pipe for signals");
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+}
+
+// The next stop signal's number, or 0 when none came within `milliseconds`.
+int next_stop_signal(int milliseconds) {
+  pollfd fd{stop_pipe[0], POLLIN, 0};
+  if (poll(&fd, 1, milliseconds) <= 0) return 0;
+  char c = 0;
+  return read(stop_pipe[0], &c, 1) == 1 ? int(c) : 0;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> parse_credentials(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string entry = text.substr(start, comma - start);
+    const size_t colon = entry.find(':');
+    HD_CHECK(colon != std::string::npos && colon > 0 && colon + 1 < entry.size(),
+             "--api-auth takes user:password pairs separated by commas; an entry is \"",
+             entry.substr(0, colon), colon == std::string::npos ? "" : ":...", "\"");
+    out.emplace_back(entry.substr(0, colon), entry.substr(colon + 1));
+    start = comma + 1;
+  }
+  return out;
+}
+
+int serve_http(serve::Engine& engine, const ServerOptions& options) {
+  httplib::Server http;
+  // Every queued generation holds a connection's thread while it waits: room for all, and for the other
+  // endpoints beside them.
+  const size_t threads = engine.options().max_queue + 16;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http.set_payload_max_length(options.max_body_bytes);
+  http.set_read_timeout(std::chrono::seconds(30));
+  http.set_write_timeout(std::chrono::seconds(30));
+  if (!options.credentials.empty()) {
+    http.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+      if (authorized(req, options.credentials)) return httplib::Server::HandlerResponse::Unhandled;
+      reply_error(res, 401, "authentication required (HTTP basic, as the server's --api-auth)");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const Error& e) {
+      reply_error(res, http_status(e.kind()), e.what());
+    } catch (const std::bad_alloc&) {
+      reply_error(res, 503, "out of host memory");
+    } catch (const std::exception& e) {
+      reply_error(res, 500, std::string("internal error: ") + e.what());
+    }
+  });
+  const size_t max_body = options.max_body_bytes;
+  http.set_error_handler([max_body](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a handler's own answer
+    if (res.status == 413)
+      return reply_error(res, 413, str_cat("the body is larger than this server's ", max_body, " bytes"));
+    if (res.status == 404) return reply_error(res, 404, "Not Found");
+    if (res.status == 405) return reply_error(res, 405, "Method Not Allowed");
+    reply_error(res, res.status, res.status == 400 ? "Bad Request" : str_cat("HTTP error ", res.status));
+  });
+  Server server(engine, options);
+  server.route(http);
+
+  const int port = options.port == 0 ? http.bind_to_any_port(options.host)
+                                     : (http.bind_to_port(options.host, options.port) ? options.port : -1);
+  HD_CHECK_KIND(port > 0, ErrorKind::kRuntime, "cannot listen on ", options.host, ":", options.port,
+                " (in use, or not an address of this machine)");
+  catch_stop_signals();
+  std::atomic<bool> ended = false;
+  std::thread stopper([&] {
+    while (!ended) {
+      const int signal = next_stop_signal(100);
+      if (signal == 0) continue;
+      std::fprintf(stderr, "%s: finishing the accepted generations, refusing new ones\n",
+                   signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      engine.stop();  // returns when every accepted generation has ended; their answers are being written
+      http.stop();    // its threads finish the requests in hand first
+      return;
+    }
+  });
+  std::fprintf(stderr, "listening on http://%s:%d\n", options.host.c_str(), port);
+  const bool listened = http.listen_after_bind();
+  ended = true;
+  stopper.join();
+  engine.stop();
+  return listened ? 0 : 1;
+}
+
+}  // namespace hd::server
