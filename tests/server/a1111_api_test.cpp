@@ -151,6 +151,8 @@ TEST(A1111Api, FieldsItCannotHonourAreRefusedByName) {
       },
       "only sd_model_checkpoint can be set per request here, not CLIP_stop_at_last_layers");
   test::expect_error_containing([] { read({{"subseed_strength", 0.5}}); }, "variation seeds");
+  EXPECT_EQ(read({{"refiner_checkpoint", ""}, {"script_name", ""}, {"infotext", nullptr}}).pictures.size(), 1u);  // off
+  test::expect_error_containing([] { read({{"refiner_checkpoint", "sdxl_refiner.safetensors"}}); }, "a refiner");
 }
 
 TEST(A1111Api, BadValuesAndLimitsAreClearErrors) {

@@ -9,10 +9,12 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 # PyTorch 2.15 (what CI tests against; the package builds against any installed torch >= 2.4),
-# scikit-build-core (the package's build backend), pytest, and diffusers + transformers for the
-# diffusers integration's tests on the fixtures' tiny pipelines (the versions they were checked with).
+# scikit-build-core (the package's build backend), pytest, diffusers + transformers for the diffusers
+# integration's tests on the fixtures' tiny pipelines (the versions they were checked with), and the
+# clients the server's tests drive it with: webuiapi (A1111's client), schemathesis (its OpenAPI
+# document checked against its answers), requests.
 "$venv/bin/pip" install -q --disable-pip-version-check torch==2.15.0 "scikit-build-core>=0.10" pytest numpy \
-  diffusers==0.42.1 transformers==5.24.0
+  diffusers==0.42.1 transformers==5.24.0 webuiapi==0.9.17 schemathesis==4.32.5 requests pillow
 # --no-build-isolation: build against the torch just installed, not a second copy in an isolated env.
 "$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation .
 HIPDIFFUSION_TESTS_NEED_DIFFUSERS=1 "$venv/bin/python" -m pytest -q python/tests
@@ -22,3 +24,6 @@ HIPDIFFUSION_TESTS_NEED_DIFFUSERS=1 "$venv/bin/python" -m pytest -q integrations
 # The AUTOMATIC1111/Forge extension's own tests (on stand-ins for the web UIs' modules;
 # tools/integration/a1111.sh runs AUTOMATIC1111 itself).
 HIPDIFFUSION_TESTS_NEED_DIFFUSERS=1 "$venv/bin/python" -m pytest -q integrations/a1111/tests
+# `hipdiffusion serve` with real clients (the CLI the README's command built, build/cpu/hipdiffusion):
+# webuiapi, schemathesis, 32 concurrent clients, authentication and limits, SIGTERM, nginx in front of two.
+"$venv/bin/python" -m pytest -q tests/server

@@ -36,8 +36,9 @@ struct Field {
 bool off(const json& v) {
   return v.is_null() || v == false;
 }
-bool empty(const json& v) {
-  return v.is_null() || ((v.is_array() || v.is_object() || v.is_string()) && v.empty());
+bool empty(const json& v) {  // (json::empty() is false for every string, "" included)
+  return v.is_null() || ((v.is_array() || v.is_object()) && v.empty()) ||
+         (v.is_string() && v.get_ref<const std::string&>().empty());
 }
 std::function<bool(const json&)> equals(double x) {
   return [x](const json& v) { return v.is_null() || (v.is_number() && v.get<double>() == x); };

@@ -45,7 +45,8 @@ int http_status(ErrorKind kind) {
 
 void reply(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  // Replacing what is not UTF-8 (an error message may quote a malformed body's bytes): a reply never throws.
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 void reply_error(httplib::Response& res, int status, const std::string& detail) {

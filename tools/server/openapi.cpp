@@ -16,6 +16,7 @@ json string_schema() {
 }
 json nullable(json schema) {
   schema["nullable"] = true;
+  if (schema.contains("enum")) schema["enum"].push_back(nullptr);  // an enum must list null to allow it
   return schema;
 }
 
@@ -158,7 +159,7 @@ json openapi_document(const RequestLimits& limits) {
                          {"required", {"progress", "eta_relative", "state"}}};
   const json options = {{"type", "object"}, {"properties", {{"sd_model_checkpoint", string_schema()}}}};
   const json options_body = {{"type", "object"},
-                             {"properties", {{"sd_model_checkpoint", string_schema()}}},
+                             {"properties", {{"sd_model_checkpoint", nullable(string_schema())}}},
                              {"additionalProperties", false}};
   const json empty = {{"type", "object"}};
   json post_options =

@@ -1,0 +1,77 @@
+"""The server's tests with real clients: `hipdiffusion serve` started as a process on a free loopback port
+(the CLI of the README's build, build/cpu/hipdiffusion, or $HD_CLI), on the tiny SD1.x fixture model."""
+import os
+import re
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = Path(os.environ.get("HD_CLI", ROOT / "build" / "cpu" / "hipdiffusion"))
+TINY = ROOT / "tests" / "fixtures" / "models" / "tiny_sd1"
+
+
+class Server:
+    """A running `hipdiffusion serve`: its process, its base URL, and its log so far."""
+
+    def __init__(self, *args: str, timeout: float = 60):
+        if not CLI.exists():
+            pytest.fail(f"{CLI} is missing: build the cpu preset first (the README's test command does)")
+        self.process = subprocess.Popen([str(CLI), "serve", "--port", "0", *args], stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        ready = threading.Event()
+        self.url = ""
+
+        def read() -> None:  # the log, drained for the process's whole life (a full pipe would block it)
+            for line in self.process.stderr:
+                self.lines.append(line)
+                found = re.search(r"listening on (http://\S+)", line)
+                if found:
+                    self.url = found.group(1)
+                    ready.set()
+            ready.set()
+
+        self.reader = threading.Thread(target=read, daemon=True)
+        self.reader.start()
+        if not ready.wait(timeout) or not self.url:
+            self.stop()
+            pytest.fail("the server did not start: " + "".join(self.lines))
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmRSS")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 120) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        code = self.process.wait(timeout)
+        self.reader.join(5)
+        return code
+
+
+@pytest.fixture
+def start_server():
+    started: list[Server] = []
+
+    def start(*args: str) -> Server:
+        server = Server(*args)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait()

@@ -1,0 +1,124 @@
+"""Real A1111 clients against a real server process: webuiapi (the A1111 client on PyPI) gets the same
+pictures as the CLI for the same seed and settings, and schemathesis holds the server to its OpenAPI
+document (no 5xx, every answer documented and of its documented shape, bad input refused)."""
+import base64
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+from PIL import Image
+
+from conftest import CLI, ROOT, TINY
+
+webuiapi = pytest.importorskip("webuiapi")
+
+
+def cli_picture(tmp_path: Path, *args: str) -> np.ndarray:
+    out = tmp_path / "cli.png"
+    subprocess.run([str(CLI), "generate", "--model", str(TINY), "--output", str(out), *args], check=True,
+                   capture_output=True)
+    return np.asarray(Image.open(out).convert("RGB"))
+
+
+def test_webuiapi_txt2img_gets_the_clis_picture(start_server, tmp_path):
+    server = start_server("--model", str(TINY))
+    api = webuiapi.WebUIApi(host="127.0.0.1", port=server.port, sampler="Euler a", steps=3)
+    result = api.txt2img(prompt="a red square", negative_prompt="blurry", seed=7, width=64, height=64,
+                         cfg_scale=7.5, batch_size=2)
+    assert len(result.images) == 2
+    expected = cli_picture(tmp_path, "--prompt", "a red square", "--negative-prompt", "blurry", "--seed", "7",
+                           "--steps", "3", "--width", "64", "--height", "64", "--sampler", "euler_a",
+                           "--cfg-scale", "7.5")
+    assert np.array_equal(np.asarray(result.images[0].convert("RGB")), expected)
+    assert result.info["all_seeds"] == [7, 8]  # A1111's seeds: seed + i
+    second = cli_picture(tmp_path, "--prompt", "a red square", "--negative-prompt", "blurry", "--seed", "8",
+                         "--steps", "3", "--width", "64", "--height", "64", "--sampler", "euler_a", "--cfg-scale", "7.5")
+    assert np.array_equal(np.asarray(result.images[1].convert("RGB")), second)
+    # The PNG carries A1111's parameters text, as the CLI's does.
+    assert "Seed: 8" in result.images[1].info["parameters"]
+    assert result.info["infotexts"][0].startswith("a red square\nNegative prompt: blurry\nSteps: 3, Sampler: Euler a")
+    assert result.info["sd_model_name"] == "tiny_sd1"
+
+
+def test_webuiapi_img2img_gets_the_clis_picture(start_server, tmp_path):
+    server = start_server("--model", str(TINY))
+    api = webuiapi.WebUIApi(host="127.0.0.1", port=server.port, sampler="Euler a", steps=4)
+    init = ROOT / "tests" / "fixtures" / "models" / "img2img_init.png"
+    image = Image.open(init).convert("RGB")
+    result = api.img2img(images=[image], prompt="a blue circle", seed=3, width=image.width, height=image.height,
+                         denoising_strength=0.5, cfg_scale=7.5)
+    expected = cli_picture(tmp_path, "--prompt", "a blue circle", "--seed", "3", "--steps", "4", "--sampler", "euler_a",
+                           "--cfg-scale", "7.5", "--init-image", str(init), "--strength", "0.5")
+    assert np.array_equal(np.asarray(result.image.convert("RGB")), expected)
+    assert "Denoising strength: 0.5" in result.image.info["parameters"]
+
+
+def test_webuiapi_lists_models_samplers_and_switches_models(start_server, tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in ("tiny_sd1", "tiny_sd2"):
+        (models / name).symlink_to(ROOT / "tests" / "fixtures" / "models" / name)
+    server = start_server("--models-dir", str(models))
+    api = webuiapi.WebUIApi(host="127.0.0.1", port=server.port, steps=2)
+    assert api.util_get_model_names() == ["tiny_sd1", "tiny_sd2"]
+    assert api.util_get_current_model() == "tiny_sd1"
+    assert {"Euler", "Euler a", "DPM++ 2M", "DDIM"} <= set(api.util_get_sampler_names())
+    api.util_set_model("tiny_sd2")
+    assert api.util_get_current_model() == "tiny_sd2"
+    result = api.txt2img(prompt="x", seed=1, width=64, height=64)
+    assert result.info["sd_model_name"] == "tiny_sd2"
+    # A model for one request only, through override_settings.
+    result = api.txt2img(prompt="x", seed=1, width=64, height=64,
+                         override_settings={"sd_model_checkpoint": "tiny_sd1"})
+    assert result.info["sd_model_name"] == "tiny_sd1"
+    assert api.util_get_current_model() == "tiny_sd2"
+    progress = api.get_progress()
+    assert progress["state"]["job_count"] == 0 and progress["progress"] == 0
+    # Fields the engine cannot honour: a 422 naming them, never a silently different picture.
+    with pytest.raises(RuntimeError, match="422.*restore_faces"):
+        api.txt2img(prompt="x", width=64, height=64, restore_faces=True)
+    with pytest.raises(RuntimeError, match="422.*no model named"):
+        api.txt2img(prompt="x", width=64, height=64, override_settings={"sd_model_checkpoint": "/etc/passwd"})
+
+
+def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(start_server):
+    # Limits small enough that every generation the schema allows is quick on a CPU.
+    server = start_server("--model", str(TINY), "--max-steps", "2", "--max-pixels", "4096", "--max-images", "2")
+    schemathesis = Path(sys.executable).parent / "schemathesis"
+    # positive_data_acceptance is left out: a schema cannot say width x height <= the pixel limit, nor
+    # that an init image must be a PNG of the request's size, so schema-valid requests are refused there.
+    run = subprocess.run([str(schemathesis), "run", f"{server.url}/openapi.json", "--checks",
+                          "not_a_server_error,status_code_conformance,content_type_conformance,"
+                          "response_schema_conformance,negative_data_rejection",
+                          "--phases", "examples,fuzzing", "--max-examples", "40", "--seed", "1", "-w", "2"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    assert server.process.poll() is None, server.log()
+
+
+def test_every_route_answers_json_errors_as_a1111_clients_read_them(start_server):
+    server = start_server("--model", str(TINY), "--max-body-mb", "1")
+    too_large = requests.post(f"{server.url}/sdapi/v1/txt2img", data=b"x" * (2 << 20))
+    assert too_large.status_code == 413 and "larger than" in too_large.json()["detail"]
+    broken = requests.post(f"{server.url}/sdapi/v1/txt2img", data=b'{"prompt": ')
+    assert broken.status_code == 422 and "not valid JSON" in broken.json()["detail"]
+    not_png = requests.post(f"{server.url}/sdapi/v1/img2img", json={
+        "init_images": [base64.b64encode(b"GIF89a....").decode()], "width": 64, "height": 64})
+    assert not_png.status_code == 422 and "not a PNG" in not_png.json()["detail"]
+    garbage = requests.post(f"{server.url}/sdapi/v1/img2img", json={"init_images": ["%%%"], "width": 64, "height": 64})
+    assert garbage.status_code == 422 and "not valid base64" in garbage.json()["detail"]
+    absurd = requests.post(f"{server.url}/sdapi/v1/txt2img", json={"cfg_scale": 1e308, "width": 64, "height": 64})
+    assert absurd.status_code == 422 and "cfg_scale" in absurd.json()["detail"]
+    assert requests.get(f"{server.url}/sdapi/v1/nothing").status_code == 404
+    assert requests.get(f"{server.url}/../../etc/passwd").status_code in (400, 404)
+    png = io.BytesIO()
+    Image.new("RGB", (64, 64), (10, 20, 30)).save(png, format="PNG")
+    ok = requests.post(f"{server.url}/sdapi/v1/img2img", json={
+        "init_images": ["data:image/png;base64," + base64.b64encode(png.getvalue()).decode()],
+        "width": 64, "height": 64, "steps": 2, "denoising_strength": 0.5})
+    assert ok.status_code == 200, ok.text
+    assert server.process.poll() is None, server.log()

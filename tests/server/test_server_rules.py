@@ -1,0 +1,127 @@
+"""The server's own rules with a real process: authentication on every route, the queue's limit, A1111's
+interrupt and skip, and SIGTERM (the accepted generations finish and are answered, new ones get 503)."""
+import json
+import signal
+import threading
+import time
+
+import pytest
+import requests
+
+from conftest import TINY
+
+ROUTES = [("GET", "/sdapi/v1/sd-models"), ("GET", "/sdapi/v1/options"), ("GET", "/sdapi/v1/progress"),
+          ("GET", "/sdapi/v1/samplers"), ("GET", "/openapi.json"), ("POST", "/sdapi/v1/interrupt"),
+          ("POST", "/sdapi/v1/txt2img")]
+
+
+def generation(steps: int, **more) -> dict:
+    return {"prompt": "a red square", "steps": steps, "width": 32, "height": 32, "seed": 1, **more}
+
+
+def wait_until_sampling(url: str, request: threading.Thread, seconds: float = 120) -> None:
+    """Until a picture has taken a step; fails if the request ended first or the time ran out."""
+    deadline = time.time() + seconds
+    while requests.get(f"{url}/sdapi/v1/progress").json()["state"]["sampling_step"] < 1:
+        assert request.is_alive(), "the request ended before any step was seen"
+        assert time.time() < deadline, "no step within the time"
+        time.sleep(0.01)
+
+
+def test_with_api_auth_every_route_needs_the_credentials(start_server):
+    server = start_server("--model", str(TINY), "--api-auth", "alice:s3cret,bob:pa:ss")
+    for method, route in ROUTES:
+        body = generation(1) if route.endswith("txt2img") else None
+        anonymous = requests.request(method, server.url + route, json=body)
+        assert anonymous.status_code == 401, route
+        assert anonymous.headers["WWW-Authenticate"].startswith("Basic")
+        wrong = requests.request(method, server.url + route, json=body, auth=("alice", "s3cre"))
+        assert wrong.status_code == 401, route
+        right = requests.request(method, server.url + route, json=body, auth=("bob", "pa:ss"))
+        assert right.status_code == 200, (route, right.text)
+
+
+def test_a_bad_api_auth_is_a_start_error(start_server):
+    from conftest import CLI
+    import subprocess
+
+    run = subprocess.run([str(CLI), "serve", "--model", str(TINY), "--api-auth", "alice"], capture_output=True, text=True)
+    assert run.returncode == 1 and "user:password" in run.stderr
+
+
+def test_a_full_queue_answers_503_and_loses_nothing(start_server):
+    server = start_server("--model", str(TINY), "--max-queue", "1", "--no-batching")
+    answers = {}
+
+    def post(i: int) -> None:
+        answers[i] = requests.post(f"{server.url}/sdapi/v1/txt2img", json=generation(8, seed=i), timeout=300)
+
+    threads = [threading.Thread(target=post, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    codes = sorted(a.status_code for a in answers.values())
+    assert 503 in codes and 200 in codes, codes
+    for i, a in answers.items():
+        if a.status_code == 503:
+            assert "queue is full" in a.json()["detail"] and a.headers["Retry-After"] == "5"
+        else:
+            assert json.loads(a.json()["info"])["all_seeds"] == [i]  # its own picture, answered once
+
+
+def test_interrupt_stops_the_requests_in_progress_and_skip_one_picture(start_server):
+    server = start_server("--model", str(TINY))
+    result = {}
+
+    def long_request() -> None:
+        result["interrupted"] = requests.post(f"{server.url}/sdapi/v1/txt2img", json=generation(150, n_iter=3), timeout=300)
+
+    t = threading.Thread(target=long_request)
+    t.start()
+    wait_until_sampling(server.url, t)
+    progress = requests.get(f"{server.url}/sdapi/v1/progress").json()
+    assert 0 < progress["progress"] < 1 and progress["state"]["job_count"] == 3
+    assert requests.post(f"{server.url}/sdapi/v1/interrupt").status_code == 200
+    t.join(120)
+    answer = result["interrupted"]
+    assert answer.status_code == 200, answer.text
+    info = json.loads(answer.json()["info"])
+    assert info["interrupted"] is True and len(answer.json()["images"]) < 3
+    # skip: the picture being made is left out, the request's others are made.
+    def skipped_request() -> None:
+        result["skipped"] = requests.post(f"{server.url}/sdapi/v1/txt2img", json=generation(150, n_iter=2), timeout=300)
+
+    t = threading.Thread(target=skipped_request)
+    t.start()
+    wait_until_sampling(server.url, t)
+    requests.post(f"{server.url}/sdapi/v1/skip")
+    t.join(300)
+    assert result["skipped"].status_code == 200
+    assert len(result["skipped"].json()["images"]) == 1
+    assert requests.get(f"{server.url}/sdapi/v1/progress").json()["state"]["job_count"] == 0
+
+
+def test_sigterm_answers_the_accepted_generations_and_refuses_new_ones(start_server):
+    server = start_server("--model", str(TINY))
+    result = {}
+
+    def accepted() -> None:
+        result["accepted"] = requests.post(f"{server.url}/sdapi/v1/txt2img", json=generation(30, n_iter=2), timeout=300)
+
+    t = threading.Thread(target=accepted)
+    t.start()
+    wait_until_sampling(server.url, t)
+    server.process.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    try:
+        late = requests.post(f"{server.url}/sdapi/v1/txt2img", json=generation(1), timeout=60)
+        assert late.status_code == 503 and "stopping" in late.json()["detail"]
+    except requests.ConnectionError:
+        pass  # or the server had already closed its socket: refused either way
+    t.join(300)
+    assert result["accepted"].status_code == 200
+    assert len(result["accepted"].json()["images"]) == 2
+    assert server.process.wait(120) == 0
+    assert "SIGTERM: finishing the accepted generations" in server.log()
