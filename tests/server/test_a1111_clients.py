@@ -85,7 +85,7 @@ def test_webuiapi_lists_models_samplers_and_switches_models(start_server, tmp_pa
         api.txt2img(prompt="x", width=64, height=64, override_settings={"sd_model_checkpoint": "/etc/passwd"})
 
 
-def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(start_server):
+def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(start_server, tmp_path):
     # Limits small enough that every generation the schema allows is quick on a CPU.
     server = start_server("--model", str(TINY), "--max-steps", "2", "--max-pixels", "4096", "--max-images", "2")
     schemathesis = Path(sys.executable).parent / "schemathesis"
@@ -95,7 +95,7 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(start_ser
                           "not_a_server_error,status_code_conformance,content_type_conformance,"
                           "response_schema_conformance,negative_data_rejection",
                           "--phases", "examples,fuzzing", "--max-examples", "40", "--seed", "1", "-w", "2"],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)  # its cache stays there
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     assert server.process.poll() is None, server.log()
 
