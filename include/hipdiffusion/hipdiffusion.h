@@ -34,7 +34,7 @@ typedef enum hd_status {
   HD_ERROR_OUT_OF_MEMORY = 3,    /* host or device memory ran out */
   HD_ERROR_RUNTIME = 4,          /* a system or device call failed */
   HD_ERROR_INTERNAL = 5,         /* a bug in hipDiffusion */
-  HD_ERROR_BUSY = 6,             /* the engine's queue is full, or it is being freed: try again later */
+  HD_ERROR_BUSY = 6,             /* the engine's queue is full: try again later */
   HD_ERROR_CANCELLED = 7         /* the progress callback asked to stop */
 } hd_status;
 
@@ -65,7 +65,8 @@ HD_API void hd_engine_options_init(hd_engine_options* options);
 /* Checks the options and the models' paths; loads no model until a generation (or
  * hd_engine_select_model) needs one. */
 HD_API hd_status hd_engine_create(const hd_engine_options* options, hd_engine** engine);
-/* Finishes the generations in progress, then frees everything. NULL is allowed. */
+/* Finishes the generations already accepted, then frees everything. No other call on this engine may be
+ * in progress or start once this is called. NULL is allowed. */
 HD_API void hd_engine_free(hd_engine* engine);
 /* The engine's models: how many, and the name of model `index` (valid while the engine lives). */
 HD_API size_t hd_engine_model_count(const hd_engine* engine);

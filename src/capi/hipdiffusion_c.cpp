@@ -70,12 +70,16 @@ hd_status guarded(Body&& body) {
   }
 }
 
-// A caller's struct is at least version 1's (its first field says how large the caller's is).
+// The sizes of the structs as HD_API_VERSION 1 defines them. A later version appends fields, keeps these
+// as the least a caller's struct_size may say, and reads a new field only when struct_size covers it.
+constexpr size_t kEngineOptionsV1 = sizeof(hd_engine_options);
+constexpr size_t kGenerationParamsV1 = sizeof(hd_generation_params);
+
 template <typename Struct>
-void check_struct(const Struct* s, const char* what) {
+void check_struct(const Struct* s, size_t version1_size, const char* what) {
   HD_CHECK(s != nullptr, what, " is NULL");
-  HD_CHECK(s->struct_size >= sizeof(Struct), what, "'s struct_size ", s->struct_size,
-           " is below this library's ", sizeof(Struct), ": set it with its _init function");
+  HD_CHECK(s->struct_size >= version1_size, what, "'s struct_size ", s->struct_size, " is below version 1's ",
+           version1_size, ": set it with its _init function");
 }
 
 std::string text_or(const char* s, const char* fallback = "") {
@@ -159,7 +163,7 @@ hd_status hd_engine_create(const hd_engine_options* options, hd_engine** engine)
   return guarded([&] {
     HD_CHECK(engine != nullptr, "the engine pointer is NULL");
     *engine = nullptr;
-    check_struct(options, "the engine options");
+    check_struct(options, kEngineOptionsV1, "the engine options");
     std::vector<std::string> models;
     HD_CHECK(options->model_count == 0 || options->model_paths != nullptr, "model_count is ",
              options->model_count, " but model_paths is NULL");
@@ -214,7 +218,7 @@ hd_status hd_generate(hd_engine* engine, const hd_generation_params* params, hd_
   return guarded([&] {
     HD_CHECK(engine != nullptr && result != nullptr, "the engine or the result pointer is NULL");
     *result = nullptr;
-    check_struct(params, "the generation parameters");
+    check_struct(params, kGenerationParamsV1, "the generation parameters");
     const auto job = engine->engine->submit(request_of(*params));
     // Progress on the caller's thread: the worker never calls into the caller's code.
     while (!job->wait_for(std::chrono::milliseconds(20))) {

@@ -17,10 +17,7 @@ void Placement::validate() const {
 Placement Placement::parse(std::string_view device, std::string_view dtype) {
   Placement p{Device::parse(device), DType::kF32};
   if (p.device.is_gpu()) p.dtype = DType::kF16;
-  if (!dtype.empty()) {
-    HD_CHECK(dtype == "f32" || dtype == "f16" || dtype == "bf16", "the dtype must be f32, f16 or bf16, got '", dtype, "'");
-    p.dtype = dtype == "f32" ? DType::kF32 : dtype == "f16" ? DType::kF16 : DType::kBF16;
-  }
+  if (!dtype.empty()) p.dtype = parse_dtype(dtype);
   p.validate();
   return p;
 }

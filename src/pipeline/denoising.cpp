@@ -72,7 +72,7 @@ DenoisingRun StableDiffusion::start_denoising(const GenerationParams& p, TorchCp
   run.range_ = denoising_steps(p, run.sampler_->timesteps(), scheduler_config_.num_train_timesteps,
                                from.init_image != nullptr);
   run.next_ = run.range_.first;
-  run.guided_ = p.cfg_scale > 1.0f;  // diffusers skips the unconditional pass at scale <= 1
+  run.guided_ = guided(p);
   const int64_t n = p.batch, c = unet_.config().in_channels;
   const int64_t h = p.height / vae_scale_factor(), w = p.width / vae_scale_factor();
   run.batch_ = n, run.height_ = h, run.width_ = w, run.channels_ = c;

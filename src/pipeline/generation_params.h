@@ -52,6 +52,11 @@ struct GenerationParams {
   std::optional<double> denoising_end, denoising_start;
 };
 
+// Classifier-free guidance runs (diffusers skips it at scale <= 1), and the UNet rows each step then takes:
+// the batch, twice when guided ([unconditional; conditional]).
+inline bool guided(const GenerationParams& p) { return p.cfg_scale > 1.0f; }
+inline int64_t unet_rows(const GenerationParams& p) { return guided(p) ? 2 * int64_t(p.batch) : p.batch; }
+
 // Validates the parameters against each other (sizes, steps, CFG, fractions), whatever the model: every
 // failure is an Error that names the parameter. StableDiffusion::validate adds the model's own rules.
 void validate(const GenerationParams& p, int64_t vae_scale_factor);

@@ -12,11 +12,6 @@ std::exception_ptr cancelled_error() {
   return std::make_exception_ptr(Error(ErrorKind::kCancelled, "the generation was cancelled"));
 }
 
-// The UNet rows a job's every step takes: its images, twice under classifier-free guidance.
-int rows_of(const GenerationParams& p) {
-  return p.cfg_scale > 1.0f ? 2 * p.batch : p.batch;
-}
-
 }  // namespace
 
 std::string_view job_state_name(JobState state) {
@@ -43,7 +38,10 @@ JobProgress Job::progress() const {
   p.state = state_;
   p.steps_done = steps_done_;
   p.steps_total = steps_total_;
-  if (state_ != JobState::kQueued) p.seconds_running = ms_since(started_) / 1e3;
+  if (started_) {
+    const auto until = ended_at_.value_or(std::chrono::steady_clock::now());
+    p.seconds_running = std::chrono::duration<double>(until - *started_).count();
+  }
   return p;
 }
 
@@ -69,6 +67,7 @@ void Job::end(JobState state, std::exception_ptr error) {
     std::lock_guard lock(mutex_);
     state_ = state;
     error_ = std::move(error);
+    if (started_) ended_at_ = std::chrono::steady_clock::now();
   }
   ended_.notify_all();
 }
@@ -106,13 +105,20 @@ void Engine::select_model(const std::string& name) {
   const std::string chosen = options_.catalogue.find(name).name;
   std::unique_lock lock(mutex_);
   HD_CHECK_KIND(!stopping_, ErrorKind::kBusy, "the server is stopping");
+  // Already the current and loaded model (clients post it before their requests): nothing to wait for.
+  if (chosen == current_model_ && chosen == loaded_name_ && !select_pending_locked()) return;
+  const std::string before = current_model_;
   current_model_ = chosen;
   const uint64_t generation = ++select_generation_;
   wake_.notify_all();
   model_changed_.wait(lock, [&] { return loaded_generation_ >= generation || stopping_; });
   HD_CHECK_KIND(loaded_generation_ >= generation, ErrorKind::kBusy, "the server stopped before loading ",
                 chosen);
-  if (loaded_generation_ == generation && select_error_) std::rethrow_exception(select_error_);
+  if (loaded_generation_ == generation && select_error_) {
+    // It did not load: jobs that name no model go on with the one they had, unless a later select came.
+    if (select_generation_ == generation) current_model_ = before;
+    std::rethrow_exception(select_error_);
+  }
 }
 
 std::string Engine::current_model() const {
@@ -139,7 +145,7 @@ void Engine::stop() {
   }
   wake_.notify_all();
   model_changed_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  std::call_once(joined_, [this] { worker_.join(); });
 }
 
 // ---- Engine: the worker ----
@@ -147,58 +153,74 @@ void Engine::stop() {
 void Engine::end(const std::shared_ptr<Job>& job, JobState state, std::exception_ptr error) {
   job->run_.reset();
   job->generator_.reset();
+  {
+    std::lock_guard lock(mutex_);  // counted before its waiters wake, so that they see it counted
+    ++finished_;
+  }
   job->end(state, std::move(error));
-  std::lock_guard lock(mutex_);
-  ++finished_;
 }
 
 void Engine::work() {
   std::vector<std::shared_ptr<Job>> active;
   for (;;) {
     std::vector<std::shared_ptr<Job>> admitted;
-    std::optional<std::pair<std::string, uint64_t>> to_select;  // (model, select generation)
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] {
-        return !active.empty() || !queue_.empty() || stopping_ || select_generation_ != loaded_generation_;
-      });
-      // A model change waits for the running jobs of the last one, and goes before the queued jobs.
-      if (active.empty() && select_generation_ != loaded_generation_) {
-        to_select.emplace(current_model_, select_generation_);
-      } else {
-        admitted = admit_locked(active);
-      }
-      if (stopping_ && !to_select && active.empty() && admitted.empty() && queue_.empty()) return;
-    }
-    if (to_select) {
-      std::exception_ptr error;
-      try {
-        model(to_select->first);
-      } catch (...) {
-        error = std::current_exception();
-      }
+    try {
+      if (!iterate(active, admitted)) return;
+    } catch (...) {  // the worker's own bookkeeping failed (out of memory): its jobs fail, it goes on
+      const std::exception_ptr error = std::current_exception();
+      for (const auto& job : admitted)
+        if (!job->run_) end(job, JobState::kFailed, error);  // not started, or started and failed already
+      for (const auto& job : active) end(job, JobState::kFailed, error);
+      active.clear();
       std::lock_guard lock(mutex_);
-      loaded_generation_ = to_select->second;
-      select_error_ = error;
-      model_changed_.notify_all();
-      continue;
+      running_.clear();
     }
-    if (!admitted.empty()) {
-      try {  // once for all admitted jobs: they share one model (admit_locked)
-        model(admitted.front()->model_name());
-      } catch (...) {
-        for (const auto& job : admitted) end(job, JobState::kFailed, std::current_exception());
-        admitted.clear();
-      }
-    }
-    for (const auto& job : admitted) {
-      start(job);
-      if (job->run_) active.push_back(job);
-    }
-    if (!active.empty()) step_all(active);
-    std::lock_guard lock(mutex_);
-    running_ = active;
   }
+}
+
+bool Engine::iterate(std::vector<std::shared_ptr<Job>>& active, std::vector<std::shared_ptr<Job>>& admitted) {
+  std::optional<std::pair<std::string, uint64_t>> to_select;  // (model, select generation)
+  {
+    std::unique_lock lock(mutex_);
+    wake_.wait(lock,
+               [&] { return !active.empty() || !queue_.empty() || stopping_ || select_pending_locked(); });
+    // A model change waits for the running jobs of the last one, and goes before the queued jobs.
+    if (active.empty() && select_pending_locked()) {
+      to_select.emplace(current_model_, select_generation_);
+    } else {
+      admitted = admit_locked(active);
+    }
+    if (stopping_ && !to_select && active.empty() && admitted.empty() && queue_.empty()) return false;
+  }
+  if (to_select) {
+    std::exception_ptr error;
+    try {
+      model(to_select->first);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard lock(mutex_);
+    loaded_generation_ = to_select->second;
+    select_error_ = error;
+    model_changed_.notify_all();
+    return true;
+  }
+  if (!admitted.empty()) {
+    try {  // once for all admitted jobs: they share one model (admit_locked)
+      model(admitted.front()->model_name());
+    } catch (...) {
+      for (const auto& job : admitted) end(job, JobState::kFailed, std::current_exception());
+      admitted.clear();
+    }
+  }
+  for (const auto& job : admitted) {
+    start(job);
+    if (job->run_) active.push_back(job);
+  }
+  if (!active.empty()) step_all(active);
+  std::lock_guard lock(mutex_);
+  running_ = active;
+  return true;
 }
 
 std::vector<std::shared_ptr<Job>> Engine::admit_locked(const std::vector<std::shared_ptr<Job>>& active) {
@@ -208,18 +230,19 @@ std::vector<std::shared_ptr<Job>> Engine::admit_locked(const std::vector<std::sh
       ++it;
       continue;
     }
-    (*it)->end(JobState::kCancelled, cancelled_error());
     ++finished_;
+    (*it)->end(JobState::kCancelled, cancelled_error());
     it = queue_.erase(it);
   }
   std::vector<std::shared_ptr<Job>> admitted;
-  int rows = 0;
-  for (const auto& job : active) rows += int(job->run_->rows());
+  if (select_pending_locked()) return admitted;  // the running jobs finish first, then the model changes
+  int64_t rows = 0;
+  for (const auto& job : active) rows += job->run_->rows();
   std::string model = active.empty() ? "" : active.front()->model_name();
   while (!queue_.empty()) {
     const std::shared_ptr<Job>& job = queue_.front();
     const std::string name = job->wanted_model_.empty() ? current_model_ : job->wanted_model_;
-    const int job_rows = rows_of(job->request_.params);
+    const int64_t job_rows = unet_rows(job->request_.params);
     // In order: a job of another model waits until the running ones finish, and those behind it too.
     if (!model.empty() && name != model) break;
     const bool alone = active.empty() && admitted.empty();  // a job that would run alone always starts
@@ -231,6 +254,7 @@ std::vector<std::shared_ptr<Job>> Engine::admit_locked(const std::vector<std::sh
     model = name;
     rows += job_rows;
     admitted.push_back(job);
+    running_.push_back(job);  // from now on status() and cancel_all() see it, while it starts too
     queue_.pop_front();
   }
   return admitted;
@@ -318,7 +342,7 @@ void Engine::finish(const std::shared_ptr<Job>& job) {
     StageTimes times;
     OwnedTensor latents = job->run_->take_latents(&times);
     GenerationResult result =
-        loaded_->finish(job->request_.params, std::move(latents), std::move(times), job->started_);
+        loaded_->finish(job->request_.params, std::move(latents), std::move(times), *job->started_);
     {
       std::lock_guard lock(job->mutex_);
       job->result_ = std::move(result);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ops/placement.h"
+#include "pipeline/generation_params.h"
 #include "pipeline/stable_diffusion.h"
 #include "serve/model_catalogue.h"
 
@@ -75,7 +76,8 @@ class Job {
   mutable std::condition_variable ended_;
   JobState state_ = JobState::kQueued;
   std::string model_name_;
-  std::chrono::steady_clock::time_point started_;
+  // When the worker started it, and when it ended (unset: not yet).
+  std::optional<std::chrono::steady_clock::time_point> started_, ended_at_;
   GenerationResult result_;
   std::exception_ptr error_;
   // The worker's: the job's generator (its seed's stream) and its denoising run while it runs.
@@ -128,6 +130,9 @@ class Engine {
 
  private:
   void work();
+  // One turn of the worker: admit, start, step, finish. `admitted`: the jobs it took from the queue (for
+  // the worker's clean-up should it throw). False once stopped and drained.
+  bool iterate(std::vector<std::shared_ptr<Job>>& active, std::vector<std::shared_ptr<Job>>& admitted);
   // Admits queued jobs into `active` as the batching rules allow; under mutex_.
   std::vector<std::shared_ptr<Job>> admit_locked(const std::vector<std::shared_ptr<Job>>& active);
   const StableDiffusion& model(const std::string& name);  // the worker's: loads it when it is not loaded
@@ -136,6 +141,8 @@ class Engine {
   void finish(const std::shared_ptr<Job>& job);
   // Ends `job` (its state, and its error unless done) and counts it.
   void end(const std::shared_ptr<Job>& job, JobState state, std::exception_ptr error = nullptr);
+  // Whether a select_model waits for the running jobs to finish (admission pauses meanwhile); under mutex_.
+  bool select_pending_locked() const { return select_generation_ != loaded_generation_ && !stopping_; }
 
   const EngineOptions options_;
   mutable std::mutex mutex_;
@@ -151,6 +158,7 @@ class Engine {
   bool stopping_ = false;
   std::unique_ptr<StableDiffusion> loaded_;  // the worker's
   std::thread worker_;
+  std::once_flag joined_;
 };
 
 }  // namespace hd::serve

@@ -173,7 +173,7 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
       {"--prompt x --device tpu", "device"},
       {"--prompt x --dtype f16", "the CPU computes in f32"},
       {"--prompt x --device cuda:0 --dtype f32", "f16 or bf16"},
-      {"--prompt x --dtype f8", "the dtype must be f32, f16 or bf16"},
+      {"--prompt x --dtype f8", "unknown dtype 'f8' (expected f32, f16 or bf16)"},
       {"--prompt x --seed -1", "--seed"},
       {"--prompt \"$(printf 'caf\\303')\"", "UTF-8"},
       {"--prompt x --max-device-memory 4", "applies to a GPU"},

@@ -163,6 +163,29 @@ TEST(ServeEngine, JobsNameTheirModelAndSelectChangesTheDefault) {
                                 "this server has: tiny_sd1, tiny_sd2");
 }
 
+TEST(ServeEngine, SelectingTheCurrentModelWaitsForNothingAndAFailedSelectKeepsTheLast) {
+  test::TempDir dir;
+  dir.write("broken.safetensors", std::string("not a checkpoint"));
+  EngineOptions o;
+  o.catalogue = ModelCatalogue::from({kModels + "tiny_sd1", (dir.path() / "broken.safetensors").string()},
+                                     std::nullopt);
+  Engine engine(std::move(o));
+  const auto running = engine.submit(request("a", 1, 20));
+  while (running->progress().steps_done < 1) std::this_thread::sleep_for(1ms);
+  engine.select_model("tiny_sd1");  // clients post the current model before their requests
+  EXPECT_LT(running->progress().steps_done, 20) << "the select waited for the running job";
+  test::expect_error_containing([&] { engine.select_model("broken.safetensors"); },
+                                "while loading the model broken");
+  EXPECT_EQ(engine.current_model(), "tiny_sd1");
+  EXPECT_EQ(running->wait().image.view().dim(1), 64);
+  const auto after = engine.submit(request("b", 2, 2));
+  after->wait();
+  EXPECT_EQ(after->model_name(), "tiny_sd1");
+  const JobProgress ended = after->progress();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(after->progress().seconds_running, ended.seconds_running) << "an ended job's time kept running";
+}
+
 TEST(ServeEngine, BadRequestsAreRefusedOrFailAlone) {
   Engine engine(options());
   JobRequest steps = request("a", 1, 0);
