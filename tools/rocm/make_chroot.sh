@@ -14,7 +14,7 @@ dir=${1:-${HD_ROCM_CHROOT:-/var/cache/hipdiffusion/rocm-sid}}
 # ROCm from experimental (sid lags behind); the rest of the build from sid. The kernel data of rocBLAS,
 # hipBLASLt and MIOpen's databases are not unpacked: nothing runs here, and they are most of the size.
 rocm_packages="hipcc libamdhip64-dev libhipblaslt-dev libhipblas-common-dev librocblas-dev libmiopen-dev librccl-dev"
-build_packages="cmake,ninja-build,g++,make,pkgconf,python3,libopenblas-dev,nlohmann-json3-dev,libicu-dev,libpng-dev,libgtest-dev"
+build_packages="cmake,ninja-build,g++,make,pkgconf,python3,libopenblas-dev,nlohmann-json3-dev,libicu-dev,libpng-dev,libgtest-dev,libcpp-httplib-dev,libssl-dev"
 stamp_text="rocm: $rocm_packages | build: $build_packages"
 
 if [ -f "$dir/.hipdiffusion-stamp" ] && [ "$(cat "$dir/.hipdiffusion-stamp")" = "$stamp_text" ]; then

@@ -120,9 +120,11 @@ json responses(const json& ok, bool takes_body) {
   return r;
 }
 
-json operation(const std::string& summary, const json& ok, const std::optional<json>& body = std::nullopt) {
-  json op = {{"summary", summary}, {"responses", responses(ok, body.has_value())}};
-  if (body) op["requestBody"] = {{"required", true}, {"content", content(*body)}};
+// A route's operation; `body`: its request body's schema, if it takes one. (A json* rather than an
+// optional<json>: GCC 16 finds optional<json>'s construction from a json ambiguous.)
+json operation(const std::string& summary, const json& ok, const json* body = nullptr) {
+  json op = {{"summary", summary}, {"responses", responses(ok, body != nullptr)}};
+  if (body != nullptr) op["requestBody"] = {{"required", true}, {"content", content(*body)}};
   return op;
 }
 
@@ -162,8 +164,9 @@ json openapi_document(const RequestLimits& limits) {
                              {"properties", {{"sd_model_checkpoint", nullable(string_schema())}}},
                              {"additionalProperties", false}};
   const json empty = {{"type", "object"}};
+  const json txt2img = request_schema(Endpoint::kTxt2Img, limits), img2img = request_schema(Endpoint::kImg2Img, limits);
   json post_options =
-      operation("Load a model for the requests that name none", nullable(empty), options_body);
+      operation("Load a model for the requests that name none", nullable(empty), &options_body);
   post_options["responses"]["200"]["content"]["application/json"]["schema"] = {{"nullable", true}};
   return {
       {"openapi", "3.0.3"},
@@ -173,9 +176,9 @@ json openapi_document(const RequestLimits& limits) {
         {"description", "AUTOMATIC1111's API (/sdapi/v1), served by hipDiffusion's engine"}}},
       {"paths",
        {{"/sdapi/v1/txt2img",
-         {{"post", operation("Text to image", generation, request_schema(Endpoint::kTxt2Img, limits))}}},
+         {{"post", operation("Text to image", generation, &txt2img)}}},
         {"/sdapi/v1/img2img",
-         {{"post", operation("Image to image", generation, request_schema(Endpoint::kImg2Img, limits))}}},
+         {{"post", operation("Image to image", generation, &img2img)}}},
         {"/sdapi/v1/progress", {{"get", operation("Progress of the generations in progress", progress)}}},
         {"/sdapi/v1/interrupt", {{"post", operation("Stop the requests being made", empty)}}},
         {"/sdapi/v1/skip", {{"post", operation("Skip the picture being made", empty)}}},
