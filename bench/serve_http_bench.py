@@ -16,20 +16,24 @@ import time
 import requests
 
 
+class Failed(Exception):
+    pass
+
+
 def post(session: requests.Session, url: str, size: int, steps: int, seed: int) -> float:
     body = {"prompt": "a photograph of an astronaut riding a horse", "negative_prompt": "blurry", "steps": steps,
             "width": size, "height": size, "seed": seed, "cfg_scale": 7, "sampler_name": "Euler"}
     start = time.perf_counter()
     answer = session.post(f"{url}/sdapi/v1/txt2img", json=body, timeout=900)
     if answer.status_code != 200:
-        raise SystemExit(f"txt2img answered {answer.status_code}: {answer.text[:500]}")
+        raise Failed(f"txt2img answered {answer.status_code}: {answer.text[:500]}")
     if len(answer.json()["images"]) != 1:
-        raise SystemExit("txt2img answered without its picture")
+        raise Failed("txt2img answered without its picture")
     return time.perf_counter() - start
 
 
 def load(url: str, clients: int, images: int, size: int, steps: int) -> dict:
-    latencies, lock, next_seed = [], threading.Lock(), iter(range(images))
+    latencies, errors, lock, next_seed = [], [], threading.Lock(), iter(range(images))
 
     def client() -> None:
         session = requests.Session()
@@ -38,7 +42,12 @@ def load(url: str, clients: int, images: int, size: int, steps: int) -> dict:
                 seed = next(next_seed, None)
             if seed is None:
                 return
-            seconds = post(session, url, size, steps, seed)
+            try:
+                seconds = post(session, url, size, steps, seed)
+            except (Failed, requests.RequestException) as e:  # a failed request fails the run, never a row
+                with lock:
+                    errors.append(f"seed {seed}: {e}")
+                return
             with lock:
                 latencies.append(seconds)
 
@@ -49,6 +58,8 @@ def load(url: str, clients: int, images: int, size: int, steps: int) -> dict:
     for t in threads:
         t.join()
     wall = time.perf_counter() - start
+    if errors:
+        raise SystemExit(f"{len(errors)} of {images} requests failed, e.g. {errors[0]}")
     latencies.sort()
     return {"clients": clients, "images": len(latencies), "seconds": wall, "images_per_second": len(latencies) / wall,
             "p50_seconds": statistics.median(latencies),
@@ -66,7 +77,7 @@ def main() -> None:
     parser.add_argument("--json-out")
     args = parser.parse_args()
     runs = []
-    print(f"| clients | server | images/s | p50 s | p99 s |\n| --- | --- | --- | --- | --- |")
+    print("| clients | server | images/s | p50 s | p99 s |\n| --- | --- | --- | --- | --- |")
     for clients in [int(c) for c in args.clients.split(",")]:
         load(args.url, clients, clients, args.size, args.steps)  # warm: this batch shape captured and tuned
         run = load(args.url, clients, max(args.images, clients), args.size, args.steps)

@@ -57,7 +57,9 @@ const char* read_text_chunks(FILE* file, std::vector<std::pair<std::string, std:
   png_read_info(png, info);
   png_textp text = nullptr;
   const int count = png_get_text(png, info, &text, nullptr);
-  for (int i = 0; i < count; ++i) out->emplace_back(text[i].key, std::string(text[i].text, text[i].itxt_length ? text[i].itxt_length : text[i].text_length));
+  for (int i = 0; i < count; ++i)
+    out->emplace_back(text[i].key, std::string(text[i].text, text[i].itxt_length ? text[i].itxt_length
+                                                                                 : text[i].text_length));
   png_destroy_read_struct(&png, &info, nullptr);
   return nullptr;
 }
@@ -80,7 +82,8 @@ RgbImage finish_read(png_image& png, const std::string& what) {
   image.height = int(png.height);
   if (png.width == 0 || png.height == 0 || png.width > 16384 || png.height > 16384) {
     png_image_free(&png);
-    throw Error(ErrorKind::kInvalidInput, str_cat(what, ": image size ", png.width, "x", png.height, " is out of range"));
+    throw Error(ErrorKind::kInvalidInput,
+                str_cat(what, ": image size ", png.width, "x", png.height, " is out of range"));
   }
   png.format = PNG_FORMAT_RGB;
   image.pixels.resize(PNG_IMAGE_SIZE(png));
@@ -94,8 +97,10 @@ RgbImage finish_read(png_image& png, const std::string& what) {
 
 }  // namespace
 
-std::vector<uint8_t> encode_png(const RgbImage& image, const std::vector<std::pair<std::string, std::string>>& text) {
-  HD_CHECK(image.width > 0 && image.height > 0 && image.pixels.size() == size_t(image.width) * size_t(image.height) * 3,
+std::vector<uint8_t> encode_png(const RgbImage& image,
+                                const std::vector<std::pair<std::string, std::string>>& text) {
+  HD_CHECK(image.width > 0 && image.height > 0 &&
+               image.pixels.size() == size_t(image.width) * size_t(image.height) * 3,
            "invalid image of ", image.width, "x", image.height, " with ", image.pixels.size(), " bytes");
   MemoryFile memory;
   HD_CHECK_KIND(memory.file != nullptr, ErrorKind::kOutOfMemory, "cannot open a memory stream for a PNG");
@@ -110,29 +115,39 @@ std::vector<uint8_t> encode_png(const RgbImage& image, const std::vector<std::pa
   const char* failure = write_rows(memory.file, image, chunks.data(), int(chunks.size()));
   HD_CHECK_KIND(failure == nullptr, ErrorKind::kRuntime, "PNG: ", failure ? failure : "");
   HD_CHECK_KIND(std::fflush(memory.file) == 0, ErrorKind::kOutOfMemory, "PNG: the memory stream failed");
-  return std::vector<uint8_t>(reinterpret_cast<uint8_t*>(memory.data), reinterpret_cast<uint8_t*>(memory.data) + memory.size);
+  return std::vector<uint8_t>(reinterpret_cast<uint8_t*>(memory.data),
+                              reinterpret_cast<uint8_t*>(memory.data) + memory.size);
 }
 
-void write_png(const std::string& path, const RgbImage& image, const std::vector<std::pair<std::string, std::string>>& text) {
-  const std::vector<uint8_t> bytes = with_context([&] { return encode_png(image, text); }, [&] { return path; });
+void write_png(const std::string& path, const RgbImage& image,
+               const std::vector<std::pair<std::string, std::string>>& text) {
+  const std::vector<uint8_t> bytes =
+      with_context([&] { return encode_png(image, text); }, [&] { return path; });
   std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "wb"));
   HD_CHECK_KIND(file != nullptr, ErrorKind::kRuntime, path, ": cannot write: ", std::strerror(errno));
   const size_t written = std::fwrite(bytes.data(), 1, bytes.size(), file.get());
-  HD_CHECK_KIND(written == bytes.size() && std::fflush(file.get()) == 0, ErrorKind::kRuntime, path, ": cannot write: ",
-                std::strerror(errno));
+  HD_CHECK_KIND(written == bytes.size() && std::fflush(file.get()) == 0, ErrorKind::kRuntime, path,
+                ": cannot write: ", std::strerror(errno));
 }
 
 RgbImage read_png(const std::string& path) {
   png_image png{};
   png.version = PNG_IMAGE_VERSION;
-  HD_CHECK(png_image_begin_read_from_file(&png, path.c_str()) != 0, path, ": cannot read as PNG: ", png.message);
+  HD_CHECK(png_image_begin_read_from_file(&png, path.c_str()) != 0, path,
+           ": cannot read as PNG: ", png.message);
   return finish_read(png, path);
 }
 
-RgbImage decode_png(std::span<const uint8_t> bytes, const std::string& what) {
+RgbImage decode_png(std::span<const uint8_t> bytes, const std::string& what, int64_t max_pixels) {
   png_image png{};
   png.version = PNG_IMAGE_VERSION;
-  HD_CHECK(png_image_begin_read_from_memory(&png, bytes.data(), bytes.size()) != 0, what, " is not a PNG: ", png.message);
+  HD_CHECK(png_image_begin_read_from_memory(&png, bytes.data(), bytes.size()) != 0, what,
+           " is not a PNG: ", png.message);
+  if (int64_t(png.width) * int64_t(png.height) > max_pixels) {
+    png_image_free(&png);
+    throw Error(ErrorKind::kInvalidInput, str_cat(what, " is ", png.width, "x", png.height,
+                                                  ", more than the ", max_pixels, " pixels allowed"));
+  }
   return finish_read(png, what);
 }
 

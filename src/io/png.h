@@ -20,11 +20,14 @@ struct RgbImage {
 void write_png(const std::string& path, const RgbImage& image,
                const std::vector<std::pair<std::string, std::string>>& text = {});
 // The same PNG file's bytes, in memory (what a server sends).
-std::vector<uint8_t> encode_png(const RgbImage& image, const std::vector<std::pair<std::string, std::string>>& text = {});
+std::vector<uint8_t> encode_png(const RgbImage& image,
+                                const std::vector<std::pair<std::string, std::string>>& text = {});
 // Reads any PNG as 8-bit RGB (alpha dropped over black, gray and palettes expanded, 16-bit reduced).
 RgbImage read_png(const std::string& path);
-// The same from bytes in memory; `what` names them in errors ("init image 1").
-RgbImage decode_png(std::span<const uint8_t> bytes, const std::string& what);
+// The same from bytes in memory; `what` names them in errors ("init image 1"). A picture of more than
+// `max_pixels` is refused from its header, before anything is decoded.
+RgbImage decode_png(std::span<const uint8_t> bytes, const std::string& what,
+                    int64_t max_pixels = int64_t(16384) * 16384);
 // The text chunks of a PNG, in file order.
 std::vector<std::pair<std::string, std::string>> read_png_text(const std::string& path);
 

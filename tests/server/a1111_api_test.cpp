@@ -151,8 +151,13 @@ TEST(A1111Api, FieldsItCannotHonourAreRefusedByName) {
       },
       "only sd_model_checkpoint can be set per request here, not CLIP_stop_at_last_layers");
   test::expect_error_containing([] { read({{"subseed_strength", 0.5}}); }, "variation seeds");
-  EXPECT_EQ(read({{"refiner_checkpoint", ""}, {"script_name", ""}, {"infotext", nullptr}}).pictures.size(), 1u);  // off
-  test::expect_error_containing([] { read({{"refiner_checkpoint", "sdxl_refiner.safetensors"}}); }, "a refiner");
+  EXPECT_EQ(read({{"refiner_checkpoint", ""}, {"script_name", ""}, {"infotext", nullptr}}).pictures.size(),
+            1u);  // off
+  test::expect_error_containing(
+      [] {
+        read({{"refiner_checkpoint", "sdxl_refiner.safetensors"}});
+      },
+      "a refiner");
 }
 
 TEST(A1111Api, BadValuesAndLimitsAreClearErrors) {
@@ -166,6 +171,8 @@ TEST(A1111Api, BadValuesAndLimitsAreClearErrors) {
     test::expect_error_containing([&] { read(body, Endpoint::kTxt2Img, limits); }, text);
   };
   refused({{"steps", 11}}, "steps must be between 1 and 10, got 11");
+  EXPECT_EQ(read({{"width", 64}, {"height", 64}}, Endpoint::kTxt2Img, limits).pictures[0].steps,
+            10);  // A1111's 20, capped
   refused({{"steps", 2.5}}, "steps must be a whole number");
   refused({{"steps", "20"}}, "steps must be a number, got string");
   refused({{"steps", true}}, "steps must be a number, got boolean");
@@ -215,22 +222,49 @@ TEST(A1111Api, Img2ImgTakesOneBase64PngOfTheRequestsSize) {
 }
 
 TEST(A1111Api, ResponseCarriesImagesSeedsAndInfotexts) {
-  const GenerationRequest r = read(webuiapi_defaults());
-  const json body = webuiapi_defaults();
-  const std::vector<std::vector<uint8_t>> pictures = {{1, 2, 3}, {4, 5}};
-  const json response = generation_response(body, r, "tiny_sd1", pictures, {"text 1", "text 2"}, false);
-  ASSERT_EQ(response["images"].size(), 2u);
-  EXPECT_EQ(base64_decode(response["images"][1].get<std::string>(), "image"), pictures[1]);
+  json body = webuiapi_defaults();
+  body["batch_size"] = 2;
+  body["n_iter"] = 2;
+  const GenerationRequest r = read(body);
+  // Pictures 0, 1 and 3 made, picture 2 skipped: every list holds the pictures made, in step.
+  const std::vector<Delivered> pictures = {
+      {0, {1, 2, 3}, "text 0"}, {1, {4, 5}, "text 1"}, {3, {6}, "text 3"}};
+  const json response = generation_response(body, r, "tiny_sd1", pictures, true);
+  ASSERT_EQ(response["images"].size(), 3u);
+  EXPECT_EQ(base64_decode(response["images"][2].get<std::string>(), "image"), pictures[2].png);
   EXPECT_EQ(response["parameters"], body);
   const json info = json::parse(response["info"].get<std::string>());
-  EXPECT_EQ(info["all_seeds"], json({7, 8}));
+  EXPECT_EQ(info["all_seeds"], json({7, 8, 10}));
+  EXPECT_EQ(info["all_subseeds"], json({-1, -1, -1}));
   EXPECT_EQ(info["seed"], 7);
-  EXPECT_EQ(info["infotexts"], json({"text 1", "text 2"}));
+  EXPECT_EQ(info["batch_size"], 2);  // A1111's: the pictures of one iteration
+  EXPECT_EQ(info["infotexts"], json({"text 0", "text 1", "text 3"}));
+  EXPECT_EQ(info["all_prompts"].size(), 3u);
+  EXPECT_EQ(info["interrupted"], true);
   EXPECT_EQ(info["sampler_name"], "Euler a");
   EXPECT_EQ(info["sd_model_name"], "tiny_sd1");
   json quiet = webuiapi_defaults();
   quiet["send_images"] = false;
-  EXPECT_TRUE(generation_response(quiet, read(quiet), "m", pictures, {"a", "b"}, false)["images"].empty());
+  const std::vector<Delivered> two(pictures.begin(), pictures.begin() + 2);
+  EXPECT_TRUE(generation_response(quiet, read(quiet), "m", two, false)["images"].empty());
+  // A model name that is not UTF-8 is replaced, never a failure.
+  EXPECT_NO_THROW(generation_response(body, r, std::string("m\xff"), pictures, false));
+}
+
+TEST(A1111Api, DeepOrMalformedBodiesAndPngBombsAreRefusedEarly) {
+  std::string deep = "{\"comments\": " + std::string(1000, '[') + std::string(1000, ']') + "}";
+  test::expect_error_containing([&] { parse_request(deep); }, "nested more than 32 deep");
+  EXPECT_EQ(parse_request("{\"a\": [[1]]}")["a"][0][0], 1);
+  test::expect_error_containing([] { parse_request("{\"prompt\": "); }, "not valid JSON");
+  // A 4096x4096 PNG of zeros compresses to a few kB; its header alone refuses it for a 64x64 request.
+  RgbImage big{4096, 4096, std::vector<uint8_t>(size_t(4096) * 4096 * 3, 0)};
+  const std::string png = base64_encode(encode_png(big));
+  test::expect_error_containing(
+      [&] {
+        read({{"init_images", {png}}, {"width", 64}, {"height", 64}}, Endpoint::kImg2Img);
+      },
+      "init_images[0] is 4096x4096, more than the 4096 pixels allowed");
+  EXPECT_NE(read({{"sampler_name", ""}, {"sampler_index", "DDIM"}}).pictures[0].sampler, SamplerKind::kEuler);
 }
 
 TEST(A1111Api, OptionsSetTheModelOnly) {

@@ -1,5 +1,7 @@
 """The server's tests with real clients: `hipdiffusion serve` started as a process on a free loopback port
 (the CLI of the README's build, build/cpu/hipdiffusion, or $HD_CLI), on the tiny SD1.x fixture model."""
+import base64
+import io
 import os
 import re
 import signal
@@ -59,6 +61,18 @@ class Server:
         code = self.process.wait(timeout)
         self.reader.join(5)
         return code
+
+
+def picture_seeds(answer: dict) -> list[int]:
+    """The seeds an answer's pictures say they were made from (each PNG's parameters text): a picture sent
+    to the wrong request would show another request's seed here, whatever the answer's info claims."""
+    from PIL import Image
+
+    seeds = []
+    for image in answer["images"]:
+        text = Image.open(io.BytesIO(base64.b64decode(image))).info["parameters"]
+        seeds.append(int(re.search(r"Seed: (\d+)", text).group(1)))
+    return seeds
 
 
 @pytest.fixture

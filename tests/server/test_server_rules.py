@@ -5,10 +5,9 @@ import signal
 import threading
 import time
 
-import pytest
 import requests
 
-from conftest import TINY
+from conftest import TINY, picture_seeds
 
 ROUTES = [("GET", "/sdapi/v1/sd-models"), ("GET", "/sdapi/v1/options"), ("GET", "/sdapi/v1/progress"),
           ("GET", "/sdapi/v1/samplers"), ("GET", "/openapi.json"), ("POST", "/sdapi/v1/interrupt"),
@@ -41,6 +40,32 @@ def test_with_api_auth_every_route_needs_the_credentials(start_server):
         assert right.status_code == 200, (route, right.text)
 
 
+def test_bodies_must_say_their_length_and_come_plain(start_server):
+    import http.client
+
+    server = start_server("--model", str(TINY))
+
+    def raw(headers: dict, body: bytes = b"") -> tuple[int, str]:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        connection.putrequest("POST", "/sdapi/v1/txt2img", skip_accept_encoding=True)
+        for k, v in headers.items():
+            connection.putheader(k, v)
+        connection.endheaders(body)
+        answer = connection.getresponse()
+        return answer.status, answer.read().decode()
+
+    assert raw({"Content-Type": "application/json"}, b"")[0] == 411  # no Content-Length
+    status, text = raw({"Transfer-Encoding": "chunked"}, b"2\r\n{}\r\n0\r\n\r\n")
+    assert status == 411 and "Content-Length" in text
+    status, text = raw({"Content-Encoding": "gzip", "Content-Length": "4"}, b"\x1f\x8b\x08\x00")
+    assert status == 415 and "compressed" in text
+    deep = '{"comments": ' + "[" * 5000 + "]" * 5000 + "}"
+    nested = requests.post(f"{server.url}/sdapi/v1/txt2img", data=deep, headers={"Content-Type": "application/json"})
+    assert nested.status_code == 422 and "nested more than 32 deep" in nested.json()["detail"]
+    assert requests.post(f"{server.url}/sdapi/v1/interrupt").status_code == 200  # requests says Content-Length: 0
+    assert server.process.poll() is None, server.log()
+
+
 def test_a_bad_api_auth_is_a_start_error(start_server):
     from conftest import CLI
     import subprocess
@@ -68,7 +93,7 @@ def test_a_full_queue_answers_503_and_loses_nothing(start_server):
         if a.status_code == 503:
             assert "queue is full" in a.json()["detail"] and a.headers["Retry-After"] == "5"
         else:
-            assert json.loads(a.json()["info"])["all_seeds"] == [i]  # its own picture, answered once
+            assert picture_seeds(a.json()) == [i]  # its own picture
 
 
 def test_interrupt_stops_the_requests_in_progress_and_skip_one_picture(start_server):

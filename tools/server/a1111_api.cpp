@@ -1,5 +1,6 @@
 #include "tools/server/a1111_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -141,6 +142,12 @@ const Field* field(const std::string& name, Endpoint endpoint) {
   return nullptr;
 }
 
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& x : names) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
 // Every field of the body is known, and the neutral-only ones are neutral: one 422 naming all that are not.
 void check_fields(const json& body, Endpoint endpoint) {
   std::vector<std::string> unknown, refused;
@@ -153,14 +160,9 @@ void check_fields(const json& body, Endpoint endpoint) {
     }
   }
   std::string message;
-  const auto list = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
-    return s;
-  };
-  if (!unknown.empty()) message += "unknown fields: " + list(unknown);
+  if (!unknown.empty()) message += "unknown fields: " + joined(unknown);
   if (!refused.empty())
-    message += std::string(message.empty() ? "" : "; ") + "not supported by this server: " + list(refused);
+    message += std::string(message.empty() ? "" : "; ") + "not supported by this server: " + joined(refused);
   HD_CHECK(message.empty(), message);
 }
 
@@ -202,7 +204,7 @@ double number(const json& body, const char* name, double fallback, double lo, do
 bool boolean(const json& body, const char* name, bool fallback) {
   const json* v = get(body, name);
   if (v == nullptr) return fallback;
-  HD_CHECK(v->is_boolean(), name, " must be true or false, got ", v->dump());
+  HD_CHECK(v->is_boolean(), name, " must be true or false, got ", v->type_name());
   return v->get<bool>();
 }
 
@@ -214,12 +216,8 @@ std::string model_of(const json& body) {
   std::vector<std::string> others;
   for (const auto& [key, value] : o->items())
     if (key != "sd_model_checkpoint") others.push_back(key);
-  if (!others.empty()) {
-    std::string names;
-    for (const std::string& k : others) names += (names.empty() ? "" : ", ") + k;
-    throw Error(ErrorKind::kInvalidInput,
-                "override_settings: only sd_model_checkpoint can be set per request here, not " + names);
-  }
+  HD_CHECK(others.empty(), "override_settings: only sd_model_checkpoint can be set per request here, not ",
+           joined(others));
   return text(*o, "sd_model_checkpoint", "");
 }
 
@@ -253,7 +251,9 @@ OwnedTensor init_image(const json& body, const GenerationParams& p) {
     HD_CHECK(comma != std::string_view::npos, "init_images[0] is a data URL without data");
     data.remove_prefix(comma + 1);
   }
-  const RgbImage png = decode_png(base64_decode(data, "init_images[0]"), "init_images[0]");
+  // The PNG's header says its size before any pixel is decoded: a small file of a huge picture stops there.
+  const RgbImage png =
+      decode_png(base64_decode(data, "init_images[0]"), "init_images[0]", int64_t(p.width) * p.height);
   HD_CHECK(png.width == p.width && png.height == p.height, "init_images[0] is ", png.width, "x", png.height,
            " but the request asks for ", p.width, "x", p.height,
            "; this server does not resize: send the image's size");
@@ -287,13 +287,16 @@ GenerationRequest read_generation(const json& body, Endpoint endpoint, const Req
   p.negative_prompt = text(body, "negative_prompt", "");
   check_no_extra_networks(p.prompt, "the prompt");
   check_no_extra_networks(p.negative_prompt, "the negative prompt");
-  p.steps = int(integer(body, "steps", 20, 1, limits.max_steps));
+  // A1111's default of 20 steps, or the server's limit when that is lower.
+  p.steps = int(integer(body, "steps", std::min(20, limits.max_steps), 1, limits.max_steps));
   p.cfg_scale = float(number(body, "cfg_scale", 7.0, 0.0, 100.0));
-  p.width = int(integer(body, "width", 512, 8, 16384));
-  p.height = int(integer(body, "height", 512, 8, 16384));
+  p.width = int(integer(body, "width", 512, 8, 8192));
+  p.height = int(integer(body, "height", 512, 8, 8192));
   HD_CHECK(int64_t(p.width) * p.height <= limits.max_pixels, "width x height is ",
            int64_t(p.width) * p.height, " pixels; this server allows ", limits.max_pixels);
-  const std::string sampler = text(body, "sampler_name", text(body, "sampler_index", "Euler"));
+  std::string sampler = text(body, "sampler_name", "");  // A1111: sampler_name or sampler_index
+  if (sampler.empty()) sampler = text(body, "sampler_index", "");
+  if (sampler.empty()) sampler = "Euler";
   const A1111Sampler s = parse_a1111_sampler(sampler);
   p.sampler = s.kind;
   p.schedule = s.schedule.value_or(parse_a1111_schedule(text(body, "scheduler", "Automatic")));
@@ -303,6 +306,7 @@ GenerationRequest read_generation(const json& body, Endpoint endpoint, const Req
   const int64_t n_iter = integer(body, "n_iter", 1, 1, limits.max_images);
   HD_CHECK(batch_size * n_iter <= limits.max_images, "batch_size x n_iter is ", batch_size * n_iter,
            " pictures; this server allows ", limits.max_images, " a request");
+  r.batch_size = int(batch_size);
   const int64_t seed = integer(body, "seed", -1, -1, INT64_MAX);
   if (endpoint == Endpoint::kImg2Img) p.strength = float(number(body, "denoising_strength", 0.75, 0.0, 1.0));
   validate(p, 8);
@@ -324,18 +328,19 @@ serve::JobRequest GenerationRequest::job(size_t picture) const {
 }
 
 json generation_response(const json& body, const GenerationRequest& request, const std::string& model_name,
-                         const std::vector<std::vector<uint8_t>>& pictures,
-                         const std::vector<std::string>& infotexts, bool interrupted) {
-  json images = json::array();
-  if (request.send_images)
-    for (const auto& png : pictures) images.push_back(base64_encode(png));
-  const GenerationParams& p = request.pictures.front();
-  json seeds = json::array(), prompts = json::array(), negatives = json::array();
-  for (const GenerationParams& picture : request.pictures) {
+                         const std::vector<Delivered>& pictures, bool interrupted) {
+  json images = json::array(), seeds = json::array(), subseeds = json::array(), prompts = json::array(),
+       negatives = json::array(), infotexts = json::array();
+  for (const Delivered& d : pictures) {
+    const GenerationParams& picture = request.pictures.at(d.index);
+    if (request.send_images) images.push_back(base64_encode(d.png));
     seeds.push_back(picture.seed);
+    subseeds.push_back(-1);
     prompts.push_back(picture.prompt);
     negatives.push_back(picture.negative_prompt);
+    infotexts.push_back(d.infotext);
   }
+  const GenerationParams& p = request.pictures.at(pictures.empty() ? 0 : pictures.front().index);
   const json info = {
       {"prompt", p.prompt},
       {"all_prompts", prompts},
@@ -344,7 +349,7 @@ json generation_response(const json& body, const GenerationRequest& request, con
       {"seed", p.seed},
       {"all_seeds", seeds},
       {"subseed", -1},
-      {"all_subseeds", json::array()},
+      {"all_subseeds", subseeds},
       {"subseed_strength", 0},
       {"width", p.width},
       {"height", p.height},
@@ -352,7 +357,7 @@ json generation_response(const json& body, const GenerationRequest& request, con
       {"scheduler", a1111_schedule_name(p.schedule)},
       {"cfg_scale", p.cfg_scale},
       {"steps", p.steps},
-      {"batch_size", request.pictures.size()},
+      {"batch_size", request.batch_size},
       {"restore_faces", false},
       {"sd_model_name", model_name},
       {"denoising_strength", p.strength < 1.0f ? json(p.strength) : json(nullptr)},
@@ -366,7 +371,21 @@ json generation_response(const json& body, const GenerationRequest& request, con
   // A1111 echoes the request, its images left out of img2img's echo (as A1111 1.10 does).
   json parameters = body;
   if (parameters.contains("init_images")) parameters["init_images"] = nullptr;
-  return {{"images", images}, {"parameters", parameters}, {"info", info.dump()}};
+  return {{"images", images},
+          {"parameters", parameters},
+          {"info", info.dump(-1, ' ', false, json::error_handler_t::replace)}};
+}
+
+json parse_request(const std::string& body) {
+  static constexpr int kMaxDepth = 32;
+  try {
+    return json::parse(body, [](int depth, json::parse_event_t, json&) {
+      HD_CHECK(depth <= kMaxDepth, "the body's JSON is nested more than ", kMaxDepth, " deep");
+      return true;
+    });
+  } catch (const json::parse_error& e) {
+    throw Error(ErrorKind::kInvalidInput, str_cat("the body is not valid JSON: ", e.what()));
+  }
 }
 
 json models_list(const serve::ModelCatalogue& catalogue) {
@@ -410,12 +429,8 @@ std::optional<std::string> read_options(const json& body) {
   std::vector<std::string> others;
   for (const auto& [key, value] : body.items())
     if (key != "sd_model_checkpoint") others.push_back(key);
-  if (!others.empty()) {
-    std::string names;
-    for (const std::string& k : others) names += (names.empty() ? "" : ", ") + k;
-    throw Error(ErrorKind::kInvalidInput,
-                "options this server cannot set: " + names + " (it sets sd_model_checkpoint only)");
-  }
+  HD_CHECK(others.empty(), "options this server cannot set: ", joined(others),
+           " (it sets sd_model_checkpoint only)");
   const std::string model = text(body, "sd_model_checkpoint", "");
   return model.empty() ? std::nullopt : std::optional(model);
 }

@@ -31,6 +31,7 @@ struct GenerationRequest {
   std::vector<GenerationParams> pictures;  // one an engine job
   std::optional<OwnedTensor> init_image;   // img2img's, shared by the pictures
   bool send_images = true;
+  int batch_size = 1;              // A1111's (the pictures are batch_size x n_iter)
   std::vector<std::string> notes;  // fields taken but without effect here, for the response's info
 
   serve::JobRequest job(size_t picture) const;
@@ -47,13 +48,23 @@ std::vector<FieldDescription> request_fields(Endpoint endpoint);
 GenerationRequest read_generation(const nlohmann::json& body, Endpoint endpoint, const RequestLimits& limits,
                                   uint64_t (*random_seed)());
 
+// One picture made: which of the request's, its PNG file and its infotext.
+struct Delivered {
+  size_t index;
+  std::vector<uint8_t> png;
+  std::string infotext;
+};
+
 // The response A1111 gives: images (base64 PNGs carrying their "parameters" text), the request's
-// parameters echoed, and info (a JSON string: seeds, infotexts, ...). `pictures` are PNG files, in order;
-// fewer than the request's jobs when some were skipped or interrupted.
+// parameters echoed, and info (a JSON string: seeds, prompts, infotexts, ...), all of the pictures made,
+// in order: fewer than the request's when some were skipped or interrupted, `images[i]` and
+// `all_seeds[i]` always of the same picture.
 nlohmann::json generation_response(const nlohmann::json& body, const GenerationRequest& request,
-                                   const std::string& model_name,
-                                   const std::vector<std::vector<uint8_t>>& pictures,
-                                   const std::vector<std::string>& infotexts, bool interrupted);
+                                   const std::string& model_name, const std::vector<Delivered>& pictures,
+                                   bool interrupted);
+
+// A request body: JSON nested at most 32 deep (deeper would only waste the stack of whoever walks it).
+nlohmann::json parse_request(const std::string& body);
 
 // GET /sdapi/v1/sd-models, /samplers, /schedulers.
 nlohmann::json models_list(const serve::ModelCatalogue& catalogue);

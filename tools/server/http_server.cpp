@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <list>
 #include <mutex>
@@ -56,11 +57,7 @@ void reply_error(httplib::Response& res, int status, const std::string& detail) 
 }
 
 json parse_body(const httplib::Request& req) {
-  try {
-    return json::parse(req.body);
-  } catch (const json::parse_error& e) {
-    throw Error(ErrorKind::kInvalidInput, str_cat("the body is not valid JSON: ", e.what()));
-  }
+  return parse_request(req.body);
 }
 
 // A1111's random seeds: below 2^32 - 1.
@@ -93,30 +90,44 @@ bool authorized(const httplib::Request& req,
   return ok;
 }
 
-// The generations in progress, by request, so that /interrupt and /skip reach the requests' jobs.
+// The generations in progress, by request, so that /interrupt reaches every job of a request being made.
 class Requests {
  public:
   using Jobs = std::vector<std::shared_ptr<serve::Job>>;
-  std::list<Jobs>::iterator add() {
-    std::lock_guard lock(mutex_);
-    return requests_.emplace(requests_.end());
-  }
-  void set(std::list<Jobs>::iterator it, Jobs jobs) {
-    std::lock_guard lock(mutex_);
-    *it = std::move(jobs);
-  }
-  void remove(std::list<Jobs>::iterator it) {
-    std::lock_guard lock(mutex_);
-    requests_.erase(it);
-  }
-  // A1111's interrupt: every request with a picture being made stops, the rest of its pictures too.
+  // A request's entry for its life: removed when the handler leaves, however it leaves.
+  class Entry {
+   public:
+    explicit Entry(Requests& all) : all_(all) {
+      std::lock_guard lock(all_.mutex_);
+      it_ = all_.requests_.emplace(all_.requests_.end());
+    }
+    ~Entry() {
+      std::lock_guard lock(all_.mutex_);
+      for (const auto& job : *it_) job->cancel();  // nothing of a request that left is made
+      all_.requests_.erase(it_);
+    }
+    Entry(const Entry&) = delete;
+    Entry& operator=(const Entry&) = delete;
+    void append(
+        std::shared_ptr<serve::Job> job) {  // registered as it is queued: an interrupt then reaches it
+      std::lock_guard lock(all_.mutex_);
+      it_->push_back(std::move(job));
+    }
+
+   private:
+    Requests& all_;
+    std::list<Jobs>::iterator it_;
+  };
+
+  // A1111's interrupt: every request with a picture being made (or started) stops, its rest too.
   void interrupt() {
     std::lock_guard lock(mutex_);
     for (const Jobs& jobs : requests_) {
-      const bool running = std::any_of(jobs.begin(), jobs.end(), [](const auto& j) {
-        return j->progress().state == serve::JobState::kRunning;
+      const bool started = std::any_of(jobs.begin(), jobs.end(), [](const auto& j) {
+        return !j->model_name().empty() &&
+               j->progress().state != serve::JobState::kDone;  // admitted, not ended
       });
-      if (running)
+      if (started)
         for (const auto& job : jobs) job->cancel();
     }
   }
@@ -165,40 +176,30 @@ class Server {
   void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     const json body = parse_body(req);
     const GenerationRequest request = read_generation(body, endpoint, options_.limits, random_seed);
-    // Every picture queued at once (they run together); a refusal part-way cancels the ones queued.
-    const auto registered = requests_.add();
-    Requests::Jobs jobs;
-    try {
-      for (size_t i = 0; i < request.pictures.size(); ++i) jobs.push_back(engine_.submit(request.job(i)));
-    } catch (...) {
-      for (const auto& job : jobs) job->cancel();
-      requests_.remove(registered);
-      throw;
+    // Every picture queued at once (they run together); a refusal part-way, or any failure, leaves the
+    // entry, which cancels the jobs it holds.
+    Requests::Entry entry(requests_);
+    std::vector<std::shared_ptr<serve::Job>> jobs;
+    for (size_t i = 0; i < request.pictures.size(); ++i) {
+      jobs.push_back(engine_.submit(request.job(i)));
+      entry.append(jobs.back());
     }
-    requests_.set(registered, jobs);
-    std::vector<std::vector<uint8_t>> pictures;
-    std::vector<std::string> infotexts;
+    std::vector<Delivered> pictures;
     std::string model;
     bool interrupted = false;
-    std::exception_ptr failure;
     for (size_t i = 0; i < jobs.size(); ++i) {
       try {
         const GenerationResult& result = jobs[i]->wait();
         model = jobs[i]->model_name();
-        infotexts.push_back(infotext(request.pictures[i], model));
-        pictures.push_back(encode_png(rgb8_of(result.image, 0), {{"parameters", infotexts.back()}}));
+        std::string text = infotext(request.pictures[i], model);
+        std::vector<uint8_t> png = encode_png(rgb8_of(result.image, 0), {{"parameters", text}});
+        pictures.push_back({i, std::move(png), std::move(text)});
       } catch (const Error& e) {
-        if (e.kind() == ErrorKind::kCancelled) {
-          interrupted = true;  // interrupted or skipped: A1111 answers with the pictures made
-        } else if (!failure) {
-          failure = std::current_exception();
-          for (const auto& job : jobs) job->cancel();  // one failed: the request fails, its rest is not made
-        }
+        if (e.kind() != ErrorKind::kCancelled) throw;  // the request fails; the entry cancels its rest
+        interrupted = true;  // interrupted or skipped: A1111 answers with the pictures made
       }
     }
-    requests_.remove(registered);
-    if (failure) std::rethrow_exception(failure);
-    reply(res, 200, generation_response(body, request, model, pictures, infotexts, interrupted));
+    reply(res, 200, generation_response(body, request, model, pictures, interrupted));
   }
 
   serve::Engine& engine_;
@@ -254,20 +255,32 @@ std::vector<std::pair<std::string, std::string>> parse_credentials(const std::st
 
 int serve_http(serve::Engine& engine, const ServerOptions& options) {
   httplib::Server http;
-  // Every queued generation holds a connection's thread while it waits: room for all, and for the other
-  // endpoints beside them.
-  const size_t threads = engine.options().max_queue + 16;
+  // Every queued or running generation holds a connection's thread while it waits: room for all of them,
+  // and for the other endpoints and idle keep-alive connections beside them.
+  const size_t threads = engine.options().max_queue + size_t(engine.options().max_batch_rows) + 32;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(options.max_body_bytes);
   http.set_read_timeout(std::chrono::seconds(30));
   http.set_write_timeout(std::chrono::seconds(30));
-  if (!options.credentials.empty()) {
-    http.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
-      if (authorized(req, options.credentials)) return httplib::Server::HandlerResponse::Unhandled;
-      reply_error(res, 401, "authentication required (HTTP basic, as the server's --api-auth)");
+  // Before any body is read: a body must say its length (cpp-httplib 0.11 applies the size limit to that
+  // length only) and come unencoded (it would inflate gzip or brotli without a limit); then credentials.
+  // A refusal closes the connection, whose unread body would otherwise be taken for the next request.
+  http.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+    const auto refuse = [&](int status, const std::string& why) {
+      reply_error(res, status, why);
+      res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
-    });
-  }
+    };
+    if (req.has_header("Transfer-Encoding"))
+      return refuse(411, "a body must come with a Content-Length, not in chunks");
+    if (req.has_header("Content-Encoding"))
+      return refuse(415, "a compressed body is not taken: send it plain");
+    if (req.method == "POST" && !req.has_header("Content-Length"))
+      return refuse(411, "a POST must say its Content-Length (0 for none)");
+    if (!options.credentials.empty() && !authorized(req, options.credentials))
+      return refuse(401, "authentication required (HTTP basic, as the server's --api-auth)");
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
     try {
       std::rethrow_exception(error);
@@ -301,15 +314,26 @@ int serve_http(serve::Engine& engine, const ServerOptions& options) {
     while (!ended) {
       const int signal = next_stop_signal(100);
       if (signal == 0) continue;
+      std::signal(SIGTERM, SIG_DFL);  // a second signal ends the process at once
+      std::signal(SIGINT, SIG_DFL);
       std::fprintf(stderr, "%s: finishing the accepted generations, refusing new ones\n",
                    signal == SIGTERM ? "SIGTERM" : "SIGINT");
       engine.stop();  // returns when every accepted generation has ended; their answers are being written
-      http.stop();    // its threads finish the requests in hand first
+      // A signal before the listener ran would stop nothing: wait until it runs (or ended on its own).
+      while (!http.is_running() && !ended) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      http.stop();  // its threads finish the requests in hand first
       return;
     }
   });
   std::fprintf(stderr, "listening on http://%s:%d\n", options.host.c_str(), port);
-  const bool listened = http.listen_after_bind();
+  bool listened = false;
+  try {
+    listened = http.listen_after_bind();
+  } catch (...) {
+    ended = true;
+    stopper.join();
+    throw;
+  }
   ended = true;
   stopper.join();
   engine.stop();

@@ -40,7 +40,7 @@ json field_schema(const std::string& name, const RequestLimits& limits) {
   if (name == "width" || name == "height")
     return json{{"type", "integer"},
                 {"minimum", 8},
-                {"maximum", 16384},
+                {"maximum", 8192},
                 {"multipleOf", 8},
                 {"description", "width x height at most the server's pixel limit"}};
   if (name == "eta")
@@ -84,7 +84,8 @@ json field_schema(const std::string& name, const RequestLimits& limits) {
 json request_schema(Endpoint endpoint, const RequestLimits& limits) {
   json properties = json::object();
   for (const FieldDescription& f : request_fields(endpoint)) {
-    json schema = field_schema(f.name, limits);
+    // An ignored field takes any value (txt2img's denoising_strength, which is img2img's in use, too).
+    json schema = f.use == "ignored" ? json::object() : field_schema(f.name, limits);
     if (f.use == "ignored") schema["description"] = "accepted and ignored: it cannot change the picture here";
     if (f.use == "neutral") schema["description"] = "accepted only where it leaves " + f.feature + " off";
     properties[f.name] = schema;
@@ -164,7 +165,8 @@ json openapi_document(const RequestLimits& limits) {
                              {"properties", {{"sd_model_checkpoint", nullable(string_schema())}}},
                              {"additionalProperties", false}};
   const json empty = {{"type", "object"}};
-  const json txt2img = request_schema(Endpoint::kTxt2Img, limits), img2img = request_schema(Endpoint::kImg2Img, limits);
+  const json txt2img = request_schema(Endpoint::kTxt2Img, limits),
+             img2img = request_schema(Endpoint::kImg2Img, limits);
   json post_options =
       operation("Load a model for the requests that name none", nullable(empty), &options_body);
   post_options["responses"]["200"]["content"]["application/json"]["schema"] = {{"nullable", true}};
@@ -175,10 +177,8 @@ json openapi_document(const RequestLimits& limits) {
         {"version", HD_VERSION},
         {"description", "AUTOMATIC1111's API (/sdapi/v1), served by hipDiffusion's engine"}}},
       {"paths",
-       {{"/sdapi/v1/txt2img",
-         {{"post", operation("Text to image", generation, &txt2img)}}},
-        {"/sdapi/v1/img2img",
-         {{"post", operation("Image to image", generation, &img2img)}}},
+       {{"/sdapi/v1/txt2img", {{"post", operation("Text to image", generation, &txt2img)}}},
+        {"/sdapi/v1/img2img", {{"post", operation("Image to image", generation, &img2img)}}},
         {"/sdapi/v1/progress", {{"get", operation("Progress of the generations in progress", progress)}}},
         {"/sdapi/v1/interrupt", {{"post", operation("Stop the requests being made", empty)}}},
         {"/sdapi/v1/skip", {{"post", operation("Skip the picture being made", empty)}}},
