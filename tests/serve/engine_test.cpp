@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "pipeline/run_company.h"
 #include "test_util.h"
 
 namespace hd::serve {
@@ -25,16 +26,9 @@ EngineOptions options(bool batch = true, size_t max_queue = 64) {
   return o;
 }
 
+// A 64x64 request with Euler a, which draws noise from the job's generator each step.
 GenerationParams job_params(const char* prompt, uint64_t seed, int steps = 4, float cfg = 7.5f) {
-  GenerationParams p;
-  p.prompt = prompt;
-  p.negative_prompt = "blurry";
-  p.seed = seed;
-  p.steps = steps;
-  p.cfg_scale = cfg;
-  p.width = p.height = 64;
-  p.sampler = SamplerKind::kEulerAncestral;  // draws noise from the job's generator each step
-  return p;
+  return test::company_params(prompt, seed, cfg, SamplerKind::kEulerAncestral, steps, 64);
 }
 
 JobRequest request(const char* prompt, uint64_t seed, int steps = 4, float cfg = 7.5f) {

@@ -18,6 +18,18 @@ def generation(steps: int, **more) -> dict:
     return {"prompt": "a red square", "steps": steps, "width": 32, "height": 32, "seed": 1, **more}
 
 
+def in_background(url: str, body: dict) -> tuple[threading.Thread, dict]:
+    """A txt2img posted from a thread of its own: the thread, and a dict that gets its "answer"."""
+    result = {}
+
+    def post() -> None:
+        result["answer"] = requests.post(f"{url}/sdapi/v1/txt2img", json=body, timeout=300)
+
+    thread = threading.Thread(target=post)
+    thread.start()
+    return thread, result
+
+
 def wait_until_sampling(url: str, request: threading.Thread, seconds: float = 120) -> None:
     """Until a picture has taken a step; fails if the request ended first or the time ran out."""
     deadline = time.time() + seconds
@@ -98,45 +110,29 @@ def test_a_full_queue_answers_503_and_loses_nothing(start_server):
 
 def test_interrupt_stops_the_requests_in_progress_and_skip_one_picture(start_server):
     server = start_server("--model", str(TINY))
-    result = {}
-
-    def long_request() -> None:
-        result["interrupted"] = requests.post(f"{server.url}/sdapi/v1/txt2img", json=generation(150, n_iter=3), timeout=300)
-
-    t = threading.Thread(target=long_request)
-    t.start()
+    t, result = in_background(server.url, generation(150, n_iter=3))
     wait_until_sampling(server.url, t)
     progress = requests.get(f"{server.url}/sdapi/v1/progress").json()
     assert 0 < progress["progress"] < 1 and progress["state"]["job_count"] == 3
     assert requests.post(f"{server.url}/sdapi/v1/interrupt").status_code == 200
     t.join(120)
-    answer = result["interrupted"]
+    answer = result["answer"]
     assert answer.status_code == 200, answer.text
     info = json.loads(answer.json()["info"])
     assert info["interrupted"] is True and len(answer.json()["images"]) < 3
     # skip: the picture being made is left out, the request's others are made.
-    def skipped_request() -> None:
-        result["skipped"] = requests.post(f"{server.url}/sdapi/v1/txt2img", json=generation(150, n_iter=2), timeout=300)
-
-    t = threading.Thread(target=skipped_request)
-    t.start()
+    t, result = in_background(server.url, generation(150, n_iter=2))
     wait_until_sampling(server.url, t)
     requests.post(f"{server.url}/sdapi/v1/skip")
     t.join(300)
-    assert result["skipped"].status_code == 200
-    assert len(result["skipped"].json()["images"]) == 1
+    assert result["answer"].status_code == 200
+    assert len(result["answer"].json()["images"]) == 1
     assert requests.get(f"{server.url}/sdapi/v1/progress").json()["state"]["job_count"] == 0
 
 
 def test_sigterm_answers_the_accepted_generations_and_refuses_new_ones(start_server):
     server = start_server("--model", str(TINY))
-    result = {}
-
-    def accepted() -> None:
-        result["accepted"] = requests.post(f"{server.url}/sdapi/v1/txt2img", json=generation(30, n_iter=2), timeout=300)
-
-    t = threading.Thread(target=accepted)
-    t.start()
+    t, result = in_background(server.url, generation(30, n_iter=2))
     wait_until_sampling(server.url, t)
     server.process.send_signal(signal.SIGTERM)
     time.sleep(0.3)
@@ -146,7 +142,7 @@ def test_sigterm_answers_the_accepted_generations_and_refuses_new_ones(start_ser
     except requests.ConnectionError:
         pass  # or the server had already closed its socket: refused either way
     t.join(300)
-    assert result["accepted"].status_code == 200
-    assert len(result["accepted"].json()["images"]) == 2
+    assert result["answer"].status_code == 200
+    assert len(result["answer"].json()["images"]) == 2
     assert server.process.wait(120) == 0
     assert "SIGTERM: finishing the accepted generations" in server.log()
