@@ -76,6 +76,15 @@ void prepare_device(const Device& device) {
 #endif
 }
 
+std::vector<Device> gpu_devices() {
+  std::vector<Device> out;
+#if defined(HD_WITH_GPU)
+  gpu::initialize();
+  for (int i = 0; i < gpu::device_count(); ++i) out.push_back(Device{gpu::build_device_type(), i});
+#endif
+  return out;
+}
+
 void synchronize(const Device& device) {
   if (device.is_cpu()) return;
 #if defined(HD_WITH_GPU)

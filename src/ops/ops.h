@@ -27,6 +27,8 @@ void copy(const Tensor& src, const Tensor& dst);
 // this build has no kernels for its vendor or the device does not exist. Idempotent; every front end
 // calls it first.
 void prepare_device(const Device& device);
+// Every GPU this build can compute on ("cuda:0", "cuda:1", ...; none in a CPU build or without a driver).
+std::vector<Device> gpu_devices();
 // Returns when every op queued on `device` has finished (a GPU's ops run asynchronously; the CPU's have
 // finished when they return).
 void synchronize(const Device& device);

@@ -30,6 +30,17 @@ Tensor rows_of(const Tensor& t, int64_t offset, int64_t rows) {
   return t.slice(0, offset, rows);
 }
 
+// Noise [rows, h, w, c] for rows [first, first + rows) of a batch of `drawn`: the whole batch's draw, so
+// that a share of the batch gets the numbers the whole batch would.
+OwnedTensor randn_rows(TorchCpuGenerator& generator, int64_t drawn, int64_t first, int64_t rows, int64_t c,
+                       int64_t h, int64_t w) {
+  OwnedTensor all = randn_nhwc(generator, drawn, c, h, w);
+  if (rows == drawn) return all;
+  OwnedTensor share(Shape{rows, h, w, c}, DType::kF32);
+  ops::copy(rows_of(all, first, rows), share);
+  return share;
+}
+
 }  // namespace
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -73,9 +84,16 @@ DenoisingRun StableDiffusion::start_denoising(const GenerationParams& p, TorchCp
                                from.init_image != nullptr);
   run.next_ = run.range_.first;
   run.guided_ = guided(p);
-  const int64_t n = p.batch, c = unet_.config().in_channels;
+  const BatchShare& share = from.share;
+  HD_CHECK(share.rows == 0 || (share.first >= 0 && share.rows > 0 && share.first + share.rows <= p.batch),
+           "rows ", share.first, " to ", share.first + share.rows, " are not a share of a batch of ", p.batch);
+  HD_CHECK(share.rows == 0 || from.handed == nullptr, "handed-over latents are not split into shares");
+  const int64_t n = share.rows == 0 ? p.batch : share.rows, c = unet_.config().in_channels;
   const int64_t h = p.height / vae_scale_factor(), w = p.width / vae_scale_factor();
   run.batch_ = n, run.height_ = h, run.width_ = w, run.channels_ = c;
+  run.first_row_ = share.first, run.drawn_rows_ = p.batch;
+  if (guidance_pair_ != nullptr && run.guided_)
+    HD_CHECK_KIND(guidance_pair_->size() == 2, ErrorKind::kInternal, "CFG parallel takes a pair of ranks");
   if (from.init_image != nullptr) {
     const Tensor& image = *from.init_image;
     HD_CHECK(image.rank() == 4 && image.dim(0) == 1 && image.dim(1) == p.height && image.dim(2) == p.width &&
@@ -89,7 +107,9 @@ DenoisingRun StableDiffusion::start_denoising(const GenerationParams& p, TorchCp
              "handed-over latents ", l.describe(), " must be host f32 [", n, ", ", h, ", ", w, ", ", c, "]");
   }
 
-  run.conditioning_ = condition(p, run.guided_);
+  GenerationParams rows_params = p;
+  rows_params.batch = int(n);
+  run.conditioning_ = condition(rows_params, run.guided_);
   if (micro_ != MicroConditioning::kNone)
     run.added_ = TextTimeConditioning{run.conditioning_.pooled, run.conditioning_.time_ids};
   const Device& device = placement().device;
@@ -103,7 +123,7 @@ DenoisingRun StableDiffusion::start_denoising(const GenerationParams& p, TorchCp
     latents = OwnedTensor(from.handed->shape, DType::kF32);
     ops::copy(*from.handed, latents);
   } else if (from.init_image == nullptr) {
-    latents = randn_nhwc(generator, n, c, h, w);
+    latents = randn_rows(generator, p.batch, share.first, n, c, h, w);
     ops::scale(latents, run.sampler_->init_noise_sigma(), latents);
   } else {
     // The image's latent: a sample of the VAE's Gaussian, mean + exp(logvar / 2) * noise, scaled.
@@ -120,7 +140,7 @@ DenoisingRun StableDiffusion::start_denoising(const GenerationParams& p, TorchCp
           init.ptr<float>()[(b * h * w + pix) * c + ch] = vae_.config().scaling_factor * sample;
       }
     }
-    const OwnedTensor noise = randn_nhwc(generator, n, c, h, w);
+    const OwnedTensor noise = randn_rows(generator, p.batch, share.first, n, c, h, w);
     latents = OwnedTensor(init.view().shape, DType::kF32);
     run.sampler_->add_noise(run.range_.first, init.ptr<float>(), noise.ptr<float>(), latents.ptr<float>(),
                             init.view().numel());
@@ -146,7 +166,11 @@ void StableDiffusion::step(std::span<DenoisingRun* const> runs) const {
   const auto step_start = std::chrono::steady_clock::now();
   const Device& device = placement().device;
   OwnedTensor prediction;
-  if (runs.size() == 1) {
+  HD_CHECK_KIND(runs.size() == 1 || guidance_pair_ == nullptr, ErrorKind::kUnsupported,
+                "CFG parallel steps one run at a time: runs are not batched together on a split pair");
+  if (runs.size() == 1 && guidance_pair_ != nullptr && runs[0]->guided_) {
+    prediction = split_guidance_step(*runs[0]);
+  } else if (runs.size() == 1) {
     // Alone: its own input buffer and its one timestep, as the loop always ran.
     DenoisingRun& r = *runs[0];
     if (r.model_input_.view().data == nullptr)
@@ -194,7 +218,8 @@ void StableDiffusion::step(std::span<DenoisingRun* const> runs) const {
     if (r.guided_) update.guidance_scale = r.params_.cfg_scale;
     OwnedTensor noise;
     if (update.adds_noise())
-      noise = ops::place(randn_nhwc(*r.generator_, r.batch_, r.channels_, r.height_, r.width_),
+        noise = ops::place(randn_rows(*r.generator_, r.drawn_rows_, r.first_row_, r.batch_, r.channels_, r.height_,
+                                    r.width_),
                          ops::Placement{device, DType::kF32});
     if (update.writes_x0()) {
       if (r.x0_.view().data == nullptr) {
@@ -222,6 +247,36 @@ void StableDiffusion::step(std::span<DenoisingRun* const> runs) const {
     if (r->progress_) r->progress_(r->steps_done(), r->steps_total());
     if (r->steps_done() <= 2) startup_mark(str_cat("step ", r->steps_done(), " done"));
   }
+}
+
+void StableDiffusion::split_guidance(comm::Communicator* pair) {
+  if (pair != nullptr) {
+    HD_CHECK(pair->size() == 2, "CFG parallel splits a guided batch over 2 ranks, not ", pair->size());
+    HD_CHECK(pair->device() == placement().device, "CFG parallel: the pair's rank ", pair->rank(), " is on ",
+             pair->device().to_string(), ", the model on ", placement().device.to_string());
+  }
+  guidance_pair_ = pair;
+}
+
+OwnedTensor StableDiffusion::split_guidance_step(DenoisingRun& r) const {
+  // This rank's half: rank 0 the unconditional rows, rank 1 the conditional, each the run's whole batch
+  // with the same input; then both halves on both ranks, in diffusers' order, for the guidance formula.
+  comm::Communicator& pair = *guidance_pair_;
+  const Device& device = placement().device;
+  const int64_t n = r.batch_, offset = pair.rank() * n;
+  if (r.model_input_.view().data == nullptr)
+    r.model_input_ = OwnedTensor(Shape{n, r.height_, r.width_, r.channels_}, placement().dtype, device);
+  ops::sampler_input(r.sample_, r.sampler_->input_divisor(r.next_), r.model_input_);
+  std::optional<TextTimeConditioning> added;
+  if (r.added_)
+    added = TextTimeConditioning{rows_of(r.conditioning_.pooled, offset, n), rows_of(r.conditioning_.time_ids, offset, n)};
+  const OwnedTensor half = unet_graphs_.forward(unet_, r.model_input_, r.sampler_->timestep(r.next_),
+                                                rows_of(r.conditioning_.context, offset, n), added ? &*added : nullptr);
+  Shape both_shape = half.view().shape;
+  both_shape[0] = 2 * n;
+  OwnedTensor both = OwnedTensor::like(half, both_shape);
+  pair.all_gather(half, both);
+  return both;
 }
 
 OwnedTensor StableDiffusion::denoise(const GenerationParams& params, TorchCpuGenerator& generator,

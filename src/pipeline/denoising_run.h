@@ -60,6 +60,9 @@ class DenoisingRun {
   int next_ = 0;  // the step the next StableDiffusion::step runs
   bool guided_ = false;
   int64_t batch_ = 0, height_ = 0, width_ = 0, channels_ = 0;  // the latents' [N, h, w, c]
+  // The rows of the request's batch this run makes (DenoiseStart::share): noise is drawn for all
+  // drawn_rows_ and rows [first_row_, first_row_ + batch_) kept.
+  int64_t first_row_ = 0, drawn_rows_ = 0;
   UnetConditioning conditioning_;
   std::optional<TextTimeConditioning> added_;  // views of conditioning_ (SDXL)
   // The latents in f32 where the UNet computes; a multistep sampler's x0 history; the run's own model

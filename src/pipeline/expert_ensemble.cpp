@@ -47,9 +47,9 @@ GenerationResult generate_with_refiner(const StableDiffusion& base, const Stable
     return [&progress, offset, total](int done, int) { progress(offset + done, total); };
   };
   const OwnedTensor handed =
-      base.denoise(first, generator, &times, DenoiseStart{init_image, nullptr}, reported(0));
+      base.denoise(first, generator, &times, DenoiseStart{init_image, nullptr, {}}, reported(0));
   OwnedTensor latents =
-      refiner.denoise(second, generator, &times, DenoiseStart{nullptr, &handed.view()}, reported(done_by_base));
+      refiner.denoise(second, generator, &times, DenoiseStart{nullptr, &handed.view(), {}}, reported(done_by_base));
   return refiner.finish(second, std::move(latents), std::move(times), start);
 }
 

@@ -249,7 +249,7 @@ GenerationResult StableDiffusion::generate(const GenerationParams& p, const Prog
   const auto start = std::chrono::steady_clock::now();
   TorchCpuGenerator generator(p.seed);
   StageTimes times;
-  OwnedTensor latents = denoise(p, generator, &times, DenoiseStart{init_image, nullptr}, progress);
+  OwnedTensor latents = denoise(p, generator, &times, DenoiseStart{init_image, nullptr, {}}, progress);
   return finish(p, std::move(latents), std::move(times), start);
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "core/tensor.h"
 #include "io/model_source.h"
 #include "models/architecture.h"
@@ -53,11 +54,19 @@ struct DecodeReport {
   bool tiled = false;
 };
 
+// Rows [first, first + rows) of a request's batch: what one GPU of several makes (data parallel). The
+// noise is drawn for the whole batch and these rows taken, so the pictures are those of the whole batch.
+struct BatchShare {
+  int first = 0;
+  int rows = 0;  // 0: the whole batch
+};
+
 // Where StableDiffusion::denoise starts: noise (neither), an init image, or latents an earlier expert
-// handed over.
+// handed over; and which rows of the batch it makes.
 struct DenoiseStart {
   const Tensor* init_image = nullptr;
   const Tensor* handed = nullptr;
+  BatchShare share;
 };
 
 class StableDiffusion {
@@ -85,6 +94,11 @@ class StableDiffusion {
   // The text encoders' weights wait in host memory between generations (a GPU short of memory for the
   // whole model); each generation moves them to the device to encode, then back.
   bool text_encoders_off_device() const { return text_.kept_off_device(); }
+  // CFG parallel: from now on this model computes one half of each guided step's UNet batch (rank 0 of
+  // `pair` the unconditional rows, rank 1 the conditional) and gathers the other half from the other
+  // rank, whose model (the same weights on its own device) does the same steps in lockstep. nullptr
+  // ends it. The pair must outlive the setting. Batching runs together is not combined with it.
+  void split_guidance(comm::Communicator* pair);
   // The picture size the model was trained for, as diffusers picks it: the UNet's sample_size times the
   // VAE's scale factor (512 for SD1.x and the shapes model's 64).
   int default_image_size() const { return int(unet_.config().sample_size * vae_scale_factor()); }
@@ -136,6 +150,8 @@ class StableDiffusion {
   UnetConditioning condition(const GenerationParams& p, bool guided) const;
   // The sampler of `p` (the model's scheduler config, with p's spacing and prediction type).
   std::unique_ptr<Sampler> sampler_for(const GenerationParams& p) const;
+  // One guided step of a lone run on a CFG-parallel pair: the UNet's prediction for both halves.
+  OwnedTensor split_guidance_step(DenoisingRun& run) const;
   // The micro-conditioning ids of one side (rows of the UNet's time_ids).
   std::vector<float> micro_ids(const GenerationParams& p, bool negative) const;
 
@@ -145,6 +161,7 @@ class StableDiffusion {
   MicroConditioning micro_ = MicroConditioning::kNone;
   Unet unet_;
   Vae vae_;
+  comm::Communicator* guidance_pair_ = nullptr;  // split_guidance's
   mutable UnetGraphs unet_graphs_;        // on a GPU, the denoising loop replays a captured UNet
   mutable std::optional<Vae> vae_bf16_;   // loaded on the first f16 overflow
   std::shared_ptr<ModelSource> source_;

@@ -152,6 +152,28 @@ TEST(GenerateCli, SdxlWithRefinerMatchesDiffusers) {
   EXPECT_NE(fraction.out.find("--high-noise-frac applies to --refiner only"), std::string::npos) << fraction.out;
 }
 
+// Several devices (here ranks of the CPU, the tests' stand-in for GPUs): the same pictures as one device.
+TEST(GenerateCli, DevicesSpreadTheBatchOrTheGuidanceAndDrawTheSamePictures) {
+  test::TempDir dir;
+  const std::string base = "generate --model " + kModel + " --prompt 'a red circle' --steps 3 --seed 11 --sampler euler_a ";
+  const auto one = test::run_cli(base + "--batch 3 --output " + test::quoted(dir.path() / "one.png"));
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  const auto data = test::run_cli(base + "--batch 3 --devices cpu,cpu --output " + test::quoted(dir.path() / "data.png"));
+  ASSERT_EQ(data.exit_code, 0) << data.out;
+  EXPECT_NE(data.out.find("devices: 2, data parallel"), std::string::npos) << data.out;
+  for (int i = 1; i <= 3; ++i) {
+    const std::string n = std::to_string(i);
+    EXPECT_EQ(read_png((dir.path() / ("data-" + n + ".png")).string()).pixels,
+              read_png((dir.path() / ("one-" + n + ".png")).string()).pixels) << "picture " << n;
+  }
+  const auto alone = test::run_cli(base + "--output " + test::quoted(dir.path() / "alone.png"));
+  ASSERT_EQ(alone.exit_code, 0) << alone.out;
+  const auto cfg = test::run_cli(base + "--devices cpu,cpu --output " + test::quoted(dir.path() / "cfg.png"));
+  ASSERT_EQ(cfg.exit_code, 0) << cfg.out;
+  EXPECT_NE(cfg.out.find("devices: 2, CFG parallel"), std::string::npos) << cfg.out;
+  EXPECT_EQ(read_png((dir.path() / "cfg.png").string()).pixels, read_png((dir.path() / "alone.png").string()).pixels);
+}
+
 TEST(GenerateCli, BadInputsAreOneLineErrors) {
   const std::string base = "generate --model " + kModel + " --output /dev/null --steps 1 --width 32 --height 32 ";
   const std::pair<std::string, std::string> cases[] = {
@@ -183,6 +205,13 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
       {"--prompt x --max-device-memory lots", "not a number"},
       {"--prompt x --kernels vendor", "--kernels must be 'own'"},
       {"--prompt x --tune full", "--tune must be 'quick'"},
+      {"--prompt x --device cpu --devices cpu,cpu", "--device and --devices"},
+      {"--prompt x --parallel cfg", "--parallel applies to --devices"},
+      {"--prompt x --devices cpu,cpu --parallel pipeline", "(auto, data or cfg)"},
+      {"--prompt x --devices cpu,cpu --parallel cfg --cfg-scale 1", "CFG parallel needs classifier-free guidance"},
+      {"--prompt x --devices cpu,cpu --parallel data", "needs a batch of at least 2, not 1"},
+      {"--prompt x --devices cpu,,cpu", "has an empty entry"},
+      {"--prompt x --devices cpu,cpu --refiner " + kModel, "--refiner with --devices is not built yet"},
   };
   for (const auto& [args, expected] : cases) {
     const auto r = test::run_cli(base + args);

@@ -21,6 +21,7 @@
 #include "pipeline/default_model.h"
 #include "pipeline/expert_ensemble.h"
 #include "pipeline/infotext.h"
+#include "pipeline/parallel_generation.h"
 #include "pipeline/init_image.h"
 #include "pipeline/stable_diffusion.h"
 #include "text/clip_tokenizer.h"
@@ -36,7 +37,7 @@ std::vector<std::string> generate_flags() {
     "--model", "--prompt", "--negative-prompt", "--steps", "--cfg-scale", "--sampler", "--schedule", "--seed",
     "--width", "--height", "--batch", "--init-image", "--strength", "--vocab", "--config", "--prediction", "--timestep-spacing", "--output",
     "--save-latents", "--device", "--dtype", "--tune", "--tune-cache", "--threads", "--max-device-memory", "--kernels",
-    "--refiner", "--high-noise-frac", "--vae"};
+    "--refiner", "--high-noise-frac", "--vae", "--devices", "--parallel"};
   flags.insert(flags.end(), kMicroConditioningFlags.begin(), kMicroConditioningFlags.end());
   return flags;
 }
@@ -91,9 +92,20 @@ int run_generate(std::span<const std::string_view> args) {
   check_sampler_schedule(p.sampler, p.schedule);
   require_utf8(p.prompt, "the prompt");
   require_utf8(p.negative_prompt, "the negative prompt");
-  // Where to compute: the CPU in f32, or a GPU in f16 (default) or bf16.
-  const ops::Placement placement = placement_of(flags);
-  apply_device_memory_limit(flags, placement);
+  // Where to compute: the CPU in f32, or a GPU in f16 (default) or bf16; or several devices (--devices),
+  // each with the whole model.
+  HD_CHECK(!get("--device") || !get("--devices"), "--device and --devices both say where to compute: give one");
+  HD_CHECK(!get("--parallel") || get("--devices"), "--parallel applies to --devices only");
+  std::vector<Device> devices;
+  if (auto v = get("--devices")) devices = parse_device_list(*v);
+  const ParallelMode parallel = get("--parallel") ? parse_parallel_mode(*get("--parallel")) : ParallelMode::kAuto;
+  const ops::Placement placement = devices.empty() ? placement_of(flags)
+                                                   : ops::Placement::parse(devices[0].to_string(), get("--dtype").value_or(""));
+  if (devices.empty()) {
+    apply_device_memory_limit(flags, placement);
+  } else {
+    for (const Device& d : devices) apply_device_memory_limit(flags, ops::Placement{d, placement.dtype});
+  }
   apply_kernel_choice(flags);
   apply_tuning(flags);
   // img2img: the image sets the size unless --width/--height are given, which must then agree (no
@@ -124,6 +136,8 @@ int run_generate(std::span<const std::string_view> args) {
   // then the refiner.
   std::optional<InfotextRefiner> refiner_choice;  // the refiner's path and high-noise fraction
   HD_CHECK(!get("--high-noise-frac") || get("--refiner"), "--high-noise-frac applies to --refiner only");
+  HD_CHECK_KIND(devices.empty() || !get("--refiner"), ErrorKind::kUnsupported,
+                "--refiner with --devices is not built yet: give the ensemble one --device");
   if (auto path = get("--refiner")) {
     refiner_choice = InfotextRefiner{*path, 0.8};
     if (auto v = get("--high-noise-frac")) refiner_choice->switch_at = parse_number<double>("--high-noise-frac", *v);
@@ -134,12 +148,20 @@ int run_generate(std::span<const std::string_view> args) {
   const std::string model = get("--model") ? *get("--model") : default_model_folder();
   startup_mark("arguments read");
   const auto load_start = std::chrono::steady_clock::now();
-  StableDiffusion sd = StableDiffusion::load(model, get("--vocab"), get("--config"), placement);
+  std::optional<StableDiffusion> single;
+  std::optional<ParallelStableDiffusion> several;
+  if (devices.empty()) {
+    single = StableDiffusion::load(model, get("--vocab"), get("--config"), placement);
+  } else {
+    several = ParallelStableDiffusion::load(model, get("--vocab"), get("--config"), devices, placement.dtype);
+  }
+  const StableDiffusion& sd = single ? *single : several->model(0);
   std::optional<StableDiffusion> refiner;
   if (refiner_choice) refiner = StableDiffusion::load(refiner_choice->path, get("--vocab"), std::nullopt, placement);
   // --vae replaces the VAE of both (the refiner's decodes an ensemble's image).
   if (auto path = get("--vae")) {
-    sd.use_vae(*path);
+    if (single) single->use_vae(*path);
+    else several->use_vae(*path);
     if (refiner) refiner->use_vae(*path);
   }
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
@@ -152,9 +174,21 @@ int run_generate(std::span<const std::string_view> args) {
   } else {
     sd.validate(p, init_image.has_value());
   }
+  const ParallelMode mode = several ? several->resolve(parallel, p) : ParallelMode::kData;
+  std::string where = placement.to_string();
+  if (several) {
+    where.clear();
+    for (const Device& d : devices) where += (where.empty() ? "" : ",") + d.to_string();
+    where += str_cat(" ", dtype_name(sd.placement().dtype));
+  }
   std::fprintf(stderr, "model: %s, %s, loaded in %.2f s; %dx%d, %d steps of %s on %s\n", model.c_str(),
                sd.description().c_str(), load_seconds, p.width, p.height, p.steps,
-               std::string(sampler_name(p.sampler)).c_str(), placement.to_string().c_str());
+               std::string(sampler_name(p.sampler)).c_str(), where.c_str());
+  if (several && devices.size() > 1)
+    std::fprintf(stderr, "devices: %zu, %s, exchanging through %s\n", devices.size(),
+                 mode == ParallelMode::kData ? "data parallel (the batch's pictures spread over them)"
+                                             : "CFG parallel (each computes one half of the guided batch)",
+                 several->exchange_name().c_str());
   if (refiner)
     std::fprintf(stderr, "refiner: %s, %s, from %g of the schedule\n", refiner_choice->path.c_str(),
                  refiner->description().c_str(), refiner_choice->switch_at);
@@ -167,8 +201,9 @@ int run_generate(std::span<const std::string_view> args) {
   ProgressBar bar;
   const ops::TuningStats tuned_before = ops::tuning_stats();
   const Tensor* init = init_image ? &init_image->view() : nullptr;
-  const GenerationResult result = refiner ? generate_with_refiner(sd, *refiner, p, refiner_choice->switch_at, std::ref(bar), init)
-                                          : sd.generate(p, std::ref(bar), init);
+  const GenerationResult result = refiner   ? generate_with_refiner(sd, *refiner, p, refiner_choice->switch_at, std::ref(bar), init)
+                                  : several ? several->generate(p, mode, std::ref(bar), init)
+                                            : sd.generate(p, std::ref(bar), init);
   startup_mark("generated");
   const StageTimes& t = result.times;
   const ops::TuningStats tuned = ops::tuning_since(tuned_before);

@@ -1,0 +1,128 @@
+// Several GPUs against one, in the same run on the same machine: a guided picture on one GPU against CFG
+// parallel on two (latency), and a batch of pictures on one GPU against data parallel over all of them
+// (throughput). Whole generations (prompt encoding, every step, the VAE decode), medians of --repeats
+// after a warm-up, with what rank 0 exchanged per step.
+//   hd_bench_parallel --arch sd15|sdxl | --model PATH  [--devices cuda:0,cuda:1] [--size 512] [--steps 20]
+//                     [--repeats 5] [--per-gpu 4] [--json-out FILE]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/ops.h"
+#include "pipeline/parallel_generation.h"
+#include "pipeline/random_model.h"
+
+namespace hd {
+namespace {
+
+struct Args {
+  std::string model, arch, devices = "all", json_out;
+  int size = 0, steps = 20, repeats = 5, per_gpu = 4;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    HD_CHECK(i + 1 < argc, flag, " needs a value");
+    const std::string v = argv[++i];
+    if (flag == "--model") a.model = v;
+    else if (flag == "--arch") a.arch = v;
+    else if (flag == "--devices") a.devices = v;
+    else if (flag == "--json-out") a.json_out = v;
+    else if (flag == "--size") a.size = std::stoi(v);
+    else if (flag == "--steps") a.steps = std::stoi(v);
+    else if (flag == "--repeats") a.repeats = std::stoi(v);
+    else if (flag == "--per-gpu") a.per_gpu = std::stoi(v);
+    else throw Error(ErrorKind::kInvalidInput, "unknown flag " + flag);
+  }
+  HD_CHECK(a.model.empty() != a.arch.empty(), "give --model PATH or --arch sd15|sd21|sdxl");
+  HD_CHECK(a.repeats >= 1 && a.steps >= 1 && a.per_gpu >= 1, "--repeats, --steps and --per-gpu must be at least 1");
+  return a;
+}
+
+template <typename F>
+double median_seconds(int repeats, const F& generate) {
+  generate();  // warm-up: kernel choices, captured graphs
+  std::vector<double> s;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    generate();
+    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(s.begin(), s.end());
+  return s[s.size() / 2];
+}
+
+int run(const Args& a) {
+  std::string model = a.model;
+  if (!a.arch.empty()) {
+    const RandomModelSpec spec{parse_random_model_arch(a.arch)};
+    model = random_model_folder(spec);
+    write_random_model(spec, model);
+  }
+  const std::vector<Device> devices = parse_device_list(a.devices);
+  const int n = int(devices.size());
+  HD_CHECK(n >= 2, "the benchmark compares several GPUs with one: give at least 2 devices, not ", n);
+  const std::vector<Device> first = {devices[0]};
+  ParallelStableDiffusion one = ParallelStableDiffusion::load(model, std::nullopt, std::nullopt, first, DType::kF16);
+  ParallelStableDiffusion all = ParallelStableDiffusion::load(model, std::nullopt, std::nullopt, devices, DType::kF16);
+
+  GenerationParams p;
+  p.prompt = "a photograph of an astronaut riding a horse";
+  p.negative_prompt = "blurry";
+  p.steps = a.steps;
+  p.width = p.height = a.size > 0 ? a.size : one.model(0).default_image_size();
+  p.seed = 1;
+  std::printf("# %s, %dx%d, %d steps Euler, CFG 7.5, f16; %d devices (%s); medians of %d\n\n",
+              one.model(0).description().c_str(), p.width, p.height, p.steps, n, all.exchange_name().c_str(),
+              a.repeats);
+  nlohmann::json report = {{"model", one.model(0).description()}, {"size", p.width}, {"steps", p.steps},
+                           {"devices", n}, {"exchange", all.exchange_name()}};
+
+  std::printf("| case | 1 GPU | %d GPUs | speed-up | per step exchanged (rank 0) |\n| --- | --- | --- | --- | --- |\n", n);
+  if (n == 2) {
+    const double alone = median_seconds(a.repeats, [&] { one.generate(p, ParallelMode::kData); });
+    const comm::ExchangeCounts before = all.counts();
+    const double split = median_seconds(a.repeats, [&] { all.generate(p, ParallelMode::kGuidance); });
+    const comm::ExchangeCounts after = all.counts();
+    const double per_step =
+        double(after.bytes_sent - before.bytes_sent) / double((a.repeats + 1) * p.steps) / 1024.0;
+    std::printf("| one guided picture, CFG parallel (s) | %.3f | %.3f | %.2fx | %.0f KiB sent |\n", alone, split,
+                alone / split, per_step);
+    report["cfg"] = {{"one_gpu_s", alone}, {"parallel_s", split}, {"speedup", alone / split},
+                     {"kib_sent_per_step", per_step}};
+  }
+  // Throughput: a batch of one picture per GPU, and of --per-gpu pictures per GPU (where one GPU is
+  // busier with a larger batch).
+  report["data"] = nlohmann::json::array();
+  for (int per_gpu : {1, a.per_gpu}) {
+    if (per_gpu == 1 && a.per_gpu == 1 && !report["data"].empty()) break;
+    p.batch = n * per_gpu;
+    const double batch_one = median_seconds(a.repeats, [&] { one.generate(p, ParallelMode::kData); });
+    const double batch_all = median_seconds(a.repeats, [&] { all.generate(p, ParallelMode::kData); });
+    std::printf("| %d pictures, data parallel (images/s) | %.2f | %.2f | %.2fx | nothing |\n", p.batch,
+                p.batch / batch_one, p.batch / batch_all, batch_one / batch_all);
+    report["data"].push_back({{"batch", p.batch}, {"one_gpu_s", batch_one}, {"parallel_s", batch_all},
+                              {"speedup", batch_one / batch_all}});
+  }
+  if (!a.json_out.empty()) std::ofstream(a.json_out) << report.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace hd
+
+int main(int argc, char** argv) {
+  try {
+    return hd::run(hd::parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hd_bench_parallel: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,222 @@
+// ParallelStableDiffusion: a thread per device (comm::run_ranks), each driving its own model; the ranks'
+// exchanges go through NCCL/RCCL between distinct GPUs, through an in-process group otherwise.
+#include "pipeline/parallel_generation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "comm/in_process_group.h"
+#include "comm/nccl_group.h"
+#include "comm/rank_threads.h"
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace hd {
+
+namespace {
+
+// Rows [first, first + rows) of a batch of `batch` for `rank` of `ranks`: as even as can be, the
+// earlier ranks one more.
+BatchShare share_of(int batch, int rank, int ranks) {
+  const int base = batch / ranks, extra = batch % ranks;
+  return BatchShare{rank * base + std::min(rank, extra), base + (rank < extra ? 1 : 0)};
+}
+
+// Rows of several [n_i, ...] host tensors one after the other.
+OwnedTensor concatenated(const std::vector<const Tensor*>& parts) {
+  Shape shape = parts[0]->shape;
+  shape[0] = 0;
+  for (const Tensor* t : parts) shape[0] += t->dim(0);
+  OwnedTensor out(shape, parts[0]->dtype);
+  int64_t offset = 0;
+  for (const Tensor* t : parts) {
+    ops::copy(*t, out.view().slice(0, offset, t->dim(0)));
+    offset += t->dim(0);
+  }
+  return out;
+}
+
+// While one lives, `model` computes half of each guided batch with `pair`.
+class GuidanceSplit {
+ public:
+  GuidanceSplit(StableDiffusion& model, comm::Communicator& pair) : model_(model) { model_.split_guidance(&pair); }
+  ~GuidanceSplit() { model_.split_guidance(nullptr); }
+  GuidanceSplit(const GuidanceSplit&) = delete;
+  GuidanceSplit& operator=(const GuidanceSplit&) = delete;
+
+ private:
+  StableDiffusion& model_;
+};
+
+}  // namespace
+
+ParallelMode parse_parallel_mode(std::string_view text) {
+  if (text == "auto") return ParallelMode::kAuto;
+  if (text == "data") return ParallelMode::kData;
+  if (text == "cfg") return ParallelMode::kGuidance;
+  throw Error(ErrorKind::kInvalidInput, str_cat("unknown parallel mode '", text, "' (auto, data or cfg)"));
+}
+
+std::string_view parallel_mode_name(ParallelMode mode) {
+  switch (mode) {
+    case ParallelMode::kAuto: return "auto";
+    case ParallelMode::kData: return "data";
+    case ParallelMode::kGuidance: return "cfg";
+  }
+  return "?";
+}
+
+std::vector<Device> parse_device_list(std::string_view text) {
+  if (text == "all") {
+    std::vector<Device> all = ops::gpu_devices();
+    HD_CHECK_KIND(!all.empty(), ErrorKind::kUnsupported, "devices 'all': this build sees no GPU");
+    return all;
+  }
+  std::vector<Device> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
+    HD_CHECK(!item.empty(), "the device list '", text, "' has an empty entry (devices are separated by commas)");
+    out.push_back(Device::parse(item));
+    start = comma + 1;
+  }
+  HD_CHECK(out.size() <= 64, "at most 64 devices, not ", out.size());
+  return out;
+}
+
+ParallelStableDiffusion::ParallelStableDiffusion(ParallelStableDiffusion&&) noexcept = default;
+ParallelStableDiffusion& ParallelStableDiffusion::operator=(ParallelStableDiffusion&&) noexcept = default;
+ParallelStableDiffusion::~ParallelStableDiffusion() {
+  // The models first: their memory is freed while the exchanges' libraries are still there.
+  models_.clear();
+}
+
+ParallelStableDiffusion ParallelStableDiffusion::load(const std::string& model_path,
+                                                      const std::optional<std::string>& vocab_dir,
+                                                      const std::optional<std::string>& config_folder,
+                                                      std::span<const Device> devices, DType dtype) {
+  HD_CHECK(!devices.empty(), "no device to load the model on");
+  for (const Device& d : devices)
+    HD_CHECK(d.type == devices[0].type, "devices ", devices[0].to_string(), " and ", d.to_string(),
+             " are of two kinds; a request's devices are all GPUs of one vendor or all the CPU");
+  ParallelStableDiffusion out;
+  const int ranks = int(devices.size());
+  std::set<int> distinct;
+  for (const Device& d : devices) distinct.insert(d.index);
+  const bool one_per_gpu = devices[0].is_gpu() && int(distinct.size()) == ranks;
+  if (ranks > 1 && one_per_gpu) {
+    out.nccl_ = std::make_unique<comm::NcclGroup>(devices);
+    for (int r = 0; r < ranks; ++r) out.ranks_.push_back(&out.nccl_->communicator(r));
+  } else {
+    // Ranks sharing one GPU would capture their UNet graphs on one stream at once: a GPU takes one rank.
+    HD_CHECK_KIND(devices[0].is_cpu() || ranks == 1, ErrorKind::kUnsupported,
+                  "the devices name a GPU more than once: each GPU takes one rank");
+    out.in_process_ = std::make_unique<comm::InProcessGroup>(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      out.in_process_ranks_.push_back(out.in_process_->communicator(r, devices[size_t(r)]));
+      out.ranks_.push_back(out.in_process_ranks_.back().get());
+    }
+  }
+  out.models_.resize(size_t(ranks));
+  out.run([&](int rank) {
+    const Device& d = devices[size_t(rank)];
+    const ops::Placement placement{d, d.is_cpu() ? DType::kF32 : dtype};
+    out.models_[size_t(rank)] =
+        std::make_unique<StableDiffusion>(StableDiffusion::load(model_path, vocab_dir, config_folder, placement));
+  });
+  return out;
+}
+
+void ParallelStableDiffusion::run(const std::function<void(int rank)>& work) {
+  comm::run_ranks(int(ranks_.size()), work, [this](int rank, const std::string& why) {
+    if (nccl_) nccl_->abort(rank, why);
+    if (in_process_) in_process_->fail(rank, why);
+  });
+}
+
+void ParallelStableDiffusion::use_vae(const std::string& path) {
+  run([&](int rank) { models_[size_t(rank)]->use_vae(path); });
+}
+
+std::string ParallelStableDiffusion::exchange_name() const {
+  return nccl_ ? comm::nccl_version() : std::string("in-process group");
+}
+
+comm::ExchangeCounts ParallelStableDiffusion::counts() const { return ranks_[0]->counts(); }
+
+ParallelMode ParallelStableDiffusion::resolve(ParallelMode mode, const GenerationParams& p) const {
+  const int devices = size();
+  if (mode == ParallelMode::kAuto) {
+    if (p.batch >= devices || devices == 1) return ParallelMode::kData;
+    HD_CHECK(devices == 2 && guided(p), "a batch of ", p.batch, " on ", devices,
+             " devices: data parallel needs a picture per device, CFG parallel a guided request (cfg scale "
+             "above 1) on 2 devices");
+    return ParallelMode::kGuidance;
+  }
+  if (mode == ParallelMode::kData) {
+    HD_CHECK(p.batch >= devices, "data parallel over ", devices, " devices needs a batch of at least ", devices,
+             ", not ", p.batch);
+  } else {
+    HD_CHECK_KIND(devices == 2, ErrorKind::kUnsupported, "CFG parallel runs on 2 devices, not ", devices,
+                  " (CFG parallel with data parallel over 4 or more is not built yet)");
+    HD_CHECK(guided(p), "CFG parallel needs classifier-free guidance: a cfg scale above 1, not ", p.cfg_scale);
+  }
+  return mode;
+}
+
+GenerationResult ParallelStableDiffusion::generate(const GenerationParams& p, ParallelMode mode,
+                                                   const ProgressCallback& progress, const Tensor* init_image) {
+  models_[0]->validate(p, init_image != nullptr);
+  return resolve(mode, p) == ParallelMode::kData ? generate_data(p, progress, init_image)
+                                                 : generate_guidance(p, progress, init_image);
+}
+
+GenerationResult ParallelStableDiffusion::generate_data(const GenerationParams& p, const ProgressCallback& progress,
+                                                        const Tensor* init) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<GenerationResult> parts(static_cast<size_t>(size()));
+  run([&](int rank) {
+    const BatchShare share = share_of(p.batch, rank, size());
+    const StableDiffusion& sd = *models_[size_t(rank)];
+    TorchCpuGenerator generator(p.seed);
+    StageTimes times;
+    OwnedTensor latents = sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, share},
+                                     rank == 0 ? progress : ProgressCallback{});
+    parts[size_t(rank)] = sd.finish(p, std::move(latents), std::move(times), start);
+  });
+  std::vector<const Tensor*> latents, images;
+  GenerationResult out;
+  for (const GenerationResult& part : parts) {
+    latents.push_back(&part.latents.view());
+    images.push_back(&part.image.view());
+    out.vae_retried_in_bf16 = out.vae_retried_in_bf16 || part.vae_retried_in_bf16;
+    out.vae_tiled = out.vae_tiled || part.vae_tiled;
+    out.decode_extra_device_memory = std::max(out.decode_extra_device_memory, part.decode_extra_device_memory);
+  }
+  out.latents = concatenated(latents);
+  out.image = concatenated(images);
+  out.times = std::move(parts[0].times);
+  out.times.total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+GenerationResult ParallelStableDiffusion::generate_guidance(const GenerationParams& p,
+                                                            const ProgressCallback& progress, const Tensor* init) {
+  const auto start = std::chrono::steady_clock::now();
+  GenerationResult out;
+  run([&](int rank) {
+    StableDiffusion& sd = *models_[size_t(rank)];
+    const GuidanceSplit split(sd, *ranks_[size_t(rank)]);
+    TorchCpuGenerator generator(p.seed);
+    StageTimes times;
+    OwnedTensor latents =
+        sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, {}}, rank == 0 ? progress : ProgressCallback{});
+    // Both ranks hold the same latents: one decodes.
+    if (rank == 0) out = sd.finish(p, std::move(latents), std::move(times), start);
+  });
+  return out;
+}
+
+}  // namespace hd

@@ -1,0 +1,72 @@
+// One request on several devices, each holding its own copy of the model: data parallel (the batch's
+// rows spread over the devices) or CFG parallel (two devices, each computing one half of every guided
+// UNet batch and gathering the other's: StableDiffusion::split_guidance). The same seed gives the same
+// pictures as one device, up to the order of sums inside a kernel of another batch size.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "pipeline/stable_diffusion.h"
+
+namespace hd {
+
+namespace comm {
+class InProcessGroup;
+class NcclGroup;
+}  // namespace comm
+
+enum class ParallelMode { kAuto, kData, kGuidance };
+// "auto", "data", "cfg"; anything else is an error naming the choices.
+ParallelMode parse_parallel_mode(std::string_view text);
+std::string_view parallel_mode_name(ParallelMode mode);
+// "cuda:0,cuda:1" (or "all": every GPU of this build's vendor) into devices; at least one.
+std::vector<Device> parse_device_list(std::string_view text);
+
+class ParallelStableDiffusion {
+ public:
+  // The model loaded on each of `devices` (one thread each), computing in `dtype` on GPUs (f32 on the
+  // CPU). GPUs, each named once, exchange through NCCL/RCCL; the CPU named several times makes ranks of
+  // an in-process group (how the tests stand in for several GPUs).
+  static ParallelStableDiffusion load(const std::string& model_path, const std::optional<std::string>& vocab_dir,
+                                      const std::optional<std::string>& config_folder, std::span<const Device> devices,
+                                      DType dtype);
+  ParallelStableDiffusion(ParallelStableDiffusion&&) noexcept;
+  ParallelStableDiffusion& operator=(ParallelStableDiffusion&&) noexcept;
+  ~ParallelStableDiffusion();
+
+  int size() const { return int(models_.size()); }
+  const StableDiffusion& model(int rank) const { return *models_[size_t(rank)]; }
+  void use_vae(const std::string& path);  // on every device
+  // How the exchanges travel: "NCCL 2.28.3", "in-process group".
+  std::string exchange_name() const;
+
+  // The mode a request runs in. kAuto: data parallel when the batch has a row for every device, else CFG
+  // parallel for a guided request on two devices. An explicit mode the request cannot take is an error
+  // about the request.
+  ParallelMode resolve(ParallelMode mode, const GenerationParams& p) const;
+  // As StableDiffusion::generate, in `mode` (resolved first); `progress` hears rank 0's steps.
+  GenerationResult generate(const GenerationParams& p, ParallelMode mode, const ProgressCallback& progress = {},
+                            const Tensor* init_image = nullptr);
+  // What rank 0 has exchanged so far.
+  comm::ExchangeCounts counts() const;
+
+ private:
+  ParallelStableDiffusion() = default;
+  GenerationResult generate_data(const GenerationParams& p, const ProgressCallback& progress, const Tensor* init);
+  GenerationResult generate_guidance(const GenerationParams& p, const ProgressCallback& progress, const Tensor* init);
+  void run(const std::function<void(int rank)>& work);
+
+  std::vector<std::unique_ptr<StableDiffusion>> models_;
+  std::unique_ptr<comm::NcclGroup> nccl_;
+  std::unique_ptr<comm::InProcessGroup> in_process_;
+  std::vector<std::unique_ptr<comm::Communicator>> in_process_ranks_;
+  std::vector<comm::Communicator*> ranks_;
+};
+
+}  // namespace hd

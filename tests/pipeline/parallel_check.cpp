@@ -1,0 +1,35 @@
+#include "pipeline/parallel_check.h"
+
+#include <gtest/gtest.h>
+
+#include "fixture_util.h"
+#include "test_util.h"
+
+namespace hd::test {
+
+ParallelOutcome compare_with_one_device(const std::string& model, const std::vector<Device>& devices, DType dtype,
+                                        const GenerationParams& p, ParallelMode mode, const Tensor* init_image) {
+  const ops::Placement one{devices[0], devices[0].is_cpu() ? DType::kF32 : dtype};
+  const StableDiffusion alone = StableDiffusion::load(model, std::nullopt, std::nullopt, one);
+  const GenerationResult reference = alone.generate(p, {}, init_image);
+  ParallelStableDiffusion several = ParallelStableDiffusion::load(model, std::nullopt, std::nullopt, devices, dtype);
+  const comm::ExchangeCounts before = several.counts();
+  int progress_calls = 0;
+  const GenerationResult result =
+      several.generate(p, mode, [&](int, int) { ++progress_calls; }, init_image);
+  const StepRange steps = alone.steps_of(p, init_image != nullptr);
+  EXPECT_EQ(progress_calls, steps.end - steps.first) << "rank 0's steps, each once";
+  EXPECT_EQ(result.latents.view().shape, reference.latents.view().shape);
+  EXPECT_EQ(result.image.view().shape, reference.image.view().shape);
+  ParallelOutcome out;
+  out.latents_relative_l2 = relative_l2(result.latents, as_reference(reference.latents));
+  out.image_psnr = psnr(result.image, as_reference(reference.image));
+  out.latents_bytes = reference.latents.view().nbytes();
+  out.counts = several.counts();
+  out.counts.bytes_sent -= before.bytes_sent;
+  out.counts.bytes_received -= before.bytes_received;
+  out.counts.collectives -= before.collectives;
+  return out;
+}
+
+}  // namespace hd::test
