@@ -2,7 +2,8 @@
 // next (closed loop), for K in --clients, with batching across requests on and off. Reports images/s,
 // latency p50/p99, the UNet rows per call, and a lone request's latency against the pipeline's own
 // in-process time (StableDiffusion::generate, the CLI's path) measured in the same run.
-//   hd_bench_serve --arch sd15 | --model PATH  [--device cuda:0] [--size 512] [--steps 20]
+// With --devices (several GPUs, a worker each), the same loads run on the first of them alone and on all.
+//   hd_bench_serve --arch sd15 | --model PATH  [--device cuda:0 | --devices cuda:0,cuda:1] [--size 512] [--steps 20]
 //                  [--clients 1,4,16] [--images 32] [--max-batch-rows 16] [--json-out FILE]
 #include <algorithm>
 #include <atomic>
@@ -16,6 +17,7 @@
 
 #include "core/error.h"
 #include "ops/placement.h"
+#include "pipeline/parallel_generation.h"
 #include "pipeline/random_model.h"
 #include "serve/engine.h"
 
@@ -23,7 +25,7 @@ namespace hd {
 namespace {
 
 struct Args {
-  std::string model, arch, device = "cuda:0", json_out;
+  std::string model, arch, device = "cuda:0", devices, json_out;
   int size = 512, steps = 20, images = 32, max_batch_rows = 16;
   std::vector<int> clients = {1, 4, 16};
 };
@@ -40,6 +42,8 @@ Args parse(int argc, char** argv) {
       a.arch = v;
     else if (flag == "--device")
       a.device = v;
+    else if (flag == "--devices")
+      a.devices = v;
     else if (flag == "--json-out")
       a.json_out = v;
     else if (flag == "--size")
@@ -120,7 +124,11 @@ int run(int argc, char** argv) {
     model = random_model_folder(spec);
     write_random_model(spec, model);
   }
-  const ops::Placement placement = ops::Placement::parse(a.device);
+  const std::vector<Device> devices = parse_device_list(a.devices.empty() ? a.device : a.devices);
+  const ops::Placement placement = ops::Placement::parse(devices[0].to_string());
+  // The engine's device sets: the first device alone, then all of them (when several).
+  std::vector<std::vector<Device>> device_sets = {{devices[0]}};
+  if (devices.size() > 1) device_sets.push_back(devices);
   nlohmann::json out = {
       {"model", model}, {"device", placement.to_string()}, {"size", a.size}, {"steps", a.steps}};
 
@@ -139,12 +147,14 @@ int run(int argc, char** argv) {
   std::printf("in-process generate (the CLI's path): %.3f s an image\n\n", in_process);
   out["in_process_seconds"] = in_process;
   std::printf(
-      "| clients | batching | images/s | p50 s | p99 s | UNet rows a call |\n| --- | --- | --- | --- | --- | "
-      "--- |\n");
+      "| devices | clients | batching | images/s | p50 s | p99 s | UNet rows a call |\n| --- | --- | --- | --- | --- | "
+      "--- | --- |\n");
+  for (const std::vector<Device>& set : device_sets)
   for (bool batching : {false, true}) {
     serve::EngineOptions o;
     o.catalogue = serve::ModelCatalogue::from({model}, std::nullopt);
     o.placement = placement;
+    o.devices = set;
     o.batch_across_jobs = batching;
     o.max_batch_rows = a.max_batch_rows;
     o.max_queue = 1024;
@@ -152,10 +162,11 @@ int run(int argc, char** argv) {
     for (int clients : a.clients) {
       run_load(engine, a, clients, std::max(clients, 2));  // warm: each batch shape captured and tuned
       const Load l = run_load(engine, a, clients, std::max(a.images, clients));
-      std::printf("| %d | %s | %.3f | %.3f | %.3f | %.1f |\n", clients, batching ? "on" : "off",
+      std::printf("| %zu | %d | %s | %.3f | %.3f | %.3f | %.1f |\n", set.size(), clients, batching ? "on" : "off",
                   l.images_per_second, l.p50, l.p99, l.rows_per_call);
       std::fflush(stdout);
-      out["runs"].push_back({{"clients", clients},
+      out["runs"].push_back({{"devices", set.size()},
+                             {"clients", clients},
                              {"batching", batching},
                              {"images_per_second", l.images_per_second},
                              {"p50_seconds", l.p50},

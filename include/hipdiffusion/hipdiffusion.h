@@ -54,7 +54,7 @@ typedef struct hd_engine_options {
   const char* const* model_paths;
   size_t model_count;
   const char* models_dir;
-  const char* device;  /* "cpu" (default), "cuda:0", "hip:0", ... */
+  const char* device;  /* "cpu" (default), "cuda:0", "hip:0", ...; "cuda:0,cuda:1" or "all": one worker per GPU */
   const char* dtype;   /* NULL: f32 on the CPU, f16 on a GPU; or "f16", "bf16", "f32" */
   uint32_t max_queue;      /* generations waiting to start before HD_ERROR_BUSY (default 64) */
   uint32_t max_batch_rows; /* UNet rows one step may hold across generations (default 16) */

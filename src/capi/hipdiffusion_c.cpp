@@ -12,6 +12,7 @@
 #include "hipdiffusion/hipdiffusion.h"
 #include "io/png.h"
 #include "pipeline/init_image.h"
+#include "pipeline/parallel_generation.h"
 #include "serve/engine.h"
 
 struct hd_engine {
@@ -174,7 +175,11 @@ hd_status hd_engine_create(const hd_engine_options* options, hd_engine** engine)
     hd::serve::EngineOptions o;
     o.catalogue = hd::serve::ModelCatalogue::from(
         models, options->models_dir ? std::optional<std::string>(options->models_dir) : std::nullopt);
-    o.placement = hd::ops::Placement::parse(text_or(options->device, "cpu"), text_or(options->dtype));
+    // A list ("cuda:0,cuda:1") or "all": a worker per device, each with its own copy of the model.
+    const std::string device = text_or(options->device, "cpu");
+    if (device == "all" || device.find(',') != std::string::npos) o.devices = hd::parse_device_list(device);
+    o.placement = hd::ops::Placement::parse(o.devices.empty() ? device : o.devices[0].to_string(),
+                                            text_or(options->dtype));
     o.max_queue = options->max_queue;
     o.max_batch_rows = int(options->max_batch_rows);
     o.batch_across_jobs = options->batch_across_generations != 0;

@@ -1,6 +1,7 @@
 #include "serve/engine.h"
 
 #include <algorithm>
+#include <set>
 
 #include "core/error.h"
 
@@ -62,6 +63,11 @@ std::string Job::model_name() const {
   return model_name_;
 }
 
+int Job::worker() const {
+  std::lock_guard lock(mutex_);
+  return worker_;
+}
+
 void Job::end(JobState state, std::exception_ptr error) {
   {
     std::lock_guard lock(mutex_);
@@ -80,12 +86,37 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   HD_CHECK(options_.max_batch_rows >= 1, "a UNet batch holds at least one row, got ",
            options_.max_batch_rows);
   options_.placement.validate();
+  const std::vector<Device> devices =
+      options_.devices.empty() ? std::vector<Device>{options_.placement.device} : options_.devices;
+  HD_CHECK(devices.size() <= 64, "at most 64 devices, not ", devices.size());
+  std::set<int> gpus;
+  for (const Device& d : devices) {
+    HD_CHECK(d.type == options_.placement.device.type, "device ", d.to_string(), " is not a ",
+             options_.placement.device.is_cpu() ? "cpu" : options_.placement.device.to_string(),
+             " device: the engine's devices are of one kind");
+    // Two workers on one GPU would capture their UNet graphs on one stream at once.
+    HD_CHECK_KIND(d.is_cpu() || gpus.insert(d.index).second, ErrorKind::kUnsupported, "device ", d.to_string(),
+                  " is named twice: each GPU takes one worker");
+  }
   current_model_ = options_.catalogue.first().name;
-  worker_ = std::thread([this] { work(); });
+  for (size_t i = 0; i < devices.size(); ++i) {
+    auto w = std::make_unique<Worker>();
+    w->index = int(i);
+    w->placement = ops::Placement{devices[i], options_.placement.dtype};
+    w->placement.validate();
+    workers_.push_back(std::move(w));
+  }
+  for (auto& w : workers_) w->thread = std::thread([this, worker = w.get()] { work(*worker); });
 }
 
 Engine::~Engine() {
   stop();
+}
+
+std::vector<Device> Engine::devices() const {
+  std::vector<Device> out;
+  for (const auto& w : workers_) out.push_back(w->placement.device);
+  return out;
 }
 
 std::shared_ptr<Job> Engine::submit(JobRequest request) {
@@ -105,16 +136,22 @@ void Engine::select_model(const std::string& name) {
   const std::string chosen = options_.catalogue.find(name).name;
   std::unique_lock lock(mutex_);
   HD_CHECK_KIND(!stopping_, ErrorKind::kBusy, "the server is stopping");
-  // Already the current and loaded model (clients post it before their requests): nothing to wait for.
-  if (chosen == current_model_ && chosen == loaded_name_ && !select_pending_locked()) return;
+  // Already the current model, loaded everywhere (clients post it before their requests): nothing to wait for.
+  const bool settled = std::all_of(workers_.begin(), workers_.end(), [&](const auto& w) {
+    return w->loaded_name == chosen && !select_pending_locked(*w);
+  });
+  if (chosen == current_model_ && settled) return;
   const std::string before = current_model_;
   current_model_ = chosen;
   const uint64_t generation = ++select_generation_;
+  const auto everywhere = [&] {
+    return std::all_of(workers_.begin(), workers_.end(),
+                       [&](const auto& w) { return w->loaded_generation >= generation; });
+  };
   wake_.notify_all();
-  model_changed_.wait(lock, [&] { return loaded_generation_ >= generation || stopping_; });
-  HD_CHECK_KIND(loaded_generation_ >= generation, ErrorKind::kBusy, "the server stopped before loading ",
-                chosen);
-  if (loaded_generation_ == generation && select_error_) {
+  model_changed_.wait(lock, [&] { return everywhere() || stopping_; });
+  HD_CHECK_KIND(everywhere(), ErrorKind::kBusy, "the server stopped before loading ", chosen);
+  if (select_error_generation_ == generation && select_error_) {
     // It did not load: jobs that name no model go on with the one they had, unless a later select came.
     if (select_generation_ == generation) current_model_ = before;
     std::rethrow_exception(select_error_);
@@ -128,13 +165,16 @@ std::string Engine::current_model() const {
 
 Engine::Status Engine::status() const {
   std::lock_guard lock(mutex_);
-  return Status{queue_.size(), running_, finished_, unet_calls_, unet_rows_};
+  Status s{queue_.size(), {}, finished_, unet_calls_, unet_rows_};
+  for (const auto& w : workers_) s.running.insert(s.running.end(), w->running.begin(), w->running.end());
+  return s;
 }
 
 void Engine::cancel_all() {
   std::lock_guard lock(mutex_);
   for (const auto& job : queue_) job->cancel();
-  for (const auto& job : running_) job->cancel();
+  for (const auto& w : workers_)
+    for (const auto& job : w->running) job->cancel();
   wake_.notify_all();
 }
 
@@ -145,10 +185,12 @@ void Engine::stop() {
   }
   wake_.notify_all();
   model_changed_.notify_all();
-  std::call_once(joined_, [this] { worker_.join(); });
+  std::call_once(joined_, [this] {
+    for (auto& w : workers_) w->thread.join();
+  });
 }
 
-// ---- Engine: the worker ----
+// ---- Engine: the workers ----
 
 void Engine::end(const std::shared_ptr<Job>& job, JobState state, std::exception_ptr error) {
   job->run_.reset();
@@ -160,12 +202,12 @@ void Engine::end(const std::shared_ptr<Job>& job, JobState state, std::exception
   job->end(state, std::move(error));
 }
 
-void Engine::work() {
+void Engine::work(Worker& w) {
   std::vector<std::shared_ptr<Job>> active;
   for (;;) {
     std::vector<std::shared_ptr<Job>> admitted;
     try {
-      if (!iterate(active, admitted)) return;
+      if (!iterate(w, active, admitted)) return;
     } catch (...) {  // the worker's own bookkeeping failed (out of memory): its jobs fail, it goes on
       const std::exception_ptr error = std::current_exception();
       for (const auto& job : admitted)
@@ -173,57 +215,73 @@ void Engine::work() {
       for (const auto& job : active) end(job, JobState::kFailed, error);
       active.clear();
       std::lock_guard lock(mutex_);
-      running_.clear();
+      w.running.clear();
     }
   }
 }
 
-bool Engine::iterate(std::vector<std::shared_ptr<Job>>& active, std::vector<std::shared_ptr<Job>>& admitted) {
+bool Engine::iterate(Worker& w, std::vector<std::shared_ptr<Job>>& active,
+                     std::vector<std::shared_ptr<Job>>& admitted) {
   std::optional<std::pair<std::string, uint64_t>> to_select;  // (model, select generation)
   {
     std::unique_lock lock(mutex_);
     wake_.wait(lock,
-               [&] { return !active.empty() || !queue_.empty() || stopping_ || select_pending_locked(); });
+               [&] { return !active.empty() || !queue_.empty() || stopping_ || select_pending_locked(w); });
     // A model change waits for the running jobs of the last one, and goes before the queued jobs.
-    if (active.empty() && select_pending_locked()) {
+    if (active.empty() && select_pending_locked(w)) {
       to_select.emplace(current_model_, select_generation_);
     } else {
-      admitted = admit_locked(active);
+      admitted = admit_locked(w, active);
     }
     if (stopping_ && !to_select && active.empty() && admitted.empty() && queue_.empty()) return false;
+    // Nothing to admit for this worker (another took the queue's jobs): wait again rather than spin.
+    if (!to_select && active.empty() && admitted.empty()) return true;
   }
   if (to_select) {
     std::exception_ptr error;
     try {
-      model(to_select->first);
+      model(w, to_select->first);
     } catch (...) {
       error = std::current_exception();
     }
     std::lock_guard lock(mutex_);
-    loaded_generation_ = to_select->second;
-    select_error_ = error;
+    w.loaded_generation = to_select->second;
+    if (error && select_error_generation_ != to_select->second) {
+      select_error_ = error;
+      select_error_generation_ = to_select->second;
+    }
     model_changed_.notify_all();
     return true;
   }
   if (!admitted.empty()) {
     try {  // once for all admitted jobs: they share one model (admit_locked)
-      model(admitted.front()->model_name());
+      model(w, admitted.front()->model_name());
     } catch (...) {
       for (const auto& job : admitted) end(job, JobState::kFailed, std::current_exception());
       admitted.clear();
     }
   }
   for (const auto& job : admitted) {
-    start(job);
+    start(w, job);
     if (job->run_) active.push_back(job);
   }
-  if (!active.empty()) step_all(active);
+  if (!active.empty()) step_all(w, active);
   std::lock_guard lock(mutex_);
-  running_ = active;
+  w.running = active;
+  if (active.empty()) wake_.notify_all();  // idle now: a busy worker may have left it a job
   return true;
 }
 
-std::vector<std::shared_ptr<Job>> Engine::admit_locked(const std::vector<std::shared_ptr<Job>>& active) {
+bool Engine::lighter_worker_locked(const Worker& w, int64_t rows) const {
+  return std::any_of(workers_.begin(), workers_.end(), [&](const auto& o) {
+    if (o.get() == &w) return false;
+    int64_t load = 0;
+    for (const auto& job : o->running) load += unet_rows(job->request_.params);
+    return load < rows;
+  });
+}
+
+std::vector<std::shared_ptr<Job>> Engine::admit_locked(Worker& w, const std::vector<std::shared_ptr<Job>>& active) {
   // Cancelled jobs leave the queue here, unstarted.
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (!(*it)->cancel_requested()) {
@@ -235,7 +293,7 @@ std::vector<std::shared_ptr<Job>> Engine::admit_locked(const std::vector<std::sh
     it = queue_.erase(it);
   }
   std::vector<std::shared_ptr<Job>> admitted;
-  if (select_pending_locked()) return admitted;  // the running jobs finish first, then the model changes
+  if (select_pending_locked(w)) return admitted;  // the running jobs finish first, then the model changes
   int64_t rows = 0;
   for (const auto& job : active) rows += job->run_->rows();
   std::string model = active.empty() ? "" : active.front()->model_name();
@@ -246,41 +304,49 @@ std::vector<std::shared_ptr<Job>> Engine::admit_locked(const std::vector<std::sh
     // In order: a job of another model waits until the running ones finish, and those behind it too.
     if (!model.empty() && name != model) break;
     const bool alone = active.empty() && admitted.empty();  // a job that would run alone always starts
-    if (!alone && (!options_.batch_across_jobs || rows + job_rows > options_.max_batch_rows)) break;
+    // Joining a batch: only within the limits, and not while another device has less to do (it takes
+    // the job at its next turn: the devices' loads stay even).
+    if (!alone && (!options_.batch_across_jobs || rows + job_rows > options_.max_batch_rows ||
+                   lighter_worker_locked(w, rows)))
+      break;
     {
       std::lock_guard job_lock(job->mutex_);
       job->model_name_ = name;
+      job->worker_ = w.index;
     }
     model = name;
     rows += job_rows;
     admitted.push_back(job);
-    running_.push_back(job);  // from now on status() and cancel_all() see it, while it starts too
+    w.running.push_back(job);  // from now on status() and cancel_all() see it, while it starts too
     queue_.pop_front();
   }
   return admitted;
 }
 
-const StableDiffusion& Engine::model(const std::string& name) {
-  if (loaded_ && loaded_name_ == name) return *loaded_;
+const StableDiffusion& Engine::model(Worker& w, const std::string& name) {
+  if (w.loaded && w.loaded_name == name) return *w.loaded;
   // The last model goes first: its memory is what the next one needs.
-  loaded_.reset();
+  w.loaded.reset();
   {
     std::lock_guard lock(mutex_);
-    loaded_name_.clear();
+    w.loaded_name.clear();
   }
   const CatalogueEntry& entry = options_.catalogue.find(name);
-  loaded_ = std::make_unique<StableDiffusion>(with_context(
-      [&] { return StableDiffusion::load(entry.path, std::nullopt, std::nullopt, options_.placement); },
-      [&] { return str_cat("while loading the model ", entry.name); }));
+  w.loaded = std::make_unique<StableDiffusion>(with_context(
+      [&] { return StableDiffusion::load(entry.path, std::nullopt, std::nullopt, w.placement); },
+      [&] {
+        return workers_.size() == 1 ? str_cat("while loading the model ", entry.name)
+                                    : str_cat("while loading the model ", entry.name, " on ", w.placement.device.to_string());
+      }));
   std::lock_guard lock(mutex_);
-  loaded_name_ = name;
-  return *loaded_;
+  w.loaded_name = name;
+  return *w.loaded;
 }
 
-void Engine::start(const std::shared_ptr<Job>& job) {
+void Engine::start(Worker& w, const std::shared_ptr<Job>& job) {
   if (job->cancel_requested()) return end(job, JobState::kCancelled, cancelled_error());
   try {
-    const StableDiffusion& sd = *loaded_;  // the job's model (Engine::work loaded it)
+    const StableDiffusion& sd = *w.loaded;  // the job's model (iterate loaded it)
     {
       std::lock_guard lock(job->mutex_);
       job->state_ = JobState::kRunning;
@@ -289,14 +355,14 @@ void Engine::start(const std::shared_ptr<Job>& job) {
     const GenerationParams& p = job->request_.params;
     job->generator_ = std::make_unique<TorchCpuGenerator>(p.seed);
     const Tensor* init = job->request_.init_image ? &job->request_.init_image->view() : nullptr;
-    job->run_.emplace(sd.start_denoising(p, *job->generator_, DenoiseStart{init, nullptr}));
+    job->run_.emplace(sd.start_denoising(p, *job->generator_, DenoiseStart{init, nullptr, {}}));
     job->steps_total_ = job->run_->steps_total();
   } catch (...) {
     end(job, JobState::kFailed, std::current_exception());
   }
 }
 
-void Engine::step_all(std::vector<std::shared_ptr<Job>>& active) {
+void Engine::step_all(Worker& w, std::vector<std::shared_ptr<Job>>& active) {
   std::erase_if(active, [&](const std::shared_ptr<Job>& job) {
     if (!job->cancel_requested()) return false;
     end(job, JobState::kCancelled, cancelled_error());
@@ -315,7 +381,7 @@ void Engine::step_all(std::vector<std::shared_ptr<Job>>& active) {
       runs.push_back(&*active[j]->run_);
     }
     try {
-      loaded_->step(runs);
+      w.loaded->step(runs);
     } catch (...) {
       for (const auto& job : group) end(job, JobState::kFailed, std::current_exception());
       continue;
@@ -332,17 +398,17 @@ void Engine::step_all(std::vector<std::shared_ptr<Job>>& active) {
   std::erase_if(active, [&](const std::shared_ptr<Job>& job) {
     if (!job->run_) return true;  // failed above
     if (!job->run_->done()) return false;
-    finish(job);
+    finish(w, job);
     return true;
   });
 }
 
-void Engine::finish(const std::shared_ptr<Job>& job) {
+void Engine::finish(Worker& w, const std::shared_ptr<Job>& job) {
   try {
     StageTimes times;
     OwnedTensor latents = job->run_->take_latents(&times);
     GenerationResult result =
-        loaded_->finish(job->request_.params, std::move(latents), std::move(times), *job->started_);
+        w.loaded->finish(job->request_.params, std::move(latents), std::move(times), *job->started_);
     {
       std::lock_guard lock(job->mutex_);
       job->result_ = std::move(result);

@@ -1,9 +1,11 @@
 // The serving engine behind the HTTP server and the C API: models kept loaded between requests (a model
 // is loaded once and serves every job until another is asked for), a bounded queue of jobs, and one
-// worker per engine that steps every running job's denoising together (StableDiffusion::step). Jobs of
-// the same model and size share each UNet batch even when they arrived at different times and stand at
-// different steps (continuous batching); a lone job runs at once and alone. Each job has its own
-// progress and can be cancelled; stop() finishes what was accepted and refuses the rest.
+// worker per device that steps every job it runs together (StableDiffusion::step). Jobs of the same model
+// and size share each UNet batch even when they arrived at different times and stand at different steps
+// (continuous batching); a lone job runs at once and alone. With several devices each worker holds its
+// own copy of the model and takes jobs from the one queue, an idle worker first (data parallel across
+// requests). Each job has its own progress and can be cancelled; stop() finishes what was accepted and
+// refuses the rest.
 #pragma once
 
 #include <atomic>
@@ -57,6 +59,8 @@ class Job {
   bool wait_for(std::chrono::milliseconds timeout) const;
   // The catalogue name of the model that ran (or runs) it; empty while queued.
   std::string model_name() const;
+  // The index, in the engine's devices, of the worker that ran (or runs) it; -1 while queued.
+  int worker() const;
 
  private:
   friend class Engine;
@@ -76,6 +80,7 @@ class Job {
   mutable std::condition_variable ended_;
   JobState state_ = JobState::kQueued;
   std::string model_name_;
+  int worker_ = -1;
   // When the worker started it, and when it ended (unset: not yet).
   std::optional<std::chrono::steady_clock::time_point> started_, ended_at_;
   GenerationResult result_;
@@ -88,6 +93,9 @@ class Job {
 struct EngineOptions {
   ModelCatalogue catalogue;
   ops::Placement placement;  // where every model computes
+  // Several devices of placement's kind, each with a worker and a copy of the model (placement's dtype);
+  // empty: placement's device alone.
+  std::vector<Device> devices;
   size_t max_queue = 64;     // jobs waiting to start, beyond which submit refuses (kBusy)
   // UNet rows one step may hold across jobs (an image under classifier-free guidance is two rows); a job
   // larger than this runs alone. Off (batch_across_jobs false): one job at a time, in order.
@@ -114,6 +122,8 @@ class Engine {
   std::string current_model() const;
   const ModelCatalogue& catalogue() const { return options_.catalogue; }
   const EngineOptions& options() const { return options_; }
+  // The devices the workers run on, in order.
+  std::vector<Device> devices() const;
 
   struct Status {
     size_t queued = 0;
@@ -129,35 +139,48 @@ class Engine {
   void stop();
 
  private:
-  void work();
-  // One turn of the worker: admit, start, step, finish. `admitted`: the jobs it took from the queue (for
+  // A device's worker: its thread, its model, and what the others and the callers see of it.
+  struct Worker {
+    int index = 0;
+    ops::Placement placement;
+    std::unique_ptr<StableDiffusion> loaded;  // the worker thread's
+    std::string loaded_name;                  // what `loaded` holds (empty: none); under mutex_
+    uint64_t loaded_generation = 0;           // the last select_model it has carried out; under mutex_
+    std::vector<std::shared_ptr<Job>> running;  // a copy of its active jobs, for status(); under mutex_
+    std::thread thread;
+  };
+
+  void work(Worker& w);
+  // One turn of a worker: admit, start, step, finish. `admitted`: the jobs it took from the queue (for
   // the worker's clean-up should it throw). False once stopped and drained.
-  bool iterate(std::vector<std::shared_ptr<Job>>& active, std::vector<std::shared_ptr<Job>>& admitted);
+  bool iterate(Worker& w, std::vector<std::shared_ptr<Job>>& active, std::vector<std::shared_ptr<Job>>& admitted);
   // Admits queued jobs into `active` as the batching rules allow; under mutex_.
-  std::vector<std::shared_ptr<Job>> admit_locked(const std::vector<std::shared_ptr<Job>>& active);
-  const StableDiffusion& model(const std::string& name);  // the worker's: loads it when it is not loaded
-  void start(const std::shared_ptr<Job>& job);            // encodes its prompt, makes its starting latents
-  void step_all(std::vector<std::shared_ptr<Job>>& active);
-  void finish(const std::shared_ptr<Job>& job);
+  std::vector<std::shared_ptr<Job>> admit_locked(Worker& w, const std::vector<std::shared_ptr<Job>>& active);
+  // The worker's model: loads it when it is not loaded.
+  const StableDiffusion& model(Worker& w, const std::string& name);
+  void start(Worker& w, const std::shared_ptr<Job>& job);  // encodes its prompt, makes its starting latents
+  void step_all(Worker& w, std::vector<std::shared_ptr<Job>>& active);
+  void finish(Worker& w, const std::shared_ptr<Job>& job);
   // Ends `job` (its state, and its error unless done) and counts it.
   void end(const std::shared_ptr<Job>& job, JobState state, std::exception_ptr error = nullptr);
-  // Whether a select_model waits for the running jobs to finish (admission pauses meanwhile); under mutex_.
-  bool select_pending_locked() const { return select_generation_ != loaded_generation_ && !stopping_; }
+  // Whether a select_model waits for the worker's running jobs to finish (its admission pauses
+  // meanwhile); under mutex_.
+  bool select_pending_locked(const Worker& w) const { return select_generation_ != w.loaded_generation && !stopping_; }
+  // Whether a worker other than `w` runs fewer UNet rows than `rows` (it should take the next job rather
+  // than w's batch grow); under mutex_.
+  bool lighter_worker_locked(const Worker& w, int64_t rows) const;
 
   const EngineOptions options_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable model_changed_;
   std::deque<std::shared_ptr<Job>> queue_;
-  std::vector<std::shared_ptr<Job>> running_;  // a copy of the worker's active jobs, for status()
-  std::string current_model_;                  // jobs naming none run on it
-  std::string loaded_name_;                    // what `loaded_` holds (empty: none)
-  std::exception_ptr select_error_;            // the last select_model's load error
-  uint64_t select_generation_ = 0, loaded_generation_ = 0;
+  std::string current_model_;        // jobs naming none run on it
+  std::exception_ptr select_error_;  // a select_model's load error (the first worker's to fail)
+  uint64_t select_generation_ = 0, select_error_generation_ = 0;  // the select select_error_ belongs to
   uint64_t next_id_ = 1, finished_ = 0, unet_calls_ = 0, unet_rows_ = 0;
   bool stopping_ = false;
-  std::unique_ptr<StableDiffusion> loaded_;  // the worker's
-  std::thread worker_;
+  std::vector<std::unique_ptr<Worker>> workers_;
   std::once_flag joined_;
 };
 

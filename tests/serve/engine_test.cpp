@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <thread>
 
 #include "core/error.h"
@@ -178,6 +179,43 @@ TEST(ServeEngine, SelectingTheCurrentModelWaitsForNothingAndAFailedSelectKeepsTh
   const JobProgress ended = after->progress();
   std::this_thread::sleep_for(20ms);
   EXPECT_EQ(after->progress().seconds_running, ended.seconds_running) << "an ended job's time kept running";
+}
+
+// Two workers (two CPU "devices", each with its own copy of the model) take jobs from one queue: both
+// work, each job gives what it gives alone, and a model change reaches both.
+TEST(ServeEngine, TwoWorkersShareTheQueueAndGiveWhatEachGivesAlone) {
+  const StableDiffusion sd = StableDiffusion::load(kModels + "tiny_sd1", std::nullopt);
+  EngineOptions o = options();
+  o.devices = {Device::cpu(), Device::cpu()};
+  Engine engine(std::move(o));
+  EXPECT_EQ(engine.devices().size(), 2u);
+  std::vector<GenerationParams> requests;
+  for (uint64_t seed = 1; seed <= 4; ++seed)
+    requests.push_back(test::company_params("a red square", seed, 7.5f, SamplerKind::kEulerAncestral, 2, 32));
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const GenerationParams& p : requests) jobs.push_back(engine.submit(JobRequest{"", p, std::nullopt}));
+  std::set<int> workers;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    SCOPED_TRACE("job " + std::to_string(i));
+    EXPECT_LT(test::relative_l2(jobs[i]->wait().image, alone(sd, requests[i])), 1e-5);
+    workers.insert(jobs[i]->worker());
+  }
+  EXPECT_EQ(workers, (std::set<int>{0, 1})) << "a worker was left idle";
+  const Engine::Status s = engine.status();
+  EXPECT_EQ(s.finished, 4u);
+  EXPECT_EQ(s.unet_rows, 4u * 2 * 2);
+  engine.select_model("tiny_sd2");
+  const auto a = engine.submit(request("a", 1, 2)), b = engine.submit(request("b", 2, 2));
+  a->wait();
+  b->wait();
+  EXPECT_EQ(a->model_name(), "tiny_sd2");
+  EXPECT_EQ(b->model_name(), "tiny_sd2");
+}
+
+TEST(ServeEngine, TheDevicesAreOfOneKind) {
+  EngineOptions o = options();
+  o.devices = {Device::cpu(), Device{DeviceType::kCuda, 0}};
+  test::expect_error_containing([&] { Engine engine(std::move(o)); }, "is not a cpu device");
 }
 
 TEST(ServeEngine, BadRequestsAreRefusedOrFailAlone) {

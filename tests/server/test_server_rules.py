@@ -30,6 +30,22 @@ def in_background(url: str, body: dict) -> tuple[threading.Thread, dict]:
     return thread, result
 
 
+def post_all(url: str, bodies: list[dict], stagger: float = 0) -> dict:
+    """Each body posted from a thread of its own (started `stagger` seconds apart): answers by index."""
+    answers = {}
+
+    def post(i: int) -> None:
+        answers[i] = requests.post(f"{url}/sdapi/v1/txt2img", json=bodies[i], timeout=300)
+
+    threads = [threading.Thread(target=post, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+        time.sleep(stagger)
+    for t in threads:
+        t.join()
+    return answers
+
+
 def wait_until_sampling(url: str, request: threading.Thread, seconds: float = 120) -> None:
     """Until a picture has taken a step; fails if the request ended first or the time ran out."""
     deadline = time.time() + seconds
@@ -86,19 +102,24 @@ def test_a_bad_api_auth_is_a_start_error(start_server):
     assert run.returncode == 1 and "user:password" in run.stderr
 
 
+def test_devices_serve_one_queue_with_a_worker_each(start_server):
+    from conftest import CLI
+    import subprocess
+
+    server = start_server("--model", str(TINY), "--devices", "cpu,cpu")
+    assert "on cpu,cpu f32, a worker each" in server.log()
+    answers = post_all(server.url, [generation(3, seed=i) for i in range(4)])
+    for i, a in answers.items():
+        assert a.status_code == 200, a.text
+        assert picture_seeds(a.json()) == [i]  # its own picture
+    both = subprocess.run([str(CLI), "serve", "--model", str(TINY), "--device", "cpu", "--devices", "cpu,cpu"],
+                          capture_output=True, text=True)
+    assert both.returncode == 1 and "--device and --devices" in both.stderr
+
+
 def test_a_full_queue_answers_503_and_loses_nothing(start_server):
     server = start_server("--model", str(TINY), "--max-queue", "1", "--no-batching")
-    answers = {}
-
-    def post(i: int) -> None:
-        answers[i] = requests.post(f"{server.url}/sdapi/v1/txt2img", json=generation(8, seed=i), timeout=300)
-
-    threads = [threading.Thread(target=post, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-        time.sleep(0.05)
-    for t in threads:
-        t.join()
+    answers = post_all(server.url, [generation(8, seed=i) for i in range(6)], stagger=0.05)
     codes = sorted(a.status_code for a in answers.values())
     assert 503 in codes and 200 in codes, codes
     for i, a in answers.items():

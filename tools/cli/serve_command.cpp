@@ -10,6 +10,7 @@
 #include "tools/cli/flags.h"
 
 #if HD_WITH_SERVER
+#include "pipeline/parallel_generation.h"
 #include "serve/engine.h"
 #include "tools/server/http_server.h"
 #endif
@@ -20,7 +21,7 @@ int run_serve(std::span<const std::string_view> args) {
 #if HD_WITH_SERVER
   const Flags flags(
       "serve", args,
-      {"--model", "--models-dir", "--host", "--port", "--device", "--dtype", "--api-auth", "--max-queue",
+      {"--model", "--models-dir", "--host", "--port", "--device", "--devices", "--dtype", "--api-auth", "--max-queue",
        "--max-batch-rows", "--max-body-mb", "--max-pixels", "--max-steps", "--max-images", "--tune",
        "--tune-cache", "--kernels", "--max-device-memory", "--threads"},
       {"--no-batching"});
@@ -28,8 +29,16 @@ int run_serve(std::span<const std::string_view> args) {
   std::vector<std::string> models;
   if (auto v = flags.get("--model")) models.push_back(*v);
   engine.catalogue = serve::ModelCatalogue::from(models, flags.get("--models-dir"));
-  engine.placement = placement_of(flags);
-  apply_device_memory_limit(flags, engine.placement);
+  // One worker per device (--devices: each with its own copy of the model, taking requests from one queue).
+  HD_CHECK(!flags.get("--device") || !flags.get("--devices"), "--device and --devices both say where to compute: give one");
+  if (auto v = flags.get("--devices")) {
+    engine.devices = parse_device_list(*v);
+    engine.placement = ops::Placement::parse(engine.devices[0].to_string(), flags.get("--dtype").value_or(""));
+  } else {
+    engine.placement = placement_of(flags);
+  }
+  for (const Device& d : engine.devices.empty() ? std::vector<Device>{engine.placement.device} : engine.devices)
+    apply_device_memory_limit(flags, ops::Placement{d, engine.placement.dtype});
   apply_kernel_choice(flags);
   apply_tuning(flags);
   if (auto v = flags.get("--max-queue")) engine.max_queue = size_t(parse_number<int64_t>("--max-queue", *v));
@@ -64,8 +73,10 @@ int run_serve(std::span<const std::string_view> args) {
   serve::Engine served(std::move(engine));
   std::fprintf(stderr, "models: ");
   for (const auto& e : served.catalogue().entries()) std::fprintf(stderr, "%s ", e.name.c_str());
-  std::fprintf(stderr, "(on %s; loaded at the first request)\n",
-               served.options().placement.to_string().c_str());
+  std::string where;
+  for (const Device& d : served.devices()) where += (where.empty() ? "" : ",") + d.to_string();
+  std::fprintf(stderr, "(on %s %s, a worker each; loaded at the first request)\n", where.c_str(),
+               std::string(dtype_name(served.options().placement.dtype)).c_str());
   return server::serve_http(served, http);
 #else
   (void)args;
