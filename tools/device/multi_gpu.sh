@@ -4,7 +4,8 @@
 # PyTorch brought), runs the collectives' and parallel generation's gpu tests, then the benchmarks: one GPU
 # against all of them in the same run, for one request (CFG parallel, data parallel: hd_bench_parallel)
 # and for the serving engine under load (a worker per GPU: hd_bench_serve --devices). Logs in $OUT.
-#   ARCHS="sd15:512:5 sdxl:1024:3" (arch:size:repeats) STEPS=20 PER_GPU=4 SERVE_CLIENTS=1,16 SERVE_IMAGES=48
+#   ARCHS="sd15:512:5 sdxl:1024:3" (arch:size:repeats) STEPS=20 PER_GPU=4
+#   SERVE=sd15:512 (arch:size) SERVE_CLIENTS=1,16 SERVE_IMAGES=48
 #   GPU_TESTS=<gtest filter> STAGE=all|build|bench   the defaults (ARCHS="" or SERVE_CLIENTS="" leaves that benchmark out)
 set -euo pipefail
 OUT=${OUT:-/tmp/out}
@@ -46,9 +47,10 @@ if [ "$stage" != build ]; then
       --devices all --json-out "$OUT/parallel_$arch.json" 2>&1 | tee "$OUT/parallel_$arch.md" || status=1
   done
   if [ -n "${SERVE_CLIENTS-1,16}" ]; then
-    build/multi/hd_bench_serve --arch sd15 --devices all --size 512 --steps "${STEPS:-20}" \
-      --clients "${SERVE_CLIENTS:-1,16}" --images "${SERVE_IMAGES:-48}" --json-out "$OUT/serve_devices.json" 2>&1 \
-      | tee "$OUT/serve_devices.md" || status=1
+    IFS=: read -r arch size <<< "${SERVE:-sd15:512}"
+    build/multi/hd_bench_serve --arch "$arch" --devices all --size "$size" --steps "${STEPS:-20}" \
+      --clients "${SERVE_CLIENTS:-1,16}" --images "${SERVE_IMAGES:-48}" --json-out "$OUT/serve_devices_$arch.json" 2>&1 \
+      | tee "$OUT/serve_devices_$arch.md" || status=1
   fi
 fi
 exit $status
