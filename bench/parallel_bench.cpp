@@ -89,7 +89,7 @@ int run(const Args& a) {
   if (n == 2) {
     const double alone = median_seconds(a.repeats, [&] { one.generate(p, ParallelMode::kData); });
     const comm::ExchangeCounts before = all.counts();
-    const double split = median_seconds(a.repeats, [&] { all.generate(p, ParallelMode::kGuidance); });
+    const double split = median_seconds(a.repeats, [&] { all.generate(p, ParallelMode::kCfg); });
     const comm::ExchangeCounts after = all.counts();
     const double per_step =
         double(after.bytes_sent - before.bytes_sent) / double((a.repeats + 1) * p.steps) / 1024.0;

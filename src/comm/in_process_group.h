@@ -1,6 +1,7 @@
 // N ranks as threads of one process: the stand-in for N GPUs that the tests use where a machine has fewer
-// (CPU tensors, or every rank's tensors on one GPU, copied on the device). Every wait has a timeout, and a
-// rank that fails ends every other rank's waits with an error that names it: never a hang.
+// (CPU tensors, or every rank's tensors on one GPU, copied on the device). Every wait for another rank
+// has a timeout, and a rank that fails ends every other rank's waits with an error that names it (a GPU
+// rank's wait for its own device has none).
 #pragma once
 
 #include <chrono>

@@ -3,8 +3,7 @@
 // with the work around them.
 #include "comm/nccl_group.h"
 
-#include <atomic>
-#include <cstdio>
+#include <mutex>
 
 #include "core/error.h"
 #include "ops/ops.h"
@@ -60,45 +59,68 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(ncclComm_t comm, int rank, int size, const Device& device)
       : Communicator(rank, size, device), comm_(comm), flag_(Shape{1}, DType::kF32, device) {}
   ~NcclCommunicator() override {
-    if (!aborted_.load()) (void)ncclCommDestroy(comm_);
+    if (aborted_.empty()) (void)ncclCommDestroy(comm_);
   }
 
   std::string describe() const override {
     return str_cat(nccl_version(), ", rank ", rank(), " of ", size(), " on ", device().to_string());
   }
 
-  void abort() {
-    if (!aborted_.exchange(true)) (void)ncclCommAbort(comm_);
+  // From any thread: the rank's pending collectives end (their results are garbage: the rank's own calls
+  // throw from now on, so no result of the group is used) and the communicator is freed.
+  void abort(const std::string& why) {
+    const std::lock_guard lock(mutex_);
+    if (!aborted_.empty()) return;
+    aborted_ = why;
+    (void)ncclCommAbort(comm_);
   }
 
  protected:
   void all_gather_impl(const Tensor& in, const Tensor& out) override {
+    const auto lock = usable();
     check(ncclAllGather(in.data, out.data, size_t(in.numel()), nccl_type(in.dtype), comm_, stream()),
           "ncclAllGather", comm_);
   }
   void all_reduce_sum_impl(const Tensor& inout) override {
+    const auto lock = usable();
     check(ncclAllReduce(inout.data, inout.data, size_t(inout.numel()), nccl_type(inout.dtype), ncclSum, comm_,
                         stream()),
           "ncclAllReduce", comm_);
   }
   void send_impl(const Tensor& t, int peer) override {
+    const auto lock = usable();
     check(ncclSend(t.data, size_t(t.numel()), nccl_type(t.dtype), peer, comm_, stream()), "ncclSend", comm_);
   }
   void receive_impl(const Tensor& t, int peer) override {
+    const auto lock = usable();
     check(ncclRecv(t.data, size_t(t.numel()), nccl_type(t.dtype), peer, comm_, stream()), "ncclRecv", comm_);
   }
   void barrier_impl() override {
-    check(ncclAllReduce(flag_.view().data, flag_.view().data, 1, ncclFloat32, ncclSum, comm_, stream()),
-          "ncclAllReduce (barrier)", comm_);
+    {
+      const auto lock = usable();
+      check(ncclAllReduce(flag_.view().data, flag_.view().data, 1, ncclFloat32, ncclSum, comm_, stream()),
+            "ncclAllReduce (barrier)", comm_);
+    }
     ops::synchronize(device());
+    const auto after = usable();  // aborted while it waited: the barrier did not hold
+    ncclResult_t async = ncclSuccess;
+    check(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError", comm_);
+    check(async, "a collective before the barrier", comm_);
   }
 
  private:
   NativeStream stream() const { return static_cast<NativeStream>(gpu::native_stream(device())); }
+  // The communicator's mutex, held, once it is known not to be aborted (else an error saying why).
+  std::unique_lock<std::mutex> usable() {
+    std::unique_lock lock(mutex_);
+    if (!aborted_.empty()) throw Error(ErrorKind::kRuntime, str_cat(kLibrary, " group aborted: ", aborted_));
+    return lock;
+  }
 
   ncclComm_t comm_;
   OwnedTensor flag_;  // the barrier's one value
-  std::atomic<bool> aborted_{false};
+  std::mutex mutex_;  // one call at a time, and no abort in the middle of one
+  std::string aborted_;  // why, once aborted; under mutex_
 };
 
 }  // namespace
@@ -137,8 +159,8 @@ Communicator& NcclGroup::communicator(int rank) const {
 }
 
 void NcclGroup::abort(int rank, const std::string& why) {
-  std::fprintf(stderr, "%s: rank %d failed (%s): aborting the group\n", kLibrary, rank, why.c_str());
-  for (auto& c : communicators_) static_cast<NcclCommunicator&>(*c).abort();
+  const std::string reason = str_cat("rank ", rank, " failed: ", why);
+  for (auto& c : communicators_) static_cast<NcclCommunicator&>(*c).abort(reason);
 }
 
 #else  // no NCCL/RCCL in this build

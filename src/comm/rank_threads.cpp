@@ -18,7 +18,14 @@ void run_ranks(int ranks, const std::function<void(int rank)>& work,
     threads.emplace_back([&, rank] {
       try {
         work(rank);
-      } catch (const std::exception& e) {
+      } catch (...) {
+        std::string what = "an exception that is not a std::exception";
+        try {
+          throw;
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
         bool is_first = false;
         {
           const std::lock_guard<std::mutex> lock(m);
@@ -26,7 +33,7 @@ void run_ranks(int ranks, const std::function<void(int rank)>& work,
           if (is_first) first = std::current_exception();
         }
         // Only the first failure ends the group: the others' errors are its echo.
-        if (is_first && on_failure) on_failure(rank, e.what());
+        if (is_first && on_failure) on_failure(rank, what);
       }
     });
   }

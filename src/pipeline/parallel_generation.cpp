@@ -54,7 +54,7 @@ class GuidanceSplit {
 ParallelMode parse_parallel_mode(std::string_view text) {
   if (text == "auto") return ParallelMode::kAuto;
   if (text == "data") return ParallelMode::kData;
-  if (text == "cfg") return ParallelMode::kGuidance;
+  if (text == "cfg") return ParallelMode::kCfg;
   throw Error(ErrorKind::kInvalidInput, str_cat("unknown parallel mode '", text, "' (auto, data or cfg)"));
 }
 
@@ -62,7 +62,7 @@ std::string_view parallel_mode_name(ParallelMode mode) {
   switch (mode) {
     case ParallelMode::kAuto: return "auto";
     case ParallelMode::kData: return "data";
-    case ParallelMode::kGuidance: return "cfg";
+    case ParallelMode::kCfg: return "cfg";
   }
   return "?";
 }
@@ -120,24 +120,31 @@ ParallelStableDiffusion ParallelStableDiffusion::load(const std::string& model_p
     }
   }
   out.models_.resize(size_t(ranks));
-  out.run([&](int rank) {
+  out.run(
+      [&](int rank) {
     const Device& d = devices[size_t(rank)];
     const ops::Placement placement{d, d.is_cpu() ? DType::kF32 : dtype};
     out.models_[size_t(rank)] =
         std::make_unique<StableDiffusion>(StableDiffusion::load(model_path, vocab_dir, config_folder, placement));
-  });
+      },
+      false);
   return out;
 }
 
-void ParallelStableDiffusion::run(const std::function<void(int rank)>& work) {
+void ParallelStableDiffusion::run(const std::function<void(int rank)>& work, bool exchanges) {
+  HD_CHECK_KIND(broken_.empty(), ErrorKind::kRuntime, "these devices' group ended with an earlier failure (",
+                broken_, "): load the model on them again");
+  if (!exchanges) return comm::run_ranks(int(ranks_.size()), work);  // a rank that fails leaves the others be
+  // A rank that fails ends the others' exchanges, so that none waits for it; the group is done with.
   comm::run_ranks(int(ranks_.size()), work, [this](int rank, const std::string& why) {
+    broken_ = str_cat("rank ", rank, ": ", why);
     if (nccl_) nccl_->abort(rank, why);
     if (in_process_) in_process_->fail(rank, why);
   });
 }
 
 void ParallelStableDiffusion::use_vae(const std::string& path) {
-  run([&](int rank) { models_[size_t(rank)]->use_vae(path); });
+  run([&](int rank) { models_[size_t(rank)]->use_vae(path); }, false);
 }
 
 std::string ParallelStableDiffusion::exchange_name() const {
@@ -153,7 +160,7 @@ ParallelMode ParallelStableDiffusion::resolve(ParallelMode mode, const Generatio
     HD_CHECK(devices == 2 && guided(p), "a batch of ", p.batch, " on ", devices,
              " devices: data parallel needs a picture per device, CFG parallel a guided request (cfg scale "
              "above 1) on 2 devices");
-    return ParallelMode::kGuidance;
+    return ParallelMode::kCfg;
   }
   if (mode == ParallelMode::kData) {
     HD_CHECK(p.batch >= devices, "data parallel over ", devices, " devices needs a batch of at least ", devices,
@@ -185,7 +192,7 @@ GenerationResult ParallelStableDiffusion::generate_data(const GenerationParams& 
     OwnedTensor latents = sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, share},
                                      rank == 0 ? progress : ProgressCallback{});
     parts[size_t(rank)] = sd.finish(p, std::move(latents), std::move(times), start);
-  });
+  }, false);
   std::vector<const Tensor*> latents, images;
   GenerationResult out;
   for (const GenerationResult& part : parts) {
@@ -215,7 +222,7 @@ GenerationResult ParallelStableDiffusion::generate_guidance(const GenerationPara
         sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, {}}, rank == 0 ? progress : ProgressCallback{});
     // Both ranks hold the same latents: one decodes.
     if (rank == 0) out = sd.finish(p, std::move(latents), std::move(times), start);
-  });
+  }, true);
   return out;
 }
 

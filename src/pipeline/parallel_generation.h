@@ -21,7 +21,7 @@ class InProcessGroup;
 class NcclGroup;
 }  // namespace comm
 
-enum class ParallelMode { kAuto, kData, kGuidance };
+enum class ParallelMode { kAuto, kData, kCfg };
 // "auto", "data", "cfg"; anything else is an error naming the choices.
 ParallelMode parse_parallel_mode(std::string_view text);
 std::string_view parallel_mode_name(ParallelMode mode);
@@ -60,13 +60,16 @@ class ParallelStableDiffusion {
   ParallelStableDiffusion() = default;
   GenerationResult generate_data(const GenerationParams& p, const ProgressCallback& progress, const Tensor* init);
   GenerationResult generate_guidance(const GenerationParams& p, const ProgressCallback& progress, const Tensor* init);
-  void run(const std::function<void(int rank)>& work);
+  // work(rank) on a thread per rank. `exchanges`: the ranks exchange, so one that fails ends the others'
+  // exchanges and the group (later calls are refused); else a failing rank leaves the others be.
+  void run(const std::function<void(int rank)>& work, bool exchanges);
 
   std::vector<std::unique_ptr<StableDiffusion>> models_;
   std::unique_ptr<comm::NcclGroup> nccl_;
   std::unique_ptr<comm::InProcessGroup> in_process_;
   std::vector<std::unique_ptr<comm::Communicator>> in_process_ranks_;
   std::vector<comm::Communicator*> ranks_;
+  std::string broken_;  // why the group ended (a rank failed while exchanging); empty while usable
 };
 
 }  // namespace hd

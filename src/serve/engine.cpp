@@ -106,7 +106,12 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
     w->placement.validate();
     workers_.push_back(std::move(w));
   }
-  for (auto& w : workers_) w->thread = std::thread([this, worker = w.get()] { work(*worker); });
+  try {
+    for (auto& w : workers_) w->thread = std::thread([this, worker = w.get()] { work(*worker); });
+  } catch (...) {  // no thread for a worker (the system's limit): the started ones end, then the error
+    stop();
+    throw;
+  }
 }
 
 Engine::~Engine() {
@@ -165,8 +170,13 @@ std::string Engine::current_model() const {
 
 Engine::Status Engine::status() const {
   std::lock_guard lock(mutex_);
-  Status s{queue_.size(), {}, finished_, unet_calls_, unet_rows_};
-  for (const auto& w : workers_) s.running.insert(s.running.end(), w->running.begin(), w->running.end());
+  Status s{queue_.size(), {}, finished_, unet_calls_, unet_rows_, {}};
+  for (const auto& w : workers_) {
+    s.running.insert(s.running.end(), w->running.begin(), w->running.end());
+    s.loaded.push_back(w->loaded_name);
+  }
+  // In the order they started, across the workers (A1111's skip takes the first).
+  std::sort(s.running.begin(), s.running.end(), [](const auto& a, const auto& b) { return a->id() < b->id(); });
   return s;
 }
 
@@ -186,7 +196,8 @@ void Engine::stop() {
   wake_.notify_all();
   model_changed_.notify_all();
   std::call_once(joined_, [this] {
-    for (auto& w : workers_) w->thread.join();
+    for (auto& w : workers_)
+      if (w->thread.joinable()) w->thread.join();
   });
 }
 
@@ -225,8 +236,11 @@ bool Engine::iterate(Worker& w, std::vector<std::shared_ptr<Job>>& active,
   std::optional<std::pair<std::string, uint64_t>> to_select;  // (model, select generation)
   {
     std::unique_lock lock(mutex_);
-    wake_.wait(lock,
-               [&] { return !active.empty() || !queue_.empty() || stopping_ || select_pending_locked(w); });
+    // Queued jobs wake an idle worker only when it may admit them (no model change pending anywhere).
+    wake_.wait(lock, [&] {
+      return !active.empty() || stopping_ || select_pending_locked(w) ||
+             (!queue_.empty() && !select_pending_anywhere_locked());
+    });
     // A model change waits for the running jobs of the last one, and goes before the queued jobs.
     if (active.empty() && select_pending_locked(w)) {
       to_select.emplace(current_model_, select_generation_);
@@ -251,6 +265,7 @@ bool Engine::iterate(Worker& w, std::vector<std::shared_ptr<Job>>& active,
       select_error_generation_ = to_select->second;
     }
     model_changed_.notify_all();
+    wake_.notify_all();  // the other workers may admit again once every worker has carried the change out
     return true;
   }
   if (!admitted.empty()) {
@@ -272,13 +287,19 @@ bool Engine::iterate(Worker& w, std::vector<std::shared_ptr<Job>>& active,
   return true;
 }
 
-bool Engine::lighter_worker_locked(const Worker& w, int64_t rows) const {
+bool Engine::lighter_worker_locked(const Worker& w, int64_t rows, const std::string& model) const {
   return std::any_of(workers_.begin(), workers_.end(), [&](const auto& o) {
-    if (o.get() == &w) return false;
+    // Only a worker that would take the job: idle, or running jobs of its model (admit_locked's rule).
+    if (o.get() == &w || select_pending_locked(*o)) return false;
+    if (!o->running.empty() && o->running.front()->model_name() != model) return false;
     int64_t load = 0;
     for (const auto& job : o->running) load += unet_rows(job->request_.params);
     return load < rows;
   });
+}
+
+bool Engine::select_pending_anywhere_locked() const {
+  return std::any_of(workers_.begin(), workers_.end(), [&](const auto& w) { return select_pending_locked(*w); });
 }
 
 std::vector<std::shared_ptr<Job>> Engine::admit_locked(Worker& w, const std::vector<std::shared_ptr<Job>>& active) {
@@ -293,7 +314,9 @@ std::vector<std::shared_ptr<Job>> Engine::admit_locked(Worker& w, const std::vec
     it = queue_.erase(it);
   }
   std::vector<std::shared_ptr<Job>> admitted;
-  if (select_pending_locked(w)) return admitted;  // the running jobs finish first, then the model changes
+  // The running jobs finish first, then the model changes; no worker starts jobs until every worker has
+  // carried the change out (or failed to: select_model then puts the last model back).
+  if (select_pending_anywhere_locked()) return admitted;
   int64_t rows = 0;
   for (const auto& job : active) rows += job->run_->rows();
   std::string model = active.empty() ? "" : active.front()->model_name();
@@ -307,7 +330,7 @@ std::vector<std::shared_ptr<Job>> Engine::admit_locked(Worker& w, const std::vec
     // Joining a batch: only within the limits, and not while another device has less to do (it takes
     // the job at its next turn: the devices' loads stay even).
     if (!alone && (!options_.batch_across_jobs || rows + job_rows > options_.max_batch_rows ||
-                   lighter_worker_locked(w, rows)))
+                   lighter_worker_locked(w, rows, name)))
       break;
     {
       std::lock_guard job_lock(job->mutex_);

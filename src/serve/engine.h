@@ -105,7 +105,7 @@ struct EngineOptions {
 
 class Engine {
  public:
-  // Starts the worker; loads nothing until a job or select_model asks for a model.
+  // Starts the workers; loads nothing until a job or select_model asks for a model.
   explicit Engine(EngineOptions options);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -131,11 +131,12 @@ class Engine {
     uint64_t finished = 0;                      // jobs that ended, whatever their end
     // UNet calls the worker made, and the rows they held (rows / calls: how well jobs were batched).
     uint64_t unet_calls = 0, unet_rows = 0;
+    std::vector<std::string> loaded;  // the model each device's worker holds (empty: none), in device order
   };
   Status status() const;
   // Cancels every running and queued job (A1111's /interrupt).
   void cancel_all();
-  // Refuses new jobs, finishes every accepted one, and ends the worker. Called by the destructor.
+  // Refuses new jobs, finishes every accepted one, and ends the workers. Called by the destructor.
   void stop();
 
  private:
@@ -166,9 +167,11 @@ class Engine {
   // Whether a select_model waits for the worker's running jobs to finish (its admission pauses
   // meanwhile); under mutex_.
   bool select_pending_locked(const Worker& w) const { return select_generation_ != w.loaded_generation && !stopping_; }
-  // Whether a worker other than `w` runs fewer UNet rows than `rows` (it should take the next job rather
-  // than w's batch grow); under mutex_.
-  bool lighter_worker_locked(const Worker& w, int64_t rows) const;
+  // Whether a worker other than `w` that would take a job of `model` runs fewer UNet rows than `rows` (it
+  // should take the next job rather than w's batch grow); under mutex_.
+  bool lighter_worker_locked(const Worker& w, int64_t rows, const std::string& model) const;
+  // Whether some worker has a model change to carry out (admission pauses everywhere until none has).
+  bool select_pending_anywhere_locked() const;
 
   const EngineOptions options_;
   mutable std::mutex mutex_;

@@ -2,6 +2,8 @@
 // saved latents, and a clear one-line error with exit code 1 (or 2 for usage) for each bad input.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "cli/cli_runner.h"
 #include "fixture_util.h"
 #include "io/png.h"
@@ -161,17 +163,24 @@ TEST(GenerateCli, DevicesSpreadTheBatchOrTheGuidanceAndDrawTheSamePictures) {
   const auto data = test::run_cli(base + "--batch 3 --devices cpu,cpu --output " + test::quoted(dir.path() / "data.png"));
   ASSERT_EQ(data.exit_code, 0) << data.out;
   EXPECT_NE(data.out.find("devices: 2, data parallel"), std::string::npos) << data.out;
+  // Within one level of 255: the ranks' batches are other shapes, whose sums may round otherwise.
+  const auto within_a_level = [](const RgbImage& a, const RgbImage& b) {
+    if (a.pixels.size() != b.pixels.size()) return false;
+    for (size_t j = 0; j < a.pixels.size(); ++j)
+      if (std::abs(int(a.pixels[j]) - int(b.pixels[j])) > 1) return false;
+    return true;
+  };
   for (int i = 1; i <= 3; ++i) {
     const std::string n = std::to_string(i);
-    EXPECT_EQ(read_png((dir.path() / ("data-" + n + ".png")).string()).pixels,
-              read_png((dir.path() / ("one-" + n + ".png")).string()).pixels) << "picture " << n;
+    EXPECT_TRUE(within_a_level(read_png((dir.path() / ("data-" + n + ".png")).string()),
+                               read_png((dir.path() / ("one-" + n + ".png")).string()))) << "picture " << n;
   }
   const auto alone = test::run_cli(base + "--output " + test::quoted(dir.path() / "alone.png"));
   ASSERT_EQ(alone.exit_code, 0) << alone.out;
   const auto cfg = test::run_cli(base + "--devices cpu,cpu --output " + test::quoted(dir.path() / "cfg.png"));
   ASSERT_EQ(cfg.exit_code, 0) << cfg.out;
   EXPECT_NE(cfg.out.find("devices: 2, CFG parallel"), std::string::npos) << cfg.out;
-  EXPECT_EQ(read_png((dir.path() / "cfg.png").string()).pixels, read_png((dir.path() / "alone.png").string()).pixels);
+  EXPECT_TRUE(within_a_level(read_png((dir.path() / "cfg.png").string()), read_png((dir.path() / "alone.png").string())));
 }
 
 TEST(GenerateCli, BadInputsAreOneLineErrors) {

@@ -101,11 +101,14 @@ TEST(GpuNcclGroup, OneRankThroughTheRealApiAndInACapturedGraph) {
   };
   work();
   const gpu::CapturedGraph graph = gpu::CapturedGraph::capture(gpu(0), work);
-  ops::copy(ops::place(host, ops::Placement{gpu(0), DType::kF32}), x);
-  graph.replay();
+  // New input, the output poisoned: only the replayed graph can write 3 x host into y.
+  OwnedTensor tripled(Shape{256}, DType::kF32);
+  for (int64_t i = 0; i < 256; ++i) tripled.ptr<float>()[i] = 3.0f * host.ptr<float>()[i];
+  ops::copy(tripled, x);
+  ops::copy(test::poisoned_tensor(Shape{256}), y);
   graph.replay();
   ops::synchronize(gpu(0));
-  EXPECT_EQ(test::to_vector(ops::to_host_f32(y)), test::to_vector(host));
+  EXPECT_EQ(test::to_vector(ops::to_host_f32(y)), test::to_vector(tripled));
 }
 
 TEST(GpuNcclGroup, OneRankPerGpu) {

@@ -29,7 +29,7 @@ void check_modes(const std::vector<Device>& devices) {
     SCOPED_TRACE(model);
     GenerationParams p = company_params("a red square", 5, 7.5f, SamplerKind::kEulerAncestral, 4, 64);
     const test::ParallelOutcome cfg =
-        test::compare_with_one_device(kModels + model, devices, DType::kF16, p, ParallelMode::kGuidance);
+        test::compare_with_one_device(kModels + model, devices, DType::kF16, p, ParallelMode::kCfg);
     EXPECT_LE(cfg.latents_relative_l2, kTolerance);
     EXPECT_EQ(cfg.counts.collectives, 4u);
     EXPECT_EQ(cfg.counts.bytes_sent, 4u * cfg.latents_bytes / 2);  // f16 halves of the f32 latents' shape

@@ -33,7 +33,7 @@ TEST(ParallelGeneration, CfgParallelGivesWhatOneDeviceGives) {
     GenerationParams p = company_params("a red square", 5, 7.5f, SamplerKind::kEulerAncestral, 3, 32);
     p.batch = 2;
     const test::ParallelOutcome o =
-        test::compare_with_one_device(kModels + model, cpus(2), DType::kF32, p, ParallelMode::kGuidance);
+        test::compare_with_one_device(kModels + model, cpus(2), DType::kF32, p, ParallelMode::kCfg);
     EXPECT_LE(o.latents_relative_l2, kTolerance);
     EXPECT_GE(o.image_psnr, 80.0);
     // One all-gather per step of the half prediction (f32, the latents' shape), nothing else.
@@ -75,23 +75,23 @@ TEST(ParallelGeneration, AutoPicksDataForABatchAndCfgForOneGuidedPicture) {
       ParallelStableDiffusion::load(kModels + "tiny_sd1", std::nullopt, std::nullopt, cpus(2), DType::kF32);
   EXPECT_EQ(two.exchange_name(), "in-process group");
   GenerationParams p = company_params("a", 1, 7.5f, SamplerKind::kEuler, 2, 32);
-  EXPECT_EQ(two.resolve(ParallelMode::kAuto, p), ParallelMode::kGuidance);
+  EXPECT_EQ(two.resolve(ParallelMode::kAuto, p), ParallelMode::kCfg);
   p.batch = 2;
   EXPECT_EQ(two.resolve(ParallelMode::kAuto, p), ParallelMode::kData);
   p.batch = 1;
   p.cfg_scale = 1.0f;
   test::expect_error_containing([&] { (void)two.resolve(ParallelMode::kAuto, p); },
                                 "a batch of 1 on 2 devices: data parallel needs a picture per device");
-  test::expect_error_containing([&] { (void)two.resolve(ParallelMode::kGuidance, p); },
+  test::expect_error_containing([&] { (void)two.resolve(ParallelMode::kCfg, p); },
                                 "CFG parallel needs classifier-free guidance");
   test::expect_error_containing([&] { (void)two.resolve(ParallelMode::kData, p); },
                                 "data parallel over 2 devices needs a batch of at least 2, not 1");
   ParallelStableDiffusion three =
       ParallelStableDiffusion::load(kModels + "tiny_sd1", std::nullopt, std::nullopt, cpus(3), DType::kF32);
   p.cfg_scale = 7.5f;
-  test::expect_error_containing([&] { (void)three.resolve(ParallelMode::kGuidance, p); },
+  test::expect_error_containing([&] { (void)three.resolve(ParallelMode::kCfg, p); },
                                 "CFG parallel runs on 2 devices, not 3");
-  // A bad request is the request's error, from every rank at once, and the ranks go on serving.
+  // A bad request is refused before any rank starts: the request's error, and the group serves on.
   p.steps = 0;
   test::expect_error_containing([&] { (void)two.generate(p, ParallelMode::kAuto); }, "steps");
   p.steps = 2;
@@ -125,7 +125,7 @@ TEST(ParallelGeneration, DeviceListsAndModesAreParsedWithClearErrors) {
   test::expect_error_containing([] { (void)parse_device_list("cuda:0,,cuda:1"); }, "has an empty entry");
   test::expect_error_containing([] { (void)parse_device_list(""); }, "has an empty entry");
   test::expect_error_containing([] { (void)parse_device_list("cuda:0,gpu"); }, "gpu");
-  EXPECT_EQ(parse_parallel_mode("cfg"), ParallelMode::kGuidance);
+  EXPECT_EQ(parse_parallel_mode("cfg"), ParallelMode::kCfg);
   EXPECT_EQ(parallel_mode_name(ParallelMode::kData), "data");
   test::expect_error_containing([] { (void)parse_parallel_mode("pipeline"); }, "(auto, data or cfg)");
   const std::vector<Device> mixed = {Device::cpu(), Device{DeviceType::kCuda, 0}};

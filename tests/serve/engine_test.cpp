@@ -204,12 +204,31 @@ TEST(ServeEngine, TwoWorkersShareTheQueueAndGiveWhatEachGivesAlone) {
   const Engine::Status s = engine.status();
   EXPECT_EQ(s.finished, 4u);
   EXPECT_EQ(s.unet_rows, 4u * 2 * 2);
+  EXPECT_EQ(s.loaded, (std::vector<std::string>{"tiny_sd1", "tiny_sd1"}));
   engine.select_model("tiny_sd2");
+  EXPECT_EQ(engine.status().loaded, (std::vector<std::string>{"tiny_sd2", "tiny_sd2"})) << "a worker kept the last";
   const auto a = engine.submit(request("a", 1, 2)), b = engine.submit(request("b", 2, 2));
   a->wait();
   b->wait();
   EXPECT_EQ(a->model_name(), "tiny_sd2");
   EXPECT_EQ(b->model_name(), "tiny_sd2");
+}
+
+TEST(ServeEngine, AFailedSelectOnSeveralWorkersKeepsTheLastModel) {
+  test::TempDir dir;
+  dir.write("broken.safetensors", std::string("not a checkpoint"));
+  EngineOptions o;
+  o.catalogue = ModelCatalogue::from({kModels + "tiny_sd1", (dir.path() / "broken.safetensors").string()},
+                                     std::nullopt);
+  o.devices = {Device::cpu(), Device::cpu()};
+  Engine engine(std::move(o));
+  engine.select_model("tiny_sd1");
+  test::expect_error_containing([&] { engine.select_model("broken.safetensors"); },
+                                "while loading the model broken.safetensors on cpu");
+  EXPECT_EQ(engine.current_model(), "tiny_sd1");
+  const auto after = engine.submit(request("b", 2, 2));
+  EXPECT_EQ(after->wait().image.view().dim(1), 64);
+  EXPECT_EQ(after->model_name(), "tiny_sd1");
 }
 
 TEST(ServeEngine, TheDevicesAreOfOneKind) {
