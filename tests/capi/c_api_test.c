@@ -195,6 +195,26 @@ int main(int argc, char** argv) {
   CHECK(hd_generate(engine, NULL, NULL) == HD_ERROR_INVALID_ARGUMENT, "NULL pointers");
   CHECK(hd_engine_select_model(engine, "nothing") == HD_ERROR_INVALID_ARGUMENT, "an unknown model selected");
   hd_engine* other = NULL;
+
+  /* A device list: a worker per device (two on the CPU here); a lone request is the one-device picture. */
+  options.device = "cpu,cpu";
+  CHECK(hd_engine_create(&options, &other) == HD_OK, "a device list: %s", hd_last_error());
+  if (other != NULL) {
+    hd_engine* one = engine;
+    engine = other;
+    reference_params(&p, 7);
+    unsigned char* listed = picture(&p, HD_OK);
+    if (listed != NULL && first != NULL)
+      CHECK(memcmp(listed, first, bytes) == 0, "two workers' picture differs by up to %d levels",
+            largest_difference(listed, first, bytes));
+    free(listed);
+    engine = one;
+    hd_engine_free(other);
+    other = NULL;
+  }
+  options.device = "cpu,cuda:0";
+  CHECK(hd_engine_create(&options, &other) != HD_OK && other == NULL, "a list of two kinds of device");
+  CHECK(strstr(hd_last_error(), "not a cpu device") != NULL, "message: %s", hd_last_error());
   options.device = "vulkan:0";
   CHECK(hd_engine_create(&options, &other) != HD_OK && other == NULL, "a vulkan device");
   CHECK(strstr(hd_last_error(), "vulkan") != NULL, "message: %s", hd_last_error());
