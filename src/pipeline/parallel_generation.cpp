@@ -120,14 +120,13 @@ ParallelStableDiffusion ParallelStableDiffusion::load(const std::string& model_p
     }
   }
   out.models_.resize(size_t(ranks));
-  out.run(
-      [&](int rank) {
+  const auto load_rank = [&](int rank) {
     const Device& d = devices[size_t(rank)];
     const ops::Placement placement{d, d.is_cpu() ? DType::kF32 : dtype};
     out.models_[size_t(rank)] =
         std::make_unique<StableDiffusion>(StableDiffusion::load(model_path, vocab_dir, config_folder, placement));
-      },
-      false);
+  };
+  out.run(load_rank, false);
   return out;
 }
 
@@ -182,6 +181,8 @@ GenerationResult ParallelStableDiffusion::generate(const GenerationParams& p, Pa
 
 GenerationResult ParallelStableDiffusion::generate_data(const GenerationParams& p, const ProgressCallback& progress,
                                                         const Tensor* init) {
+  // Every rank a row at least (resolve's rule): a share of no rows would mean the whole batch.
+  HD_ASSERT(p.batch >= size());
   const auto start = std::chrono::steady_clock::now();
   std::vector<GenerationResult> parts(static_cast<size_t>(size()));
   run([&](int rank) {
