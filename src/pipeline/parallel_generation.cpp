@@ -86,6 +86,12 @@ std::vector<Device> parse_device_list(std::string_view text) {
   return out;
 }
 
+std::string device_list_name(std::span<const Device> devices) {
+  std::string out;
+  for (const Device& d : devices) out += (out.empty() ? "" : ",") + d.to_string();
+  return out;
+}
+
 ParallelStableDiffusion::ParallelStableDiffusion(ParallelStableDiffusion&&) noexcept = default;
 ParallelStableDiffusion& ParallelStableDiffusion::operator=(ParallelStableDiffusion&&) noexcept = default;
 ParallelStableDiffusion::~ParallelStableDiffusion() {

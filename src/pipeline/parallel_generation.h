@@ -27,6 +27,8 @@ ParallelMode parse_parallel_mode(std::string_view text);
 std::string_view parallel_mode_name(ParallelMode mode);
 // "cuda:0,cuda:1" (or "all": every GPU of this build's vendor) into devices; at least one.
 std::vector<Device> parse_device_list(std::string_view text);
+// The list as parse_device_list reads it: "cuda:0,cuda:1".
+std::string device_list_name(std::span<const Device> devices);
 
 class ParallelStableDiffusion {
  public:

@@ -175,12 +175,8 @@ int run_generate(std::span<const std::string_view> args) {
     sd.validate(p, init_image.has_value());
   }
   const ParallelMode mode = several ? several->resolve(parallel, p) : ParallelMode::kData;
-  std::string where = placement.to_string();
-  if (several) {
-    where.clear();
-    for (const Device& d : devices) where += (where.empty() ? "" : ",") + d.to_string();
-    where += str_cat(" ", dtype_name(sd.placement().dtype));
-  }
+  const std::string where =
+      several ? str_cat(device_list_name(devices), " ", dtype_name(sd.placement().dtype)) : placement.to_string();
   std::fprintf(stderr, "model: %s, %s, loaded in %.2f s; %dx%d, %d steps of %s on %s\n", model.c_str(),
                sd.description().c_str(), load_seconds, p.width, p.height, p.steps,
                std::string(sampler_name(p.sampler)).c_str(), where.c_str());

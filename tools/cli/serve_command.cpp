@@ -73,9 +73,8 @@ int run_serve(std::span<const std::string_view> args) {
   serve::Engine served(std::move(engine));
   std::fprintf(stderr, "models: ");
   for (const auto& e : served.catalogue().entries()) std::fprintf(stderr, "%s ", e.name.c_str());
-  std::string where;
-  for (const Device& d : served.devices()) where += (where.empty() ? "" : ",") + d.to_string();
-  std::fprintf(stderr, "(on %s %s, a worker each; loaded at the first request)\n", where.c_str(),
+  std::fprintf(stderr, "(on %s %s, a worker each; loaded at the first request)\n",
+               device_list_name(served.devices()).c_str(),
                std::string(dtype_name(served.options().placement.dtype)).c_str());
   return server::serve_http(served, http);
 #else
