@@ -1,5 +1,6 @@
 // Front half of convert and copy, and device preparation.
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "core/startup_trace.h"
@@ -34,20 +35,118 @@ void convert(const Tensor& src, const Tensor& dst) {
 #endif
 }
 
+namespace {
+
+// A copy between views as dense runs: `run` bytes at a time, over the outer dimensions (sizes and byte
+// strides of both sides, innermost first) that do not merge into the run.
+struct RunCopy {
+  int64_t run = 0;
+  struct Dim {
+    int64_t size, src_stride, dst_stride;
+  };
+  std::vector<Dim> outer;
+};
+
+RunCopy plan_runs(const Tensor& src, const Tensor& dst) {
+  const auto element = int64_t(dtype_size(src.dtype));
+  RunCopy plan;
+  plan.run = element;
+  int d = src.rank() - 1;
+  HD_CHECK_KIND(d < 0 || src.dim(d) == 1 || (src.strides[size_t(d)] == 1 && dst.strides[size_t(d)] == 1),
+                ErrorKind::kUnsupported, "copy: views ", src.describe(), " and ", dst.describe(),
+                " must have a dense last dimension");
+  // Dimensions merge into the run while both sides are dense across them.
+  for (; d >= 0; --d) {
+    const int64_t size = src.dim(d);
+    if (size != 1 && (src.strides[size_t(d)] * element != plan.run || dst.strides[size_t(d)] * element != plan.run))
+      break;
+    plan.run *= size;
+  }
+  for (; d >= 0; --d) {
+    if (src.dim(d) == 1) continue;
+    const int64_t s = src.strides[size_t(d)] * element, t = dst.strides[size_t(d)] * element;
+    HD_CHECK_KIND(s >= 0 && t >= plan.run, ErrorKind::kUnsupported, "copy: the view ", dst.describe(),
+                  " overlaps itself");
+    plan.outer.push_back({src.dim(d), s, t});
+  }
+  return plan;
+}
+
+// copy's path for views on one device. A GPU copies up to three levels of runs in one kernel; else the
+// innermost outer dimension is a 2-D copy (rows of `run` bytes at two pitches), the others looped over.
+void copy_views(const Tensor& src, const Tensor& dst) {
+  const RunCopy plan = plan_runs(src, dst);
+#if defined(HD_WITH_GPU)
+  if (src.device.is_gpu() && plan.outer.size() <= 3) {
+    gpu::StridedRuns runs;
+    runs.run = plan.run;
+    runs.levels = int(plan.outer.size());
+    for (size_t i = 0; i < plan.outer.size(); ++i)
+      runs.size[i] = plan.outer[i].size, runs.src_stride[i] = plan.outer[i].src_stride,
+      runs.dst_stride[i] = plan.outer[i].dst_stride;
+    return gpu::copy_runs(src.data, dst.data, runs, src.device);
+  }
+#endif
+  const RunCopy::Dim rows = plan.outer.empty() ? RunCopy::Dim{1, 0, 0} : plan.outer.front();
+  const size_t loops = plan.outer.size() > 1 ? plan.outer.size() - 1 : 0;
+  std::vector<int64_t> index(loops, 0);
+  const auto* from = static_cast<const char*>(src.data);
+  auto* to = static_cast<char*>(dst.data);
+  while (true) {
+    int64_t s = 0, t = 0;
+    for (size_t i = 0; i < loops; ++i) s += index[i] * plan.outer[i + 1].src_stride, t += index[i] * plan.outer[i + 1].dst_stride;
+    if (src.device.is_cpu()) {
+      for (int64_t r = 0; r < rows.size; ++r)
+        std::memmove(to + t + r * rows.dst_stride, from + s + r * rows.src_stride, size_t(plan.run));
+    } else {
+#if defined(HD_WITH_GPU)
+      gpu::copy_2d(from + s, size_t(rows.src_stride), to + t, size_t(rows.dst_stride), size_t(plan.run),
+                   size_t(rows.size), src.device);
+#else
+      no_kernel("copy", src.device);
+#endif
+    }
+    size_t i = 0;
+    for (; i < loops && ++index[i] == plan.outer[i + 1].size; ++i) index[i] = 0;
+    if (i == loops) return;
+  }
+}
+
+}  // namespace
+
 void copy(const Tensor& src, const Tensor& dst) {
   const OpScope scope("copy", src.device.is_cpu() ? dst.device : src.device);
   HD_CHECK(src.shape == dst.shape && src.dtype == dst.dtype, "copy: ", src.describe(), " does not match ",
            dst.describe());
-  HD_CHECK_KIND(src.is_contiguous() && dst.is_contiguous(), ErrorKind::kUnsupported,
-                "copy: both tensors must be contiguous");
+  if (src.numel() == 0) return;
+  if (!src.is_contiguous() || !dst.is_contiguous()) {
+    HD_CHECK_KIND(src.device == dst.device, ErrorKind::kUnsupported, "copy: views ", src.describe(), " and ",
+                  dst.describe(), " are on two devices; only dense tensors move between devices");
+    return copy_views(src, dst);
+  }
   if (src.device.is_cpu() && dst.device.is_cpu()) {
-    if (src.nbytes() > 0) std::memmove(dst.data, src.data, src.nbytes());
+    std::memmove(dst.data, src.data, src.nbytes());
     return;
   }
 #if defined(HD_WITH_GPU)
   gpu::copy(src, dst);
 #else
   no_kernel("copy", src.device.is_cpu() ? dst.device : src.device);
+#endif
+}
+
+void fill_zeros(const Tensor& t) {
+  const OpScope scope("fill_zeros", t.device);
+  HD_CHECK_KIND(t.is_contiguous(), ErrorKind::kUnsupported, "fill_zeros: ", t.describe(), " is not dense");
+  if (t.numel() == 0) return;
+  if (t.device.is_cpu()) {
+    std::memset(t.data, 0, t.nbytes());
+    return;
+  }
+#if defined(HD_WITH_GPU)
+  gpu::fill_zeros(t.data, t.nbytes(), t.device);
+#else
+  no_kernel("fill_zeros", t.device);
 #endif
 }
 

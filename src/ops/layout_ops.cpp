@@ -47,6 +47,28 @@ void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out) {
 #endif
 }
 
+void surround_strip(const Tensor& x, const Tensor* above, const Tensor* below, const Tensor& out) {
+  const OpScope scope("surround_strip", x.device);
+  check_operand("surround_strip", "strip", x, x.device);
+  check_operand("surround_strip", "output", out, x.device);
+  check_rank("surround_strip", "strip", x, 4);
+  const int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  check_shape("surround_strip", "output", out, Shape{n, h + 2, w + 2, c});
+  for (const Tensor* row : {above, below}) {
+    if (row == nullptr) continue;
+    HD_CHECK(row->shape == (Shape{n, 1, w, c}) && row->dtype == x.dtype && row->device == x.device &&
+                 row->strides[2] == c && row->strides[3] == 1,
+             "surround_strip: a row ", row->describe(), " must be ", dtype_name(x.dtype), Shape{n, 1, w, c}.to_string(),
+             " with dense pixels, on ", x.device.to_string());
+  }
+  if (x.device.is_cpu()) return cpu::surround_strip(x, above, below, out);
+#if defined(HD_WITH_GPU)
+  gpu::surround_strip(x, above, below, out);
+#else
+  no_kernel("surround_strip", x.device);
+#endif
+}
+
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
   const OpScope scope("embedding", table.device);
   HD_CHECK(ids.dtype == DType::kI32, "embedding: ids are ", dtype_name(ids.dtype), ", expected i32");

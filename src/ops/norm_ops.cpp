@@ -65,44 +65,52 @@ void group_statistics(const Tensor& x, int groups, const Tensor& stats) {
 #endif
 }
 
+namespace {
+
+// Checks shared by group_norm_affine and group_norm_combine: parts [P, N, groups, 2] f32 dense, a
+// positive pixel count per part, gamma and beta [C] splitting into the groups.
+void check_parts(const char* op, const Tensor& parts, const std::vector<int64_t>& positions, const Tensor& gamma,
+                 const Tensor& beta, float eps) {
+  HD_CHECK(parts.dtype == DType::kF32 && parts.is_contiguous() && parts.rank() == 4 && parts.dim(3) == 2 &&
+               parts.dim(0) >= 1,
+           op, ": parts ", parts.describe(), " must be f32 [P, N, groups, 2]");
+  HD_CHECK(int64_t(positions.size()) == parts.dim(0), op, ": ", positions.size(), " pixel counts for ",
+           parts.dim(0), " parts");
+  HD_CHECK(std::all_of(positions.begin(), positions.end(), [](int64_t p) { return p > 0; }), op,
+           ": a part has no pixels");
+  HD_CHECK(gamma.rank() == 1 && beta.shape == gamma.shape && gamma.numel() % parts.dim(2) == 0, op, ": gamma ",
+           gamma.describe(), " and beta ", beta.describe(), " do not fit ", parts.dim(2), " groups");
+  HD_CHECK(std::isfinite(eps) && eps > 0.0f, op, ": eps ", eps, " must be positive");
+}
+
+}  // namespace
+
 OwnedTensor group_norm_affine(const Tensor& parts, const std::vector<int64_t>& positions, const Tensor& gamma,
                               const Tensor& beta, float eps) {
-  HD_CHECK(parts.device.is_cpu() && parts.dtype == DType::kF32 && parts.is_contiguous() && parts.rank() == 4 &&
-               parts.dim(3) == 2 && parts.dim(0) >= 1,
-           "group_norm_affine: parts ", parts.describe(), " must be host f32 [P, N, groups, 2]");
-  const int64_t count = parts.dim(0), n = parts.dim(1), groups = parts.dim(2), c = gamma.numel();
-  HD_CHECK(int64_t(positions.size()) == count, "group_norm_affine: ", positions.size(), " pixel counts for ", count,
-           " parts");
-  HD_CHECK(std::all_of(positions.begin(), positions.end(), [](int64_t p) { return p > 0; }),
-           "group_norm_affine: a part has no pixels");
-  HD_CHECK(gamma.rank() == 1 && beta.shape == gamma.shape && c % groups == 0, "group_norm_affine: gamma ",
-           gamma.describe(), " and beta ", beta.describe(), " do not fit ", groups, " groups");
-  HD_CHECK(std::isfinite(eps) && eps > 0.0f, "group_norm_affine: eps ", eps, " must be positive");
+  HD_CHECK(parts.device.is_cpu(), "group_norm_affine: parts ", parts.describe(), " must be on the host");
+  check_parts("group_norm_affine", parts, positions, gamma, beta, eps);
   const OwnedTensor g = to_host_f32(gamma), b = to_host_f32(beta);
-  const float* stats = parts.ptr<float>();
-  const int64_t per_group = c / groups;
-  OwnedTensor affine(Shape{n, c, 2}, DType::kF32);
-  for (int64_t s = 0; s < n; ++s) {
-    for (int64_t group = 0; group < groups; ++group) {
-      // Chan, Golub and LeVeque's pairwise update: the parts' means and squared deviations merge exactly.
-      double total = 0, mean = 0, squares = 0;
-      for (int64_t p = 0; p < count; ++p) {
-        const float* part = stats + ((p * n + s) * groups + group) * 2;
-        const double m = double(positions[size_t(p)] * per_group), delta = double(part[0]) - mean;
-        const double merged = total + m;
-        mean += delta * m / merged;
-        squares += double(part[1]) + delta * delta * total * m / merged;
-        total = merged;
-      }
-      const double rstd = 1.0 / std::sqrt(std::max(0.0, squares / total) + double(eps));
-      for (int64_t ch = group * per_group; ch < (group + 1) * per_group; ++ch) {
-        const double scale = double(g.ptr<float>()[ch]) * rstd;
-        affine.ptr<float>()[(s * c + ch) * 2] = float(scale);
-        affine.ptr<float>()[(s * c + ch) * 2 + 1] = float(double(b.ptr<float>()[ch]) - mean * scale);
-      }
-    }
-  }
+  OwnedTensor affine(Shape{parts.dim(1), gamma.numel(), 2}, DType::kF32);
+  cpu::group_norm_combine(parts, positions, g, b, eps, affine);
   return affine;
+}
+
+void group_norm_combine(const Tensor& parts, const std::vector<int64_t>& positions, const Tensor& gamma,
+                        const Tensor& beta, float eps, const Tensor& affine) {
+  const OpScope scope("group_norm_combine", parts.device);
+  check_parts("group_norm_combine", parts, positions, gamma, beta, eps);
+  check_operand("group_norm_combine", "gamma", gamma, parts.device);
+  check_operand("group_norm_combine", "beta", beta, parts.device);
+  check_operand("group_norm_combine", "affine", affine, parts.device);
+  HD_CHECK(affine.dtype == DType::kF32 && gamma.dtype == beta.dtype, "group_norm_combine: affine ",
+           affine.describe(), " must be f32, gamma ", gamma.describe(), " and beta ", beta.describe(), " of one dtype");
+  check_shape("group_norm_combine", "affine", affine, Shape{parts.dim(1), gamma.numel(), 2});
+  if (parts.device.is_cpu()) return cpu::group_norm_combine(parts, positions, gamma, beta, eps, affine);
+#if defined(HD_WITH_GPU)
+  gpu::group_norm_combine(parts, positions, gamma, beta, eps, affine);
+#else
+  no_kernel("group_norm_combine", parts.device);
+#endif
 }
 
 void group_norm_apply(const Tensor& x, const Tensor& affine, bool fuse_silu, const Tensor& out) {

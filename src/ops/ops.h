@@ -18,8 +18,12 @@ namespace hd::ops {
 
 // dst = src converted between f32, f16 and bf16 (round to nearest even); same shape, same device.
 void convert(const Tensor& src, const Tensor& dst);
-// dst = src, same shape and dtype, between any two devices (host and GPU, either way, or within one).
+// dst = src, same shape and dtype: dense tensors between any two devices (host and GPU, either way, or
+// within one); on one device also views whose last dimension is dense and whose other strides are any
+// (a strip of rows of a batch, the inside of a padded buffer), copied a dense run at a time.
 void copy(const Tensor& src, const Tensor& dst);
+// Every element of the dense tensor t set to zero bits (0.0 in every float dtype).
+void fill_zeros(const Tensor& t);
 
 // ---- devices ----
 
@@ -107,6 +111,11 @@ void group_statistics(const Tensor& x, int groups, const Tensor& stats);
 // formula, in double), so the whole's statistics do not depend on how it was cut.
 OwnedTensor group_norm_affine(const Tensor& parts, const std::vector<int64_t>& positions, const Tensor& gamma,
                               const Tensor& beta, float eps);
+// The same map computed where the parts are: parts [P, N, groups, 2] f32, gamma and beta [C] and affine
+// [N, C, 2] f32 all on one device. No host round trip, so an image split over GPUs (each rank's
+// statistics all-gathered) combines them inside a captured graph.
+void group_norm_combine(const Tensor& parts, const std::vector<int64_t>& positions, const Tensor& gamma,
+                        const Tensor& beta, float eps, const Tensor& affine);
 // out = x · affine[n, c, 0] + affine[n, c, 1], then SiLU if fuse_silu, for x [N, ..., C] and affine
 // [N, C, 2] f32 on x's device.
 void group_norm_apply(const Tensor& x, const Tensor& affine, bool fuse_silu, const Tensor& out);
@@ -134,6 +143,10 @@ void scale(const Tensor& x, float factor, const Tensor& out);
 void upsample_nearest_2x(const Tensor& x, const Tensor& out);
 // Concatenation along the last (channel) dimension: [..., Ca] ++ [..., Cb] -> [..., Ca + Cb].
 void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out);
+// The input of an unpadded 3x3 convolution of one strip of an image (comm::ImageSplit): out [N, h+2, W+2,
+// C] = the dense strip x [N, h, W, C] with the row `above` on top and `below` underneath (views [N, 1, W,
+// C] whose samples may be strided; null: zeros, at the image's edge) and a column of zeros either side.
+void surround_strip(const Tensor& x, const Tensor* above, const Tensor* below, const Tensor& out);
 
 // ---- gradients (what the PyTorch extension's autograd calls; CPU reference kernels so far, a GPU
 // device gets no_kernel's error) ----

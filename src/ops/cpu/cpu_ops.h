@@ -24,6 +24,9 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
                 const Tensor& out);
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out);
 void group_statistics(const Tensor& x, int groups, const Tensor& stats);
+// parts [P, N, groups, 2], gamma and beta [C] f32 -> affine [N, C, 2] (ops::group_norm_combine).
+void group_norm_combine(const Tensor& parts, const std::vector<int64_t>& positions, const Tensor& gamma,
+                        const Tensor& beta, float eps, const Tensor& affine);
 void group_norm_apply(const Tensor& x, const Tensor& affine, bool fuse_silu, const Tensor& out);
 
 void activation(const Tensor& x, Activation kind, const Tensor& out);
@@ -35,6 +38,7 @@ void scale(const Tensor& x, float factor, const Tensor& out);
 
 void upsample_nearest_2x(const Tensor& x, const Tensor& out);
 void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out);
+void surround_strip(const Tensor& x, const Tensor* above, const Tensor* below, const Tensor& out);
 void timestep_embedding(const Tensor& timesteps, TimestepEmbeddingParams p, const Tensor& out);
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
 

@@ -66,4 +66,18 @@ void timestep_embedding(const Tensor& timesteps, TimestepEmbeddingParams p, cons
   }
 }
 
+void surround_strip(const Tensor& x, const Tensor* above, const Tensor* below, const Tensor& out) {
+  const int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  std::memset(out.data, 0, out.nbytes());
+  const size_t row_bytes = size_t(w * c) * sizeof(float);
+  float* o = out.ptr<float>();
+  for (int64_t s = 0; s < n; ++s) {
+    // Row y of the output, from column 1 on.
+    const auto row_at = [&](int64_t y) { return o + ((s * (h + 2) + y) * (w + 2) + 1) * c; };
+    if (above != nullptr) std::memcpy(row_at(0), above->ptr<float>() + s * above->strides[0], row_bytes);
+    for (int64_t y = 0; y < h; ++y) std::memcpy(row_at(y + 1), x.ptr<float>() + (s * h + y) * w * c, row_bytes);
+    if (below != nullptr) std::memcpy(row_at(h + 1), below->ptr<float>() + s * below->strides[0], row_bytes);
+  }
+}
+
 }  // namespace hd::ops::cpu

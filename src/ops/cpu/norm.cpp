@@ -70,6 +70,36 @@ void group_statistics(const Tensor& x, int groups, const Tensor& stats) {
   });
 }
 
+void group_norm_combine(const Tensor& parts, const std::vector<int64_t>& positions, const Tensor& gamma,
+                        const Tensor& beta, float eps, const Tensor& affine) {
+  const int64_t count = parts.dim(0), n = parts.dim(1), groups = parts.dim(2), c = gamma.numel();
+  const int64_t per_group = c / groups;
+  const float* stats = parts.ptr<float>();
+  const float* g = gamma.ptr<float>();
+  const float* b = beta.ptr<float>();
+  float* map = affine.ptr<float>();
+  for (int64_t s = 0; s < n; ++s) {
+    for (int64_t group = 0; group < groups; ++group) {
+      // Chan, Golub and LeVeque's pairwise update: the parts' means and squared deviations merge exactly.
+      double total = 0, mean = 0, squares = 0;
+      for (int64_t p = 0; p < count; ++p) {
+        const float* part = stats + ((p * n + s) * groups + group) * 2;
+        const double m = double(positions[size_t(p)] * per_group), delta = double(part[0]) - mean;
+        const double merged = total + m;
+        mean += delta * m / merged;
+        squares += double(part[1]) + delta * delta * total * m / merged;
+        total = merged;
+      }
+      const double rstd = 1.0 / std::sqrt(std::max(0.0, squares / total) + double(eps));
+      for (int64_t ch = group * per_group; ch < (group + 1) * per_group; ++ch) {
+        const double scale = double(g[ch]) * rstd;
+        map[(s * c + ch) * 2] = float(scale);
+        map[(s * c + ch) * 2 + 1] = float(double(b[ch]) - mean * scale);
+      }
+    }
+  }
+}
+
 void group_norm_apply(const Tensor& x, const Tensor& affine, bool fuse_silu, const Tensor& out) {
   const int64_t n = x.dim(0), c = x.dim(-1), per_sample = x.numel() / std::max<int64_t>(n, 1);
   const float* xp = x.ptr<float>();

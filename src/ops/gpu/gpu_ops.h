@@ -46,6 +46,9 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float 
 // x f32, f16 or bf16; statistics and the affine map f32.
 void group_statistics(const Tensor& x, int groups, const Tensor& stats);
 void group_norm_apply(const Tensor& x, const Tensor& affine, bool fuse_silu, const Tensor& out);
+// parts [P <= 64, N, groups, 2] f32 -> affine [N, C, 2] f32; gamma and beta f32, f16 or bf16.
+void group_norm_combine(const Tensor& parts, const std::vector<int64_t>& positions, const Tensor& gamma,
+                        const Tensor& beta, float eps, const Tensor& affine);
 
 // Elementwise, f32/f16/bf16, every operand of one dtype; out may alias an input of its shape.
 void activation(const Tensor& x, ops::Activation kind, const Tensor& out);
@@ -80,6 +83,15 @@ void softmax(const Tensor& x, const Tensor& out, int64_t causal_queries = 0);
 // [..., Ca] ++ [..., Cb] -> [..., Ca + Cb].
 void upsample_nearest_2x(const Tensor& x, const Tensor& out);
 void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out);
+void surround_strip(const Tensor& x, const Tensor* above, const Tensor* below, const Tensor& out);
+// dst = src as dense runs of `run` bytes at up to three levels of byte strides (innermost first), in one
+// kernel: ops::copy between views on one device.
+struct StridedRuns {
+  int64_t run = 0;
+  int levels = 0;
+  int64_t size[3] = {1, 1, 1}, src_stride[3] = {}, dst_stride[3] = {};
+};
+void copy_runs(const void* src, void* dst, const StridedRuns& runs, const Device& device);
 
 // The sampler ops (arguments checked by ops::sampler_input / ops::sampler_step; null where unused).
 void sampler_input(const Tensor& sample, float divisor, const Tensor& out);

@@ -123,6 +123,21 @@ cudaStream_t current_stream() {
 
 void* native_stream(const Device& device) { return stream_for(device.index); }
 
+void* side_stream(const Device& device) {
+  static std::mutex mutex;
+  static cudaStream_t streams[kMaxDevices] = {};
+  HD_CHECK(device.index >= 0 && device.index < kMaxDevices, "device index ", device.index, " out of range");
+  const std::lock_guard lock(mutex);
+  if (streams[device.index] == nullptr) {
+    int previous = 0;
+    HD_GPU_CHECK(cudaGetDevice(&previous));
+    HD_GPU_CHECK(cudaSetDevice(device.index));
+    HD_GPU_CHECK(cudaStreamCreate(&streams[device.index]));
+    HD_GPU_CHECK(cudaSetDevice(previous));
+  }
+  return streams[device.index];
+}
+
 ExternalStream::ExternalStream(const Device& device, void* stream)
     : previous_device_(external_device), previous_stream_(external_stream) {
   HD_CHECK(device.is_gpu(), "ExternalStream: ", device.to_string(), " is not a GPU");
@@ -151,6 +166,20 @@ void copy(const Tensor& src, const Tensor& dst) {
   // a copy that involves host memory returns only when it is done, as the caller expects.
   HD_GPU_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), kind, stream));
   if (kind != cudaMemcpyDeviceToDevice) HD_GPU_CHECK(cudaStreamSynchronize(stream));
+}
+
+void copy_2d(const void* src, size_t src_pitch, void* dst, size_t dst_pitch, size_t width, size_t rows,
+             const Device& device) {
+  if (width == 0 || rows == 0) return;
+  HD_GPU_CHECK(cudaSetDevice(device.index));
+  HD_GPU_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice,
+                                 stream_for(device.index)));
+}
+
+void fill_zeros(void* dst, size_t bytes, const Device& device) {
+  if (bytes == 0) return;
+  HD_GPU_CHECK(cudaSetDevice(device.index));
+  HD_GPU_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_for(device.index)));
 }
 
 void copy_to_device_async(const void* pinned_src, void* dst, size_t bytes, const Device& device) {
@@ -272,6 +301,11 @@ void stream_wait(void* waiting, void* signalling) {
   // Destroying an event that work still waits for is allowed: it goes when that work has seen it.
   HD_GPU_CHECK(cudaEventDestroy(done));
   HD_GPU_CHECK(waited);
+}
+
+void stream_wait(const Device& device, void* waiting, void* signalling) {
+  HD_GPU_CHECK(cudaSetDevice(device.index));
+  stream_wait(waiting, signalling);
 }
 
 void synchronize(const Device& device) {

@@ -28,6 +28,12 @@ std::string device_name(int index);  // asked once per device, then remembered
 // in order with the kernels on the device's stream. Copies that involve the host have finished when this
 // returns; device-to-device copies are queued (and may be captured into a graph).
 void copy(const Tensor& src, const Tensor& dst);
+// `rows` runs of `width` bytes from src (one every src_pitch bytes) to dst (every dst_pitch) on one
+// device, queued on its stream (capturable): ops::copy of views.
+void copy_2d(const void* src, size_t src_pitch, void* dst, size_t dst_pitch, size_t width, size_t rows,
+             const Device& device);
+// `bytes` of zeros at dst on `device`, queued on its stream.
+void fill_zeros(void* dst, size_t bytes, const Device& device);
 
 // Queues a copy of `bytes` from page-locked host memory (Buffer::pinned_host) to `dst` on `device`'s
 // stream and returns at once: the host memory must stay unchanged until synchronize(device). What
@@ -53,10 +59,16 @@ class ExternalStream {
   void* previous_stream_;
 };
 
+// A second stream of `device`, created on first use, for exchanges that overlap the engine's own stream's
+// compute (the displaced image split's all-gathers): joined to and from native_stream with stream_wait.
+void* side_stream(const Device& device);
+
 // Makes what is queued on stream `waiting` from now on wait, on the device and not the host, for what is
 // queued on stream `signalling` so far: how the engine's own stream joins a caller's (PyTorch's) and
 // back without a synchronisation. Streams as native_stream gives them; both on the current device.
 void stream_wait(void* waiting, void* signalling);
+// The same for two streams of `device`, whatever the calling thread's current device.
+void stream_wait(const Device& device, void* waiting, void* signalling);
 
 // GPU work captured once and replayed as one launch (a CUDA / HIP graph). During capture the work's
 // allocations come from a pool of the graph's own (caching_allocator.cpp), so no memory the graph uses

@@ -1,5 +1,6 @@
 // GroupNorm statistics of a strided view (a tile's core inside its halo): each (sample, group)'s mean and
-// sum of squared deviations, which the host combines over the tiles (ops::group_norm_affine).
+// sum of squared deviations, which the host combines over the tiles (ops::group_norm_affine); and their
+// combination on the device (ops::group_norm_combine: the strips of an image split over GPUs).
 //
 // Two kernels, as group_norm's first pass: blocks sum slices of the view's pixels, then one block per
 // sample adds the slices in a fixed order (the same bits on every run). Sums are of x minus the group's
@@ -115,6 +116,37 @@ void group_statistics_typed(const Tensor& x, int groups, const Tensor& stats) {
   HD_GPU_CHECK_LAUNCH();
 }
 
+// As many parts as a group of ranks can have (parse_device_list's 64).
+constexpr int kMaxParts = 64;
+struct PartPixels {
+  int64_t count[kMaxParts];
+};
+
+// A thread per (sample, group): Chan's pairwise merge of the parts in part order, in double, as the CPU's
+// group_norm_combine; then the scale and shift of each of the group's channels.
+template <class T>
+__global__ void __launch_bounds__(kThreads) combine_kernel(const float2* __restrict__ parts, PartPixels pixels,
+                                                           int count, int samples, int groups, int per_group,
+                                                           const T* __restrict__ gamma, const T* __restrict__ beta,
+                                                           float eps, float2* __restrict__ affine) {
+  const int task = int(blockIdx.x) * kThreads + int(threadIdx.x);
+  if (task >= samples * groups) return;
+  const int s = task / groups, group = task % groups, channels = groups * per_group;
+  double total = 0, mean = 0, squares = 0;
+  for (int p = 0; p < count; ++p) {
+    const float2 part = parts[(int64_t(p) * samples + s) * groups + group];
+    const double m = double(pixels.count[p] * per_group), delta = double(part.x) - mean, merged = total + m;
+    mean += delta * m / merged;
+    squares += double(part.y) + delta * delta * total * m / merged;
+    total = merged;
+  }
+  const double rstd = 1.0 / sqrt(fmax(0.0, squares / total) + double(eps));
+  for (int ch = group * per_group; ch < (group + 1) * per_group; ++ch) {
+    const double scale = double(to_float(gamma[ch])) * rstd;
+    affine[int64_t(s) * channels + ch] = make_float2(float(scale), float(double(to_float(beta[ch])) - mean * scale));
+  }
+}
+
 }  // namespace
 
 void group_statistics(const Tensor& x, int groups, const Tensor& stats) {
@@ -123,6 +155,25 @@ void group_statistics(const Tensor& x, int groups, const Tensor& stats) {
   with_element_type(x.dtype, [&](auto* type) {
     group_statistics_typed<std::remove_pointer_t<decltype(type)>>(x, groups, stats);
   });
+}
+
+void group_norm_combine(const Tensor& parts, const std::vector<int64_t>& positions, const Tensor& gamma,
+                        const Tensor& beta, float eps, const Tensor& affine) {
+  const int count = int(parts.dim(0)), samples = int(parts.dim(1)), groups = int(parts.dim(2));
+  HD_CHECK_KIND(count <= kMaxParts, ErrorKind::kUnsupported, "group_norm_combine: ", count, " parts (at most ",
+                kMaxParts, ")");
+  if (samples == 0) return;
+  PartPixels pixels{};
+  for (int p = 0; p < count; ++p) pixels.count[p] = positions[size_t(p)];
+  HD_GPU_CHECK(cudaSetDevice(parts.device.index));
+  const int tasks = samples * groups, per_group = int(gamma.numel() / groups);
+  with_element_type(gamma.dtype, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    combine_kernel<T><<<unsigned((tasks + kThreads - 1) / kThreads), kThreads, 0, current_stream()>>>(
+        static_cast<const float2*>(parts.data), pixels, count, samples, groups, per_group,
+        static_cast<const T*>(gamma.data), static_cast<const T*>(beta.data), eps, static_cast<float2*>(affine.data));
+  });
+  HD_GPU_CHECK_LAUNCH();
 }
 
 }  // namespace hd::gpu

@@ -1,5 +1,9 @@
-// Layout kernels on channels-last tensors: nearest 2x upsampling and channel concatenation. They move
-// 16-bit or 32-bit elements without converting them, so one kernel per element size serves every dtype.
+// Layout kernels on channels-last tensors: nearest 2x upsampling, channel concatenation, an image split's
+// padded strip and copies between views. They move bits without converting them, so one kernel per word
+// size serves every dtype: elements of 16 or 32 bits, or (the last two) the widest word that every run,
+// stride and address divides, up to 16 bytes.
+#include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "core/error.h"
@@ -37,6 +41,74 @@ void with_bits(DType t, F f) {
   f(static_cast<uint32_t*>(nullptr));
 }
 
+// The widest word (16, 8, 4 or 2 bytes) that divides every value.
+int word_bytes(std::initializer_list<int64_t> values) {
+  for (int w : {16, 8, 4, 2}) {
+    bool divides = true;
+    for (int64_t v : values) divides = divides && v % w == 0;
+    if (divides) return w;
+  }
+  return 1;
+}
+
+template <class F>
+void with_word(int bytes, F f) {
+  switch (bytes) {
+    case 16: return f(static_cast<uint4*>(nullptr));
+    case 8: return f(static_cast<uint2*>(nullptr));
+    case 4: return f(static_cast<uint32_t*>(nullptr));
+    case 2: return f(static_cast<uint16_t*>(nullptr));
+    default: return f(static_cast<uint8_t*>(nullptr));
+  }
+}
+
+struct RunsInWords {
+  int64_t run;  // words per run
+  int64_t size[3], src_stride[3], dst_stride[3];
+};
+
+template <class Word>
+__global__ void copy_runs_kernel(const Word* __restrict__ src, Word* __restrict__ dst, RunsInWords r, int64_t total) {
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < total; i += int64_t(gridDim.x) * kThreads) {
+    int64_t rest = i / r.run, s = i % r.run, d = s;
+    for (int level = 0; level < 3; ++level) {
+      const int64_t index = rest % r.size[level];
+      rest /= r.size[level];
+      s += index * r.src_stride[level];
+      d += index * r.dst_stride[level];
+    }
+    dst[d] = src[s];
+  }
+}
+
+// out [n, h + 2, w + 2, words per pixel]: the strip in the middle, the rows above and below (null: zeros),
+// zero columns either side.
+struct Surround {
+  int64_t n, h, w, pixel;  // pixel: words per pixel
+  int64_t above_sample, below_sample;  // words between samples of the rows
+};
+
+template <class Word>
+__global__ void surround_kernel(const Word* __restrict__ x, const Word* __restrict__ above,
+                                const Word* __restrict__ below, Word* __restrict__ out, Surround g, int64_t total) {
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < total; i += int64_t(gridDim.x) * kThreads) {
+    const int64_t word = i % g.pixel, column = (i / g.pixel) % (g.w + 2), row = (i / g.pixel / (g.w + 2)) % (g.h + 2),
+                  sample = i / g.pixel / (g.w + 2) / (g.h + 2);
+    Word v{};
+    if (column >= 1 && column <= g.w) {
+      const int64_t at = (column - 1) * g.pixel + word;
+      if (row == 0) {
+        if (above != nullptr) v = above[sample * g.above_sample + at];
+      } else if (row == g.h + 1) {
+        if (below != nullptr) v = below[sample * g.below_sample + at];
+      } else {
+        v = x[(sample * g.h + row - 1) * g.w * g.pixel + at];
+      }
+    }
+    out[i] = v;
+  }
+}
+
 }  // namespace
 
 void upsample_nearest_2x(const Tensor& x, const Tensor& out) {
@@ -63,6 +135,53 @@ void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out) {
     concat_kernel<E><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
         static_cast<const E*>(a.data), static_cast<const E*>(b.data), static_cast<E*>(out.data), a.dim(-1), b.dim(-1),
         total);
+  });
+  HD_GPU_CHECK_LAUNCH();
+}
+
+void copy_runs(const void* src, void* dst, const StridedRuns& runs, const Device& device) {
+  HD_CHECK(runs.levels <= 3, "copy_runs: ", runs.levels, " levels of strides (at most 3)");
+  std::initializer_list<int64_t> values = {runs.run, runs.src_stride[0], runs.src_stride[1], runs.src_stride[2],
+                                           runs.dst_stride[0], runs.dst_stride[1], runs.dst_stride[2],
+                                           int64_t(reinterpret_cast<uintptr_t>(src)),
+                                           int64_t(reinterpret_cast<uintptr_t>(dst))};
+  const int word = word_bytes(values);
+  RunsInWords r{runs.run / word, {}, {}, {}};
+  int64_t total = r.run;
+  for (int level = 0; level < 3; ++level) {
+    const bool used = level < runs.levels;
+    r.size[level] = used ? runs.size[level] : 1;
+    r.src_stride[level] = used ? runs.src_stride[level] / word : 0;
+    r.dst_stride[level] = used ? runs.dst_stride[level] / word : 0;
+    total *= r.size[level];
+  }
+  if (total == 0) return;
+  HD_GPU_CHECK(cudaSetDevice(device.index));
+  with_word(word, [&](auto* type) {
+    using Word = std::remove_pointer_t<decltype(type)>;
+    copy_runs_kernel<Word><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
+        static_cast<const Word*>(src), static_cast<Word*>(dst), r, total);
+  });
+  HD_GPU_CHECK_LAUNCH();
+}
+
+void surround_strip(const Tensor& x, const Tensor* above, const Tensor* below, const Tensor& out) {
+  const auto element = int64_t(dtype_size(x.dtype));
+  const int64_t pixel_bytes = x.dim(3) * element;
+  const auto address = [](const void* p) { return int64_t(reinterpret_cast<uintptr_t>(p)); };
+  const int word = word_bytes({pixel_bytes, address(x.data), address(out.data),
+                               above ? address(above->data) : 0, above ? above->strides[0] * element : 0,
+                               below ? address(below->data) : 0, below ? below->strides[0] * element : 0});
+  const Surround g{x.dim(0), x.dim(1), x.dim(2), pixel_bytes / word,
+                   above ? above->strides[0] * element / word : 0, below ? below->strides[0] * element / word : 0};
+  const int64_t total = out.numel() * element / word;
+  if (total == 0) return;
+  HD_GPU_CHECK(cudaSetDevice(x.device.index));
+  with_word(word, [&](auto* type) {
+    using Word = std::remove_pointer_t<decltype(type)>;
+    surround_kernel<Word><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
+        static_cast<const Word*>(x.data), above ? static_cast<const Word*>(above->data) : nullptr,
+        below ? static_cast<const Word*>(below->data) : nullptr, static_cast<Word*>(out.data), g, total);
   });
   HD_GPU_CHECK_LAUNCH();
 }

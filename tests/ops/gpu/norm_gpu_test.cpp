@@ -129,6 +129,32 @@ TEST(GpuGroupStatistics, OfStridedViewsMatchCpuAndPartsApplyAsTheWhole) {
   }
 }
 
+// Parts' statistics combined on the GPU (an image split's strips, all-gathered) against the CPU's
+// combination, with gamma and beta in each dtype; with strips of several sizes.
+TEST(GpuGroupNormCombine, MatchesCpu) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    test::Rng rng;
+    HD_SEED_TRACE(rng);
+    const int64_t parts = 4, n = 2, groups = 8, channels = 64;
+    OwnedTensor stats(Shape{parts, n, groups, 2}, DType::kF32);
+    for (int64_t i = 0; i < stats.view().numel(); i += 2) {
+      stats.ptr<float>()[i] = 20.f + float(rng.normal());
+      stats.ptr<float>()[i + 1] = 50.f + 10.f * std::abs(float(rng.normal()));
+    }
+    const std::vector<int64_t> pixels{96, 96, 64, 32};
+    const auto gamma = random_with_mean(rng, Shape{channels}, 1.f, 0.3f);
+    const auto beta = test::random_tensor(rng, Shape{channels}, 0.3f);
+    OwnedTensor stats_gpu(stats.view().shape, DType::kF32, test::gpu0());
+    ops::copy(stats, stats_gpu);
+    const auto affine = test::poisoned_gpu(Shape{n, channels, 2}, DType::kF32);
+    ops::group_norm_combine(stats_gpu, pixels, test::to_gpu(gamma, t), test::to_gpu(beta, t), 1e-5f, affine);
+    const OwnedTensor expected =
+        ops::group_norm_affine(stats, pixels, test::rounded_to(gamma, t), test::rounded_to(beta, t), 1e-5f);
+    EXPECT_LE(test::relative_l2(test::to_host_f32(affine), test::reference_of(expected)), 1e-6);
+  }
+}
+
 TEST(GpuLayerNorm, MatchesCpu) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
     // 16-byte path up to 2048 channels (held in registers), one element a lane beyond and for odd widths.

@@ -23,6 +23,7 @@
 #define cudaGraphLaunch hipGraphLaunch
 #define cudaGraph_t hipGraph_t
 #define cudaMemcpyAsync hipMemcpyAsync
+#define cudaMemcpy2DAsync hipMemcpy2DAsync
 #define cudaMemsetAsync hipMemsetAsync
 #define cudaStreamBeginCapture hipStreamBeginCapture
 #define cudaStreamCaptureModeRelaxed hipStreamCaptureModeRelaxed
