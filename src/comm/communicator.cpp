@@ -62,6 +62,12 @@ void Communicator::receive(const Tensor& t, int peer) {
   ++counts_.collectives;
 }
 
+void Communicator::count_replay(const ExchangeCounts& replayed) {
+  counts_.bytes_sent += replayed.bytes_sent;
+  counts_.bytes_received += replayed.bytes_received;
+  counts_.collectives += replayed.collectives;
+}
+
 void Communicator::barrier() {
   barrier_impl();
   ++counts_.collectives;

@@ -42,6 +42,9 @@ class Communicator {
   void barrier();
 
   const ExchangeCounts& counts() const { return counts_; }
+  // Collectives captured into a graph run again at each replay without calling this object: the graph's
+  // owner adds what the capture counted (`replayed`) at each later replay.
+  void count_replay(const ExchangeCounts& replayed);
 
  protected:
   Communicator(int rank, int size, Device device);
