@@ -1,5 +1,6 @@
 #include "models/blocks.h"
 
+#include "comm/image_split.h"
 #include "core/error.h"
 #include "ops/ops.h"
 
@@ -14,10 +15,16 @@ Conv2d Conv2d::load(const WeightReader& w, const std::string& name, int64_t out,
   return c;
 }
 
-OwnedTensor Conv2d::operator()(const Tensor& x, const Tensor* residual) const {
+OwnedTensor Conv2d::operator()(const Tensor& x, const Tensor* residual, comm::ImageSplit* split) const {
   const ops::Conv2dParams p{stride, padding, extra_end_padding};
   OwnedTensor y = OwnedTensor::like(x, ops::conv2d_output_shape(x.shape, weight.view().shape, p));
-  ops::conv2d(x, weight, &bias.view(), residual, p, y);
+  if (split != nullptr) {
+    HD_CHECK_KIND(extra_end_padding == 0 && 2 * padding + 1 == weight.view().dim(1), ErrorKind::kUnsupported,
+                  "image split: a convolution padded otherwise than to keep its size");
+    split->conv(x, weight, bias, stride, residual, y);
+  } else {
+    ops::conv2d(x, weight, &bias.view(), residual, p, y);
+  }
   return y;
 }
 
@@ -25,9 +32,12 @@ GroupNorm GroupNorm::load(const WeightReader& w, const std::string& name, int64_
   return GroupNorm{w.load(name + ".weight", Shape{channels}), w.load(name + ".bias", Shape{channels}), groups, eps};
 }
 
-OwnedTensor GroupNorm::operator()(const Tensor& x, bool silu) const {
+OwnedTensor GroupNorm::operator()(const Tensor& x, bool silu, comm::ImageSplit* split) const {
   OwnedTensor y = OwnedTensor::like(x, x.shape);
-  ops::group_norm(x, gamma, beta, groups, eps, silu, y);
+  if (split != nullptr)
+    split->group_norm(x, gamma, beta, groups, eps, silu, y);
+  else
+    ops::group_norm(x, gamma, beta, groups, eps, silu, y);
   return y;
 }
 
@@ -67,20 +77,20 @@ ResnetBlock ResnetBlock::load(const WeightReader& w, const std::string& name, in
   return r;
 }
 
-OwnedTensor ResnetBlock::operator()(const Tensor& x, const Tensor* temb_silu) const {
-  OwnedTensor h = conv1(norm1(x, /*silu=*/true));
+OwnedTensor ResnetBlock::operator()(const Tensor& x, const Tensor* temb_silu, comm::ImageSplit* split) const {
+  OwnedTensor h = conv1(norm1(x, /*silu=*/true, split), nullptr, split);
   if (time_proj) {
     HD_ASSERT(temb_silu != nullptr);
     const OwnedTensor t = (*time_proj)(*temb_silu);  // [N, out], added to every pixel of its sample
     ops::add(h, t.view().reshape(Shape{t.view().dim(0), 1, 1, t.view().dim(1)}), h);
   }
-  h = norm2(h, /*silu=*/true);
+  h = norm2(h, /*silu=*/true, split);
   // conv2 adds the shortcut as its residual: one pass over the output instead of two.
   if (shortcut) {
-    const OwnedTensor skip = (*shortcut)(x);
-    return conv2(h, &skip.view());
+    const OwnedTensor skip = (*shortcut)(x);  // 1x1: the strip's own pixels
+    return conv2(h, &skip.view(), split);
   }
-  return conv2(h, &x);
+  return conv2(h, &x, split);
 }
 
 SpatialSelfAttention SpatialSelfAttention::load(const WeightReader& w, const std::string& name, int64_t channels,
@@ -139,14 +149,24 @@ SpatialTransformer SpatialTransformer::load(const WeightReader& w, const std::st
   return t;
 }
 
-OwnedTensor SpatialTransformer::operator()(const Tensor& x, const Tensor& context) const {
+OwnedTensor SpatialTransformer::operator()(const Tensor& x, const Tensor& context,
+                                           comm::ImageSplit* split) const {
   const int64_t n = x.dim(0), positions = x.dim(1) * x.dim(2), c = x.dim(3);
-  const OwnedTensor normed = norm(x, /*silu=*/false);
+  const OwnedTensor normed = norm(x, /*silu=*/false, split);
   OwnedTensor tokens = proj_in(normed.view().reshape(Shape{n, positions, c}));  // [N, HW, C]
   OwnedTensor h = OwnedTensor::like(tokens, tokens.view().shape), attended = OwnedTensor::like(tokens, tokens.view().shape);
   for (const Block& b : blocks) {
     ops::layer_norm(tokens, b.norm1_g, b.norm1_b, layer_norm_eps, h);
-    ops::attention(b.q1(h), b.k1(h), b.v1(h), {heads, false, 0.0f}, attended);
+    if (split != nullptr) {
+      // Keys and values as one batch [K; V] of 2N rows: one gather brings every strip's of both.
+      OwnedTensor kv = OwnedTensor::like(h, Shape{2 * n, positions, c});
+      b.k1(h, nullptr, kv.view().slice(0, 0, n));
+      b.v1(h, nullptr, kv.view().slice(0, n, n));
+      const OwnedTensor all = split->gather_keys_values(kv);
+      ops::attention(b.q1(h), all.view().slice(0, 0, n), all.view().slice(0, n, n), {heads, false, 0.0f}, attended);
+    } else {
+      ops::attention(b.q1(h), b.k1(h), b.v1(h), {heads, false, 0.0f}, attended);
+    }
     b.out1(attended, &tokens.view(), tokens);  // the residual stream, updated in the product's epilogue
     ops::layer_norm(tokens, b.norm2_g, b.norm2_b, layer_norm_eps, h);
     ops::attention(b.q2(h), b.k2(context), b.v2(context), {heads, false, 0.0f}, attended);

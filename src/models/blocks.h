@@ -1,5 +1,6 @@
-// Building blocks shared by the VAE and (later) the UNet, each bound to its weights by the names
-// diffusers gives them. All activations are NHWC f32 on the CPU.
+// Building blocks shared by the VAE and the UNet, each bound to its weights by the names diffusers gives
+// them. Activations are NHWC. Given an image split (comm::ImageSplit), a block computes one strip of the
+// image and exchanges what crosses the strip's edges; without one, the whole image.
 #pragma once
 
 #include <optional>
@@ -10,6 +11,10 @@
 
 namespace hd {
 
+namespace comm {
+class ImageSplit;
+}  // namespace comm
+
 struct Conv2d {
   OwnedTensor weight, bias;  // [Cout, kh, kw, Cin], [Cout]
   int stride = 1, padding = 0, extra_end_padding = 0;
@@ -18,7 +23,8 @@ struct Conv2d {
                      int stride = 1);
   int64_t out_channels() const { return weight.view().dim(0); }
   // out = conv(x) (+ residual, which may alias out).
-  OwnedTensor operator()(const Tensor& x, const Tensor* residual = nullptr) const;
+  OwnedTensor operator()(const Tensor& x, const Tensor* residual = nullptr,
+                         comm::ImageSplit* split = nullptr) const;
 };
 
 struct GroupNorm {
@@ -27,7 +33,7 @@ struct GroupNorm {
   float eps = 1e-6f;
 
   static GroupNorm load(const WeightReader& w, const std::string& name, int64_t channels, int groups, float eps);
-  OwnedTensor operator()(const Tensor& x, bool silu) const;
+  OwnedTensor operator()(const Tensor& x, bool silu, comm::ImageSplit* split = nullptr) const;
 };
 
 struct Linear {
@@ -56,7 +62,8 @@ struct ResnetBlock {
   static ResnetBlock load(const WeightReader& w, const std::string& name, int64_t in, int64_t out, int groups, float eps,
                           int64_t time_embed_dim = 0);
   // x [N, H, W, in] -> [N, H, W, out]; temb_silu [N, time_embed_dim] is SiLU(time embedding).
-  OwnedTensor operator()(const Tensor& x, const Tensor* temb_silu = nullptr) const;
+  OwnedTensor operator()(const Tensor& x, const Tensor* temb_silu = nullptr,
+                         comm::ImageSplit* split = nullptr) const;
 };
 
 // The VAE's mid-block attention: GroupNorm, single-head self-attention over the H*W positions, output
@@ -88,8 +95,9 @@ struct SpatialTransformer {
 
   static SpatialTransformer load(const WeightReader& w, const std::string& name, int64_t channels, int64_t context_dim,
                                  int heads, int groups, bool linear_projection);
-  // x [N, H, W, C], context [N, L, context_dim] -> [N, H, W, C]
-  OwnedTensor operator()(const Tensor& x, const Tensor& context) const;
+  // x [N, H, W, C], context [N, L, context_dim] -> [N, H, W, C]. Split: self-attention's queries are the
+  // strip's, its keys and values the whole image's.
+  OwnedTensor operator()(const Tensor& x, const Tensor& context, comm::ImageSplit* split = nullptr) const;
 };
 
 }  // namespace hd

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "comm/image_split.h"
 #include "core/error.h"
 #include "ops/ops.h"
 
@@ -193,19 +194,20 @@ OwnedTensor Unet::time_embedding(const Tensor& timesteps, const TextTimeConditio
 }
 
 OwnedTensor Unet::forward(const Tensor& sample, const Tensor& timesteps, const Tensor& context,
-                          const TextTimeConditioning* added) const {
+                          const TextTimeConditioning* added, comm::ImageSplit* split) const {
   const UnetConfig& c = config_;
   HD_CHECK(sample.rank() == 4 && sample.dim(3) == c.in_channels, "unet: sample ", sample.shape.to_string(),
            " must be [N, h, w, ", c.in_channels, "]");
-  const int64_t levels = int64_t(c.block_out_channels.size()), factor = int64_t(1) << (levels - 1);
+  const int64_t factor = split_row_multiple();
   HD_CHECK(sample.dim(1) % factor == 0 && sample.dim(2) % factor == 0, "unet: latent size ", sample.dim(1), "x",
-           sample.dim(2), " must be a multiple of ", factor);
+           sample.dim(2), split ? " (a strip)" : "", " must be a multiple of ", factor);
   HD_CHECK(context.rank() == 3 && context.dim(0) == sample.dim(0) && context.dim(2) == c.context_dim,
            "unet: context ", context.shape.to_string(), " must be [", sample.dim(0), ", L, ", c.context_dim, "]");
   for (const Tensor* t : {&sample, &context})
     HD_CHECK(t->device == placement_.device && t->dtype == placement_.dtype, "unet: input ", t->describe(),
              " is not where the model computes (", placement_.to_string(), ")");
   const int64_t n = sample.dim(0);
+  if (split != nullptr) split->begin_forward(sample.shape);
 
   OwnedTensor temb = time_embedding(timesteps, added, n);
   ops::silu(temb, temb);  // [N, time_embed_dim], as every resnet's time_emb_proj receives it
@@ -214,10 +216,10 @@ OwnedTensor Unet::forward(const Tensor& sample, const Tensor& timesteps, const T
   // input of the next layer (a view: moving an OwnedTensor keeps its memory where it is).
   std::vector<OwnedTensor> skips;
   const auto run_layer = [&](const Layer& layer, const Tensor& x) {
-    OwnedTensor y = layer.resnet(x, &temb.view());
-    return layer.transformer ? (*layer.transformer)(y, context) : std::move(y);
+    OwnedTensor y = layer.resnet(x, &temb.view(), split);
+    return layer.transformer ? (*layer.transformer)(y, context, split) : std::move(y);
   };
-  skips.push_back(conv_in_(sample));
+  skips.push_back(conv_in_(sample, nullptr, split));
   Tensor down = skips.back().view();
   for (const Level& level : down_) {
     for (const Layer& layer : level.layers) {
@@ -225,13 +227,13 @@ OwnedTensor Unet::forward(const Tensor& sample, const Tensor& timesteps, const T
       down = skips.back().view();
     }
     if (level.resample) {
-      skips.push_back((*level.resample)(down));
+      skips.push_back((*level.resample)(down, nullptr, split));
       down = skips.back().view();
     }
   }
-  OwnedTensor h = mid_first_(down, &temb.view());
-  h = mid_transformer_(h, context);
-  h = mid_second_(h, &temb.view());
+  OwnedTensor h = mid_first_(down, &temb.view(), split);
+  h = mid_transformer_(h, context, split);
+  h = mid_second_(h, &temb.view(), split);
   for (const Level& level : up_) {
     for (const Layer& layer : level.layers) {
       const OwnedTensor skip = std::move(skips.back());
@@ -245,10 +247,12 @@ OwnedTensor Unet::forward(const Tensor& sample, const Tensor& timesteps, const T
     if (level.resample) {
       OwnedTensor up = OwnedTensor::like(h, Shape{n, 2 * h.view().dim(1), 2 * h.view().dim(2), h.view().dim(3)});
       ops::upsample_nearest_2x(h, up);
-      h = (*level.resample)(up);
+      h = (*level.resample)(up, nullptr, split);
     }
   }
-  return conv_out_(norm_out_(h, /*silu=*/true));
+  OwnedTensor out = conv_out_(norm_out_(h, /*silu=*/true, split), nullptr, split);
+  if (split != nullptr) split->end_forward();
+  return out;
 }
 
 }  // namespace hd

@@ -65,8 +65,14 @@ class Unet {
                       const TextTimeConditioning* added = nullptr) const;
   // The same with the timestep of each sample as an f32 tensor [N] on the model's device: no host data
   // is read, so the forward can be captured into a graph and replayed with new values in that tensor.
+  // With `split`, sample is this rank's strip of the latent (rows [i·h, (i+1)·h) of every sample for
+  // strip i, h a multiple of the UNet's downsampling factor) and so is the prediction: every rank of the
+  // split runs the forward at once, exchanging what crosses the strips' edges.
   OwnedTensor forward(const Tensor& sample, const Tensor& timesteps, const Tensor& context,
-                      const TextTimeConditioning* added = nullptr) const;
+                      const TextTimeConditioning* added = nullptr, comm::ImageSplit* split = nullptr) const;
+  // The latent rows each strip of an image split must be a multiple of: the
+  // downsampling factor, so that every level's strips line up with the whole latent's rows.
+  int64_t split_row_multiple() const { return int64_t(1) << (config_.block_out_channels.size() - 1); }
 
  private:
   struct Layer {

@@ -2,7 +2,18 @@
 // that the CPU engine matches to 1e-4 (tests/fixtures/models/tiny_sd{1,2,xl}_components.safetensors).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/image_split.h"
+#include "comm/in_process_group.h"
+#include "comm/rank_threads.h"
+#include "core/buffer.h"
 #include "core/error.h"
+#include "core/scratch.h"
 #include "fixture_util.h"
 #include "io/model_source.h"
 #include "models/clip_text_encoder.h"
@@ -10,6 +21,7 @@
 #include "models/unet_graphs.h"
 #include "models/vae.h"
 #include "ops/gpu/gpu_test_util.h"
+#include "ops/ops.h"
 #include "ops/placement.h"
 #include "test_util.h"
 
@@ -102,6 +114,75 @@ TEST(GpuModels, UnetGraphReplaysThePlainForward) {
     }
   }
   EXPECT_EQ(graphs.captured_count(), 2u);  // one graph per shape, captured on its second forward
+}
+
+// Scratch memory of one rank's own: ranks sharing a GPU queue their ops on its one stream, and the shared
+// scratch buffer is valid only until the next op's call, which may be another rank's. Kept until the rank
+// is done.
+class RankScratch : public ScratchProvider {
+ public:
+  void* allocate(const Device& device, size_t bytes) override {
+    held_.emplace_back(device, bytes);
+    return held_.back().data();
+  }
+
+ private:
+  std::vector<Buffer> held_;
+};
+
+// The exact image split on one GPU, its strips as ranks of an in-process group (device copies, each rank
+// its own scratch): each strip's prediction against the same rows of the whole forward on the same GPU, in
+// f16. What differs is the kernels' summation order over other shapes (a strip's convolutions and
+// attention queries), and each layer's output rounded to f16.
+TEST(GpuModels, UnetImageSplitOnOneGpuGivesTheWholeForwardsRows) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  for (const std::string family : {"sd1", "sdxl"}) {
+    SCOPED_TRACE(family);
+    const ModelSource model = ModelSource::open(model_dir(family));
+    const Unet unet = Unet::load(*model.component("unet"), on_gpu(DType::kF16));
+    const UnetConfig& c = unet.config();
+    const int64_t n = 2, h = 32, w = 16;
+    const auto sample = ops::place(test::random_tensor(rng, Shape{n, h, w, c.in_channels}), on_gpu(DType::kF16));
+    const auto context = ops::place(test::random_tensor(rng, Shape{n, 7, c.context_dim}), on_gpu(DType::kF16));
+    OwnedTensor timesteps(Shape{n}, DType::kF32, test::gpu0());
+    ops::copy(test::random_tensor(rng, Shape{n}, 300.0f), timesteps);
+    OwnedTensor text_embeds, time_ids;
+    std::optional<TextTimeConditioning> added;
+    if (c.text_time()) {
+      time_ids = OwnedTensor(Shape{n, 6}, DType::kF32, test::gpu0());
+      ops::copy(test::random_tensor(rng, Shape{n, 6}, 100.0f), time_ids);
+      text_embeds = ops::place(
+          test::random_tensor(rng, Shape{n, c.addition_embed_input_dim - 6 * c.addition_time_embed_dim}),
+          on_gpu(DType::kF16));
+      added = TextTimeConditioning{text_embeds, time_ids};
+    }
+    const TextTimeConditioning* extra = added ? &*added : nullptr;
+    const OwnedTensor whole = ops::to_host_f32(unet.forward(sample, timesteps, context, extra));
+    for (int ranks : {2, 4}) {
+      SCOPED_TRACE(testing::Message() << ranks << " strips");
+      const int64_t rows = h / ranks;
+      comm::InProcessGroup group(ranks, std::chrono::seconds(120));
+      std::vector<std::unique_ptr<comm::Communicator>> comms;
+      for (int r = 0; r < ranks; ++r) comms.push_back(group.communicator(r, test::gpu0()));
+      std::vector<OwnedTensor> parts(static_cast<size_t>(ranks));
+      comm::run_ranks(ranks, [&](int rank) {
+        RankScratch scratch;
+        comm::ImageSplit split(*comms[size_t(rank)]);
+        OwnedTensor strip(Shape{n, rows, w, c.in_channels}, DType::kF16, test::gpu0());
+        ops::copy(sample.view().slice(1, rank * rows, rows), strip);
+        parts[size_t(rank)] = ops::to_host_f32(unet.forward(strip, timesteps, context, extra, &split));
+      }, [&](int rank, const std::string& why) { group.fail(rank, why); });
+      for (int rank = 0; rank < ranks; ++rank) {
+        OwnedTensor expected(parts[size_t(rank)].view().shape, DType::kF32);
+        ops::copy(whole.view().slice(1, rank * rows, rows), expected);
+        const double err = test::relative_l2(parts[size_t(rank)], test::as_reference(expected));
+        std::printf("%s UNet on the GPU, strip %d of %d: relative L2 %.3g against the whole forward\n",
+                    family.c_str(), rank, ranks, err);
+        EXPECT_LE(err, tolerance(DType::kF16));
+      }
+    }
+  }
 }
 
 // SDXL's structure (text-time conditioning, several transformer blocks per attention): the plain forward

@@ -6,12 +6,19 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <memory>
+#include <optional>
 
+#include "comm/image_split.h"
+#include "comm/in_process_group.h"
+#include "comm/rank_threads.h"
 #include "core/error.h"
 #include "fixture_util.h"
 #include "io/safetensors.h"
 #include "models/weights.h"
+#include "ops/ops.h"
 #include "test_util.h"
 
 namespace hd {
@@ -74,6 +81,57 @@ TEST(Unet, SdxlMatchesDiffusers) {
   const OwnedTensor five_ids(Shape{2, 5}, DType::kF32);
   const TextTimeConditioning short_ids{text_embeds, five_ids};
   EXPECT_THROW(unet.forward(sample, 10.0f, context, &short_ids), Error);
+}
+
+// The exact image split: each rank's strip of the prediction equals the same rows of the whole forward,
+// at 2 and 4 strips (ranks of an in-process group), for an SD1-like and an SDXL-like UNet.
+TEST(Unet, ImageSplitGivesTheWholeForwardsRows) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  for (const char* family : {"sd1", "sdxl"}) {
+    SCOPED_TRACE(family);
+    const ModelSource model = ModelSource::open(std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_" + family);
+    const Unet unet = Unet::load(*model.component("unet"));
+    const UnetConfig& c = unet.config();
+    const int64_t n = 2, h = 16, w = 8;
+    const OwnedTensor sample = test::random_tensor(rng, Shape{n, h, w, c.in_channels});
+    const OwnedTensor context = test::random_tensor(rng, Shape{n, 5, c.context_dim});
+    OwnedTensor timesteps(Shape{n}, DType::kF32);
+    timesteps.ptr<float>()[0] = 401.0f, timesteps.ptr<float>()[1] = 17.5f;
+    OwnedTensor text_embeds, time_ids;
+    std::optional<TextTimeConditioning> added;
+    if (c.text_time()) {
+      time_ids = test::random_tensor(rng, Shape{n, 6}, 100.0f);
+      text_embeds = test::random_tensor(rng, Shape{n, c.addition_embed_input_dim - 6 * c.addition_time_embed_dim});
+      added = TextTimeConditioning{text_embeds, time_ids};
+    }
+    const TextTimeConditioning* extra = added ? &*added : nullptr;
+    const OwnedTensor whole = unet.forward(sample, timesteps, context, extra);
+    for (int ranks : {2, 4}) {
+      SCOPED_TRACE(testing::Message() << ranks << " strips");
+      const int64_t rows = h / ranks;
+      comm::InProcessGroup group(ranks, std::chrono::seconds(120));
+      std::vector<std::unique_ptr<comm::Communicator>> comms;
+      for (int r = 0; r < ranks; ++r) comms.push_back(group.communicator(r));
+      comm::run_ranks(ranks, [&](int rank) {
+        comm::ImageSplit split(*comms[size_t(rank)]);
+        OwnedTensor strip(Shape{n, rows, w, c.in_channels}, DType::kF32);
+        ops::copy(sample.view().slice(1, rank * rows, rows), strip);
+        const OwnedTensor part = unet.forward(strip, timesteps, context, extra, &split);
+        OwnedTensor expected(part.view().shape, DType::kF32);
+        ops::copy(whole.view().slice(1, rank * rows, rows), expected);
+        const double err = test::relative_l2(part, test::as_reference(expected));
+        std::printf("%s UNet, strip %d of %d: relative L2 %.3g against the whole forward\n", family, rank, ranks, err);
+        EXPECT_LE(err, 1e-6);
+      }, [&](int rank, const std::string& why) { group.fail(rank, why); });
+    }
+    // A strip whose rows do not line up with the downsampling is refused before anything is exchanged.
+    comm::InProcessGroup lone(1);
+    const std::unique_ptr<comm::Communicator> one = lone.communicator(0);
+    comm::ImageSplit split(*one);
+    const OwnedTensor odd = test::random_tensor(rng, Shape{n, unet.split_row_multiple() + 1, w, c.in_channels});
+    test::expect_error_containing([&] { (void)unet.forward(odd, timesteps, context, extra, &split); }, "(a strip)");
+  }
 }
 
 TEST(Unet, RefusesTextTimeConditioningWithoutAddEmbedding) {
