@@ -1,7 +1,8 @@
 // Several GPUs against one, in the same run on the same machine: a guided picture on one GPU against CFG
-// parallel on two (latency), and a batch of pictures on one GPU against data parallel over all of them
-// (throughput). Whole generations (prompt encoding, every step, the VAE decode), medians of --repeats
-// after a warm-up, with what rank 0 exchanged per step.
+// parallel on two and the exact image split over all of them (latency), and a batch of pictures on one
+// GPU against data parallel over all of them (throughput). Whole generations (prompt encoding, every
+// step, the VAE decode, which the split leaves to rank 0), and the denoising loop alone, medians of
+// --repeats after a warm-up, with what rank 0 exchanged per step.
 //   hd_bench_parallel --arch sd15|sdxl | --model PATH  [--devices cuda:0,cuda:1] [--size 512] [--steps 20]
 //                     [--repeats 5] [--per-gpu 4] [--json-out FILE]
 #include <algorithm>
@@ -46,17 +47,28 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+struct Timing {
+  double total_s = 0, denoising_s = 0;  // medians
+};
+
 template <typename F>
-double median_seconds(int repeats, const F& generate) {
+Timing median_times(int repeats, const F& generate) {
   generate();  // warm-up: kernel choices, captured graphs
-  std::vector<double> s;
+  std::vector<double> total, denoising;
   for (int i = 0; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    generate();
-    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    const GenerationResult r = generate();
+    total.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    denoising.push_back(r.times.denoising / 1000.0);
   }
-  std::sort(s.begin(), s.end());
-  return s[s.size() / 2];
+  std::sort(total.begin(), total.end());
+  std::sort(denoising.begin(), denoising.end());
+  return {total[total.size() / 2], denoising[denoising.size() / 2]};
+}
+
+template <typename F>
+double median_seconds(int repeats, const F& generate) {
+  return median_times(repeats, generate).total_s;
 }
 
 int run(const Args& a) {
@@ -87,9 +99,9 @@ int run(const Args& a) {
 
   std::printf("| case | 1 GPU | %d GPUs | speed-up | per step exchanged (rank 0) |\n| --- | --- | --- | --- | --- |\n", n);
   if (n == 2) {
-    const double alone = median_seconds(a.repeats, [&] { one.generate(p, ParallelMode::kData); });
+    const double alone = median_seconds(a.repeats, [&] { return one.generate(p, ParallelMode::kData); });
     const comm::ExchangeCounts before = all.counts();
-    const double split = median_seconds(a.repeats, [&] { all.generate(p, ParallelMode::kCfg); });
+    const double split = median_seconds(a.repeats, [&] { return all.generate(p, ParallelMode::kCfg); });
     const comm::ExchangeCounts after = all.counts();
     const double per_step =
         double(after.bytes_sent - before.bytes_sent) / double((a.repeats + 1) * p.steps) / 1024.0;
@@ -98,14 +110,44 @@ int run(const Args& a) {
     report["cfg"] = {{"one_gpu_s", alone}, {"parallel_s", split}, {"speedup", alone / split},
                      {"kib_sent_per_step", per_step}};
   }
+  if (p.height % all.model(0).split_height_multiple(n) == 0) {
+    const Timing alone = median_times(a.repeats, [&] { return one.generate(p, ParallelMode::kData); });
+    const comm::ExchangeCounts before = all.counts();
+    const Timing split = median_times(a.repeats, [&] { return all.generate(p, ParallelMode::kSplit); });
+    const comm::ExchangeCounts after = all.counts();
+    const double steps = double((a.repeats + 1) * p.steps);
+    const double mib = double(after.bytes_sent - before.bytes_sent) / steps / (1024.0 * 1024.0);
+    const double collectives = double(after.collectives - before.collectives) / steps;
+    std::printf("| one guided picture, exact image split (s) | %.3f | %.3f | %.2fx | %.1f MiB sent, %.0f collectives |\n",
+                alone.total_s, split.total_s, alone.total_s / split.total_s, mib, collectives);
+    std::printf("| the same, denoising loop only (s) | %.3f | %.3f | %.2fx | |\n", alone.denoising_s,
+                split.denoising_s, alone.denoising_s / split.denoising_s);
+    report["split"] = {{"one_gpu_s", alone.total_s}, {"parallel_s", split.total_s},
+                       {"speedup", alone.total_s / split.total_s}, {"one_gpu_denoising_s", alone.denoising_s},
+                       {"parallel_denoising_s", split.denoising_s},
+                       {"denoising_speedup", alone.denoising_s / split.denoising_s},
+                       {"mib_sent_per_step", mib}, {"collectives_per_step", collectives}};
+    // Displaced: the same exchanges after kDisplacedWarmupSteps exact steps, overlapped with compute.
+    const Timing displaced = median_times(a.repeats, [&] { return all.generate(p, ParallelMode::kDisplaced); });
+    std::printf("| one guided picture, displaced split (s) | %.3f | %.3f | %.2fx | %d exact steps first |\n",
+                alone.total_s, displaced.total_s, alone.total_s / displaced.total_s, kDisplacedWarmupSteps);
+    std::printf("| the same, denoising loop only (s) | %.3f | %.3f | %.2fx | |\n", alone.denoising_s,
+                displaced.denoising_s, alone.denoising_s / displaced.denoising_s);
+    report["displaced"] = {{"parallel_s", displaced.total_s}, {"speedup", alone.total_s / displaced.total_s},
+                           {"parallel_denoising_s", displaced.denoising_s},
+                           {"denoising_speedup", alone.denoising_s / displaced.denoising_s},
+                           {"warmup_steps", kDisplacedWarmupSteps}};
+  } else {
+    std::printf("| exact image split | height %d does not split into %d strips | | | |\n", p.height, n);
+  }
   // Throughput: a batch of one picture per GPU, and of --per-gpu pictures per GPU (where one GPU is
   // busier with a larger batch).
   report["data"] = nlohmann::json::array();
   for (int per_gpu : {1, a.per_gpu}) {
     if (per_gpu == 1 && a.per_gpu == 1 && !report["data"].empty()) break;
     p.batch = n * per_gpu;
-    const double batch_one = median_seconds(a.repeats, [&] { one.generate(p, ParallelMode::kData); });
-    const double batch_all = median_seconds(a.repeats, [&] { all.generate(p, ParallelMode::kData); });
+    const double batch_one = median_seconds(a.repeats, [&] { return one.generate(p, ParallelMode::kData); });
+    const double batch_all = median_seconds(a.repeats, [&] { return all.generate(p, ParallelMode::kData); });
     std::printf("| %d pictures, data parallel (images/s) | %.2f | %.2f | %.2fx | nothing |\n", p.batch,
                 p.batch / batch_one, p.batch / batch_all, batch_one / batch_all);
     report["data"].push_back({{"batch", p.batch}, {"one_gpu_s", batch_one}, {"parallel_s", batch_all},
@@ -119,6 +161,7 @@ int run(const Args& a) {
 }  // namespace hd
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each table row as it is measured, even into a pipe
   try {
     return hd::run(hd::parse(argc, argv));
   } catch (const std::exception& e) {

@@ -94,6 +94,12 @@ DenoisingRun StableDiffusion::start_denoising(const GenerationParams& p, TorchCp
   run.first_row_ = share.first, run.drawn_rows_ = p.batch;
   if (guidance_pair_ != nullptr && run.guided_)
     HD_CHECK_KIND(guidance_pair_->size() == 2, ErrorKind::kInternal, "CFG parallel takes a pair of ranks");
+  if (image_split_ != nullptr) {
+    const int strips = image_split_->strips();
+    HD_CHECK(p.height % split_height_multiple(strips) == 0, "an image split over ", strips,
+             " devices needs a height that is a multiple of ", split_height_multiple(strips), " pixels, not ",
+             p.height);
+  }
   if (from.init_image != nullptr) {
     const Tensor& image = *from.init_image;
     HD_CHECK(image.rank() == 4 && image.dim(0) == 1 && image.dim(1) == p.height && image.dim(2) == p.width &&
@@ -166,9 +172,11 @@ void StableDiffusion::step(std::span<DenoisingRun* const> runs) const {
   const auto step_start = std::chrono::steady_clock::now();
   const Device& device = placement().device;
   OwnedTensor prediction;
-  HD_CHECK_KIND(runs.size() == 1 || guidance_pair_ == nullptr, ErrorKind::kUnsupported,
-                "CFG parallel steps one run at a time: runs are not batched together on a split pair");
-  if (runs.size() == 1 && guidance_pair_ != nullptr && runs[0]->guided_) {
+  HD_CHECK_KIND(runs.size() == 1 || (guidance_pair_ == nullptr && image_split_ == nullptr), ErrorKind::kUnsupported,
+                "CFG parallel and the image split step one run at a time: runs are not batched together on them");
+  if (runs.size() == 1 && image_split_ != nullptr) {
+    prediction = split_image_step(*runs[0]);
+  } else if (runs.size() == 1 && guidance_pair_ != nullptr && runs[0]->guided_) {
     prediction = split_guidance_step(*runs[0]);
   } else if (runs.size() == 1) {
     // Alone: its own input buffer and its one timestep, as the loop always ran.
@@ -252,6 +260,7 @@ void StableDiffusion::step(std::span<DenoisingRun* const> runs) const {
 void StableDiffusion::split_guidance(comm::Communicator* pair) {
   if (pair != nullptr) {
     HD_CHECK(pair->size() == 2, "CFG parallel splits a guided batch over 2 ranks, not ", pair->size());
+    HD_CHECK(image_split_ == nullptr, "CFG parallel and an image split are not combined yet");
     HD_CHECK(pair->device() == placement().device, "CFG parallel: the pair's rank ", pair->rank(), " is on ",
              pair->device().to_string(), ", the model on ", placement().device.to_string());
   }
@@ -277,6 +286,33 @@ OwnedTensor StableDiffusion::split_guidance_step(DenoisingRun& r) const {
   OwnedTensor both = OwnedTensor::like(half, both_shape);
   pair.all_gather(half, both);
   return both;
+}
+
+void StableDiffusion::split_image(comm::ImageSplit* split, int displaced_from) {
+  if (split != nullptr) {
+    HD_CHECK(guidance_pair_ == nullptr, "an image split and CFG parallel are not combined yet");
+    HD_CHECK(split->group().device() == placement().device, "image split: strip ", split->index(), " is on ",
+             split->group().device().to_string(), ", the model on ", placement().device.to_string());
+  }
+  image_split_ = split;
+  displaced_from_ = split != nullptr ? displaced_from : -1;
+}
+
+OwnedTensor StableDiffusion::split_image_step(DenoisingRun& r) const {
+  // Every rank holds the whole latents and the whole model input; the UNet runs on this rank's rows of
+  // it, and the prediction's strips are gathered for the sampler step, which every rank takes alike.
+  comm::ImageSplit& split = *image_split_;
+  split.set_displaced(displaced_from_ >= 0 && r.steps_done() >= displaced_from_);
+  const Device& device = placement().device;
+  const int64_t rows = r.rows(), h = r.height_ / split.strips();
+  if (r.model_input_.view().data == nullptr)
+    r.model_input_ = OwnedTensor(Shape{rows, r.height_, r.width_, r.channels_}, placement().dtype, device);
+  ops::sampler_input(r.sample_, r.sampler_->input_divisor(r.next_), r.model_input_);
+  OwnedTensor strip(Shape{rows, h, r.width_, r.channels_}, placement().dtype, device);
+  ops::copy(r.model_input_.view().slice(1, split.index() * h, h), strip);
+  const OwnedTensor part = unet_graphs_.forward(unet_, strip, r.sampler_->timestep(r.next_), r.conditioning_.context,
+                                                r.added_ ? &*r.added_ : nullptr, &split);
+  return split.gather_strips(part);
 }
 
 OwnedTensor StableDiffusion::denoise(const GenerationParams& params, TorchCpuGenerator& generator,

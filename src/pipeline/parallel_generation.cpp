@@ -37,13 +37,24 @@ OwnedTensor concatenated(const std::vector<const Tensor*>& parts) {
   return out;
 }
 
-// While one lives, `model` computes half of each guided batch with `pair`.
-class GuidanceSplit {
+// While one lives, `model` computes its rank's part of every step in lockstep with the other ranks:
+// half of each guided batch (CFG parallel, `group` a pair) or its strip of the image (`split`, exact or
+// displaced).
+class Lockstep {
  public:
-  GuidanceSplit(StableDiffusion& model, comm::Communicator& pair) : model_(model) { model_.split_guidance(&pair); }
-  ~GuidanceSplit() { model_.split_guidance(nullptr); }
-  GuidanceSplit(const GuidanceSplit&) = delete;
-  GuidanceSplit& operator=(const GuidanceSplit&) = delete;
+  Lockstep(StableDiffusion& model, ParallelMode mode, comm::Communicator& group, comm::ImageSplit& split)
+      : model_(model) {
+    if (mode == ParallelMode::kCfg)
+      model_.split_guidance(&group);
+    else
+      model_.split_image(&split, mode == ParallelMode::kDisplaced ? kDisplacedWarmupSteps : -1);
+  }
+  ~Lockstep() {
+    model_.split_guidance(nullptr);
+    model_.split_image(nullptr);
+  }
+  Lockstep(const Lockstep&) = delete;
+  Lockstep& operator=(const Lockstep&) = delete;
 
  private:
   StableDiffusion& model_;
@@ -55,7 +66,10 @@ ParallelMode parse_parallel_mode(std::string_view text) {
   if (text == "auto") return ParallelMode::kAuto;
   if (text == "data") return ParallelMode::kData;
   if (text == "cfg") return ParallelMode::kCfg;
-  throw Error(ErrorKind::kInvalidInput, str_cat("unknown parallel mode '", text, "' (auto, data or cfg)"));
+  if (text == "split") return ParallelMode::kSplit;
+  if (text == "displaced") return ParallelMode::kDisplaced;
+  throw Error(ErrorKind::kInvalidInput,
+              str_cat("unknown parallel mode '", text, "' (auto, data, cfg, split or displaced)"));
 }
 
 std::string_view parallel_mode_name(ParallelMode mode) {
@@ -63,6 +77,8 @@ std::string_view parallel_mode_name(ParallelMode mode) {
     case ParallelMode::kAuto: return "auto";
     case ParallelMode::kData: return "data";
     case ParallelMode::kCfg: return "cfg";
+    case ParallelMode::kSplit: return "split";
+    case ParallelMode::kDisplaced: return "displaced";
   }
   return "?";
 }
@@ -95,8 +111,11 @@ std::string device_list_name(std::span<const Device> devices) {
 ParallelStableDiffusion::ParallelStableDiffusion(ParallelStableDiffusion&&) noexcept = default;
 ParallelStableDiffusion& ParallelStableDiffusion::operator=(ParallelStableDiffusion&&) noexcept = default;
 ParallelStableDiffusion::~ParallelStableDiffusion() {
-  // The models first: their memory is freed while the exchanges' libraries are still there.
+  // The models first (their graphs hold the splits' buffers), then the splits: their memory is freed while
+  // the exchanges' libraries are still there.
   models_.clear();
+  exact_splits_.clear();
+  displaced_splits_.clear();
 }
 
 ParallelStableDiffusion ParallelStableDiffusion::load(const std::string& model_path,
@@ -126,6 +145,8 @@ ParallelStableDiffusion ParallelStableDiffusion::load(const std::string& model_p
     }
   }
   out.models_.resize(size_t(ranks));
+  out.exact_splits_.resize(size_t(ranks));
+  out.displaced_splits_.resize(size_t(ranks));
   const auto load_rank = [&](int rank) {
     const Device& d = devices[size_t(rank)];
     const ops::Placement placement{d, d.is_cpu() ? DType::kF32 : dtype};
@@ -158,22 +179,31 @@ std::string ParallelStableDiffusion::exchange_name() const {
 
 comm::ExchangeCounts ParallelStableDiffusion::counts() const { return ranks_[0]->counts(); }
 
+bool ParallelStableDiffusion::splits(const GenerationParams& p) const {
+  return p.height % models_[0]->split_height_multiple(size()) == 0;
+}
+
 ParallelMode ParallelStableDiffusion::resolve(ParallelMode mode, const GenerationParams& p) const {
   const int devices = size();
   if (mode == ParallelMode::kAuto) {
     if (p.batch >= devices || devices == 1) return ParallelMode::kData;
-    HD_CHECK(devices == 2 && guided(p), "a batch of ", p.batch, " on ", devices,
+    if (devices == 2 && guided(p)) return ParallelMode::kCfg;
+    HD_CHECK(splits(p), "a batch of ", p.batch, " on ", devices,
              " devices: data parallel needs a picture per device, CFG parallel a guided request (cfg scale "
-             "above 1) on 2 devices");
-    return ParallelMode::kCfg;
+             "above 1) on 2 devices, the image split a height that is a multiple of ",
+             models_[0]->split_height_multiple(devices), " pixels");
+    return ParallelMode::kSplit;
   }
   if (mode == ParallelMode::kData) {
     HD_CHECK(p.batch >= devices, "data parallel over ", devices, " devices needs a batch of at least ", devices,
              ", not ", p.batch);
-  } else {
+  } else if (mode == ParallelMode::kCfg) {
     HD_CHECK_KIND(devices == 2, ErrorKind::kUnsupported, "CFG parallel runs on 2 devices, not ", devices,
-                  " (CFG parallel with data parallel over 4 or more is not built yet)");
+                  " (CFG parallel with data parallel or the image split over 4 or more is not built yet)");
     HD_CHECK(guided(p), "CFG parallel needs classifier-free guidance: a cfg scale above 1, not ", p.cfg_scale);
+  } else {
+    HD_CHECK(splits(p), "an image split over ", devices, " devices needs a height that is a multiple of ",
+             models_[0]->split_height_multiple(devices), " pixels, not ", p.height);
   }
   return mode;
 }
@@ -181,8 +211,9 @@ ParallelMode ParallelStableDiffusion::resolve(ParallelMode mode, const Generatio
 GenerationResult ParallelStableDiffusion::generate(const GenerationParams& p, ParallelMode mode,
                                                    const ProgressCallback& progress, const Tensor* init_image) {
   models_[0]->validate(p, init_image != nullptr);
-  return resolve(mode, p) == ParallelMode::kData ? generate_data(p, progress, init_image)
-                                                 : generate_guidance(p, progress, init_image);
+  const ParallelMode resolved = resolve(mode, p);
+  if (resolved == ParallelMode::kData) return generate_data(p, progress, init_image);
+  return generate_lockstep(p, resolved, progress, init_image);
 }
 
 GenerationResult ParallelStableDiffusion::generate_data(const GenerationParams& p, const ProgressCallback& progress,
@@ -216,18 +247,22 @@ GenerationResult ParallelStableDiffusion::generate_data(const GenerationParams& 
   return out;
 }
 
-GenerationResult ParallelStableDiffusion::generate_guidance(const GenerationParams& p,
+GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationParams& p, ParallelMode mode,
                                                             const ProgressCallback& progress, const Tensor* init) {
   const auto start = std::chrono::steady_clock::now();
   GenerationResult out;
   run([&](int rank) {
     StableDiffusion& sd = *models_[size_t(rank)];
-    const GuidanceSplit split(sd, *ranks_[size_t(rank)]);
+    comm::Communicator& group = *ranks_[size_t(rank)];
+    auto& splits = mode == ParallelMode::kDisplaced ? displaced_splits_ : exact_splits_;
+    std::unique_ptr<comm::ImageSplit>& split = splits[size_t(rank)];
+    if (!split) split = std::make_unique<comm::ImageSplit>(group, /*keeps_sites=*/mode == ParallelMode::kDisplaced);
+    const Lockstep lockstep(sd, mode, group, *split);
     TorchCpuGenerator generator(p.seed);
     StageTimes times;
     OwnedTensor latents =
         sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, {}}, rank == 0 ? progress : ProgressCallback{});
-    // Both ranks hold the same latents: one decodes.
+    // Every rank holds the same, whole latents: one decodes.
     if (rank == 0) out = sd.finish(p, std::move(latents), std::move(times), start);
   }, true);
   return out;

@@ -1,7 +1,11 @@
 // One request on several devices, each holding its own copy of the model: data parallel (the batch's
-// rows spread over the devices) or CFG parallel (two devices, each computing one half of every guided
-// UNet batch and gathering the other's: StableDiffusion::split_guidance). The same seed gives the same
-// pictures as one device, up to the order of sums inside a kernel of another batch size.
+// rows spread over the devices), CFG parallel (two devices, each computing one half of every guided
+// UNet batch and gathering the other's: StableDiffusion::split_guidance), or an exact image split (each
+// device a strip of the latent's rows, exchanging halos, GroupNorm statistics and attention's keys and
+// values inside every UNet forward: StableDiffusion::split_image), or the displaced split (the same after
+// kDisplacedWarmupSteps exact steps, each exchange then taking the other strips' values of the step
+// before, overlapped with compute: DistriFusion). The same seed gives the same pictures as one device, up
+// to the order of sums inside kernels of other shapes; the displaced split's differ a little more.
 #pragma once
 
 #include <memory>
@@ -12,6 +16,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/image_split.h"
 #include "pipeline/stable_diffusion.h"
 
 namespace hd {
@@ -21,10 +26,12 @@ class InProcessGroup;
 class NcclGroup;
 }  // namespace comm
 
-enum class ParallelMode { kAuto, kData, kCfg };
-// "auto", "data", "cfg"; anything else is an error naming the choices.
+enum class ParallelMode { kAuto, kData, kCfg, kSplit, kDisplaced };
+// "auto", "data", "cfg", "split", "displaced"; anything else is an error naming the choices.
 ParallelMode parse_parallel_mode(std::string_view text);
 std::string_view parallel_mode_name(ParallelMode mode);
+// The displaced split's exact steps before it turns displaced (DistriFusion's warm-up).
+inline constexpr int kDisplacedWarmupSteps = 4;
 // "cuda:0,cuda:1" (or "all": every GPU of this build's vendor) into devices; at least one.
 std::vector<Device> parse_device_list(std::string_view text);
 // The list as parse_device_list reads it: "cuda:0,cuda:1".
@@ -49,8 +56,8 @@ class ParallelStableDiffusion {
   std::string exchange_name() const;
 
   // The mode a request runs in. kAuto: data parallel when the batch has a row for every device, else CFG
-  // parallel for a guided request on two devices. An explicit mode the request cannot take is an error
-  // about the request.
+  // parallel for a guided request on two devices, else the image split where the height allows it. An
+  // explicit mode the request cannot take is an error about the request.
   ParallelMode resolve(ParallelMode mode, const GenerationParams& p) const;
   // As StableDiffusion::generate, in `mode` (resolved first); `progress` hears rank 0's steps.
   GenerationResult generate(const GenerationParams& p, ParallelMode mode, const ProgressCallback& progress = {},
@@ -61,7 +68,11 @@ class ParallelStableDiffusion {
  private:
   ParallelStableDiffusion() = default;
   GenerationResult generate_data(const GenerationParams& p, const ProgressCallback& progress, const Tensor* init);
-  GenerationResult generate_guidance(const GenerationParams& p, const ProgressCallback& progress, const Tensor* init);
+  // CFG parallel or the image split: every rank runs every step, holding the whole latents; rank 0 decodes.
+  GenerationResult generate_lockstep(const GenerationParams& p, ParallelMode mode, const ProgressCallback& progress,
+                                     const Tensor* init);
+  // Whether `p`'s height splits into a strip per device.
+  bool splits(const GenerationParams& p) const;
   // work(rank) on a thread per rank. `exchanges`: the ranks exchange, so one that fails ends the others'
   // exchanges and the group (later calls are refused); else a failing rank leaves the others be.
   void run(const std::function<void(int rank)>& work, bool exchanges);
@@ -71,6 +82,9 @@ class ParallelStableDiffusion {
   std::unique_ptr<comm::InProcessGroup> in_process_;
   std::vector<std::unique_ptr<comm::Communicator>> in_process_ranks_;
   std::vector<comm::Communicator*> ranks_;
+  // Each rank's image splits, exact and displaced (which keeps its sites), made on first use and kept
+  // with the group: the UNet's captured graphs hold their buffers' addresses.
+  std::vector<std::unique_ptr<comm::ImageSplit>> exact_splits_, displaced_splits_;
   std::string broken_;  // why the group ended (a rank failed while exchanging); empty while usable
 };
 

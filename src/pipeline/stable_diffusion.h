@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/image_split.h"
 #include "core/tensor.h"
 #include "io/model_source.h"
 #include "models/architecture.h"
@@ -99,6 +100,19 @@ class StableDiffusion {
   // rank, whose model (the same weights on its own device) does the same steps in lockstep. nullptr
   // ends it. The pair must outlive the setting. Batching runs together is not combined with it.
   void split_guidance(comm::Communicator* pair);
+  // Image split (exact): from now on each step of a lone run computes this rank's strip of the latent
+  // (strip split->index() of split->strips(), rows in image order) for every row of the UNet batch, the
+  // strips exchanging what crosses their edges inside the UNet (comm::ImageSplit), and gathers the other
+  // strips of the prediction; every rank of the split runs the same steps in lockstep, each holding the
+  // whole latents. nullptr ends it. The split must outlive the setting. `displaced_from`: the step of a
+  // run (counted from its first) from which the split is displaced (DistriFusion: the other strips'
+  // values of the step before; the split must keep its sites); -1: exact throughout.
+  void split_image(comm::ImageSplit* split, int displaced_from = -1);
+  // The picture height an image split over `strips` ranks needs a multiple of, in pixels: each strip's
+  // latent rows a multiple of the UNet's downsampling factor.
+  int64_t split_height_multiple(int strips) const {
+    return int64_t(strips) * unet_.split_row_multiple() * vae_scale_factor();
+  }
   // The picture size the model was trained for, as diffusers picks it: the UNet's sample_size times the
   // VAE's scale factor (512 for SD1.x and the shapes model's 64).
   int default_image_size() const { return int(unet_.config().sample_size * vae_scale_factor()); }
@@ -152,6 +166,8 @@ class StableDiffusion {
   std::unique_ptr<Sampler> sampler_for(const GenerationParams& p) const;
   // One guided step of a lone run on a CFG-parallel pair: the UNet's prediction for both halves.
   OwnedTensor split_guidance_step(DenoisingRun& run) const;
+  // One step of a lone run on an image split: the UNet's prediction for the whole latent.
+  OwnedTensor split_image_step(DenoisingRun& run) const;
   // The micro-conditioning ids of one side (rows of the UNet's time_ids).
   std::vector<float> micro_ids(const GenerationParams& p, bool negative) const;
 
@@ -162,6 +178,8 @@ class StableDiffusion {
   Unet unet_;
   Vae vae_;
   comm::Communicator* guidance_pair_ = nullptr;  // split_guidance's
+  comm::ImageSplit* image_split_ = nullptr;  // split_image's
+  int displaced_from_ = -1;
   mutable UnetGraphs unet_graphs_;        // on a GPU, the denoising loop replays a captured UNet
   mutable std::optional<Vae> vae_bf16_;   // loaded on the first f16 overflow
   std::shared_ptr<ModelSource> source_;

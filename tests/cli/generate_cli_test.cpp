@@ -155,7 +155,7 @@ TEST(GenerateCli, SdxlWithRefinerMatchesDiffusers) {
 }
 
 // Several devices (here ranks of the CPU, the tests' stand-in for GPUs): the same pictures as one device.
-TEST(GenerateCli, DevicesSpreadTheBatchOrTheGuidanceAndDrawTheSamePictures) {
+TEST(GenerateCli, DevicesSpreadTheBatchTheGuidanceOrTheImageAndDrawTheSamePictures) {
   test::TempDir dir;
   const std::string base = "generate --model " + kModel + " --prompt 'a red circle' --steps 3 --seed 11 --sampler euler_a ";
   const auto one = test::run_cli(base + "--batch 3 --output " + test::quoted(dir.path() / "one.png"));
@@ -181,6 +181,11 @@ TEST(GenerateCli, DevicesSpreadTheBatchOrTheGuidanceAndDrawTheSamePictures) {
   ASSERT_EQ(cfg.exit_code, 0) << cfg.out;
   EXPECT_NE(cfg.out.find("devices: 2, CFG parallel"), std::string::npos) << cfg.out;
   EXPECT_TRUE(within_a_level(read_png((dir.path() / "cfg.png").string()), read_png((dir.path() / "alone.png").string())));
+  const auto split = test::run_cli(base + "--devices cpu,cpu,cpu,cpu --parallel split --output " +
+                                   test::quoted(dir.path() / "split.png"));
+  ASSERT_EQ(split.exit_code, 0) << split.out;
+  EXPECT_NE(split.out.find("devices: 4, image split"), std::string::npos) << split.out;
+  EXPECT_TRUE(within_a_level(read_png((dir.path() / "split.png").string()), read_png((dir.path() / "alone.png").string())));
 }
 
 TEST(GenerateCli, BadInputsAreOneLineErrors) {
@@ -216,9 +221,10 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
       {"--prompt x --tune full", "--tune must be 'quick'"},
       {"--prompt x --device cpu --devices cpu,cpu", "--device and --devices"},
       {"--prompt x --parallel cfg", "--parallel applies to --devices"},
-      {"--prompt x --devices cpu,cpu --parallel pipeline", "(auto, data or cfg)"},
+      {"--prompt x --devices cpu,cpu --parallel pipeline", "(auto, data, cfg, split or displaced)"},
       {"--prompt x --devices cpu,cpu --parallel cfg --cfg-scale 1", "CFG parallel needs classifier-free guidance"},
       {"--prompt x --devices cpu,cpu --parallel data", "needs a batch of at least 2, not 1"},
+      {"--prompt x --devices cpu,cpu,cpu --parallel split", "needs a height that is a multiple of 12 pixels, not 32"},
       {"--prompt x --devices cpu,,cpu", "has an empty entry"},
       {"--prompt x --devices cpu,cpu --refiner " + kModel, "--refiner with --devices is not built yet"},
   };

@@ -2,10 +2,12 @@
 // two or more; a GPU named twice is refused.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "comm/nccl_group.h"
+#include "fixture_util.h"
 #include "ops/gpu/gpu_test_util.h"
 #include "ops/ops.h"
 #include "pipeline/parallel_check.h"
@@ -33,11 +35,44 @@ void check_modes(const std::vector<Device>& devices) {
     EXPECT_LE(cfg.latents_relative_l2, kTolerance);
     EXPECT_EQ(cfg.counts.collectives, 4u);
     EXPECT_EQ(cfg.counts.bytes_sent, 4u * cfg.latents_bytes / 2);  // f16 halves of the f32 latents' shape
+    // The image split: the UNet's graph holds the strips' exchanges; its halos, norms and keys and values
+    // replay at every step (counted at each replay).
+    const test::ParallelOutcome split =
+        test::compare_with_one_device(kModels + model, devices, DType::kF16, p, ParallelMode::kSplit);
+    std::printf("%s image split: relative L2 %.3g, %llu collectives, %llu bytes sent\n", model,
+                split.latents_relative_l2, static_cast<unsigned long long>(split.counts.collectives),
+                static_cast<unsigned long long>(split.counts.bytes_sent));
+    EXPECT_LE(split.latents_relative_l2, kTolerance);
+    EXPECT_GT(split.counts.collectives, 4u);
+    EXPECT_EQ(split.counts.collectives % 4, 0u);
+    // Displaced: exact for its warm-up, then the other strip's values of the step before, gathered on a
+    // side stream inside the graph. Reported against one GPU; bounded as on the CPU.
+    GenerationParams longer = p;
+    longer.steps = 2 * kDisplacedWarmupSteps;
+    const test::ParallelOutcome displaced =
+        test::compare_with_one_device(kModels + model, devices, DType::kF16, longer, ParallelMode::kDisplaced);
+    std::printf("%s displaced split, %d steps: relative L2 %.3g, PSNR %.1f dB\n", model, longer.steps,
+                displaced.latents_relative_l2, displaced.image_psnr);
+    EXPECT_LE(displaced.latents_relative_l2, 0.05);
+    EXPECT_GE(displaced.image_psnr, 35.0);
     p.batch = 3;
     const test::ParallelOutcome data =
         test::compare_with_one_device(kModels + model, devices, DType::kF16, p, ParallelMode::kData);
     EXPECT_LE(data.latents_relative_l2, kTolerance);
   }
+}
+
+// One group serving the split's modes in turn, as the benchmark does: the displaced split's graphs hold
+// its sites, which live with the group, so a second displaced request replays the first one's kernels.
+void check_splits_in_turn(const std::vector<Device>& devices) {
+  ParallelStableDiffusion two =
+      ParallelStableDiffusion::load(kModels + "tiny_sdxl_pipeline", std::nullopt, std::nullopt, devices, DType::kF16);
+  GenerationParams p = company_params("a red square", 5, 7.5f, SamplerKind::kEuler, 2 * kDisplacedWarmupSteps, 64);
+  (void)two.generate(p, ParallelMode::kSplit);
+  const GenerationResult first = two.generate(p, ParallelMode::kDisplaced);
+  (void)two.generate(p, ParallelMode::kSplit);
+  const GenerationResult again = two.generate(p, ParallelMode::kDisplaced);
+  EXPECT_LE(test::relative_l2(again.latents, test::as_reference(first.latents)), 1e-6);
 }
 
 TEST(GpuParallelGeneration, AGpuTakesOneRank) {
@@ -52,6 +87,7 @@ TEST(GpuParallelGeneration, OneRankPerGpuThroughNccl) {
   const std::vector<Device> all = ops::gpu_devices();
   if (all.size() < 2) GTEST_SKIP() << "one GPU: the several-GPU case needs a machine with two or more";
   check_modes({all[0], all[1]});
+  check_splits_in_turn({all[0], all[1]});
 }
 
 }  // namespace

@@ -182,8 +182,11 @@ int run_generate(std::span<const std::string_view> args) {
                std::string(sampler_name(p.sampler)).c_str(), where.c_str());
   if (several && devices.size() > 1)
     std::fprintf(stderr, "devices: %zu, %s, exchanging through %s\n", devices.size(),
-                 mode == ParallelMode::kData ? "data parallel (the batch's pictures spread over them)"
-                                             : "CFG parallel (each computes one half of the guided batch)",
+                 mode == ParallelMode::kData  ? "data parallel (the batch's pictures spread over them)"
+                 : mode == ParallelMode::kCfg ? "CFG parallel (each computes one half of the guided batch)"
+                 : mode == ParallelMode::kSplit
+                     ? "image split (each computes a strip of the latent's rows)"
+                     : "displaced image split (each computes a strip, with the other strips' values of the step before)",
                  several->exchange_name().c_str());
   if (refiner)
     std::fprintf(stderr, "refiner: %s, %s, from %g of the schedule\n", refiner_choice->path.c_str(),

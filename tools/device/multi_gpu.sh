@@ -2,7 +2,8 @@
 # On a device machine with two or more GPUs (nvidia-h100-x2 and up): builds the `cuda` preset's gpu tests,
 # the CLI and bench/parallel_bench.cpp for sm_90 with NCCL (the system's, else the nvidia-nccl wheel that
 # PyTorch brought), runs the collectives' and parallel generation's gpu tests, then the benchmarks: one GPU
-# against all of them in the same run, for one request (CFG parallel, data parallel: hd_bench_parallel)
+# against all of them in the same run, for one request (CFG parallel, the exact image split, data parallel:
+# hd_bench_parallel)
 # and for the serving engine under load (a worker per GPU: hd_bench_serve --devices). Logs in $OUT.
 #   ARCHS="sd15:512:5 sdxl:1024:3" (arch:size:repeats) STEPS=20 PER_GPU=4
 #   SERVE=sd15:512 (arch:size) SERVE_CLIENTS=1,16 SERVE_IMAGES=48
@@ -44,7 +45,7 @@ if [ "$stage" != build ]; then
     IFS=: read -r arch size repeats <<< "$case"
     build/multi/hd_bench_parallel --arch "$arch" --size "$size" --steps "${STEPS:-20}" --repeats "$repeats" \
       --per-gpu "${PER_GPU:-4}" \
-      --devices all --json-out "$OUT/parallel_$arch.json" 2>&1 | tee "$OUT/parallel_$arch.md" || status=1
+      --devices all --json-out "$OUT/parallel_${arch}_$size.json" 2>&1 | tee "$OUT/parallel_${arch}_$size.md" || status=1
   done
   if [ -n "${SERVE_CLIENTS-1,16}" ]; then
     IFS=: read -r arch size <<< "${SERVE:-sd15:512}"
