@@ -65,9 +65,9 @@ ImageSplit::Site& ImageSplit::site_for(const Tensor& fresh) {
 }
 
 void ImageSplit::exchange(Site& site, const Tensor& fresh) {
-  if (!displaced_) return group_.all_gather(fresh, site.gathered);
-  // Displaced: `fresh` may be rewritten by what follows on the device's stream; the copy in `sent` stays
-  // until the next forward's same site, after end_forward's join.
+  HD_ASSERT(displaced_);
+  // `fresh` may be rewritten by what follows on the device's stream; the copy in `sent` stays until the
+  // next forward's same site, after end_forward's join.
   ops::copy(fresh, site.sent);
   const Device& d = group_.device();
   if (d.is_cpu()) return group_.all_gather(site.sent, site.gathered);

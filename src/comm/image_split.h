@@ -68,8 +68,8 @@ class ImageSplit {
   // The forward's next site for sending `fresh` (this strip's values): its buffers made on first use,
   // checked against it after; `fresh` is copied into `sent` when displaced.
   Site& site_for(const Tensor& fresh);
-  // site.gathered from every strip's `fresh`: now (exact), or after what the device's stream has queued
-  // so far, on the side stream (displaced).
+  // Displaced: site.gathered from every strip's `fresh`, for the next forward: after what the device's
+  // stream has queued so far (this site's reads of the previous values), on the side stream of a GPU.
   void exchange(Site& site, const Tensor& fresh);
   // [strips · N, rows, ...] in rank order -> [N, strips · rows, ...] (each sample's strips side by side).
   OwnedTensor interleaved(const Tensor& gathered, int64_t n) const;
