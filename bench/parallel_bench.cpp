@@ -110,7 +110,7 @@ int run(const Args& a) {
     report["cfg"] = {{"one_gpu_s", alone}, {"parallel_s", split}, {"speedup", alone / split},
                      {"kib_sent_per_step", per_step}};
   }
-  if (p.height % all.model(0).split_height_multiple(n) == 0) {
+  if (all.splits(p)) {
     const Timing alone = median_times(a.repeats, [&] { return one.generate(p, ParallelMode::kData); });
     const comm::ExchangeCounts before = all.counts();
     const Timing split = median_times(a.repeats, [&] { return all.generate(p, ParallelMode::kSplit); });
@@ -118,8 +118,9 @@ int run(const Args& a) {
     const double steps = double((a.repeats + 1) * p.steps);
     const double mib = double(after.bytes_sent - before.bytes_sent) / steps / (1024.0 * 1024.0);
     const double collectives = double(after.collectives - before.collectives) / steps;
-    std::printf("| one guided picture, exact image split (s) | %.3f | %.3f | %.2fx | %.1f MiB sent, %.0f collectives |\n",
-                alone.total_s, split.total_s, alone.total_s / split.total_s, mib, collectives);
+    std::printf("| one guided picture, exact image split%s (s) | %.3f | %.3f | %.2fx | %.1f MiB sent, %.0f collectives |\n",
+                all.cfg_halves(p) ? " x CFG parallel" : "", alone.total_s, split.total_s,
+                alone.total_s / split.total_s, mib, collectives);
     std::printf("| the same, denoising loop only (s) | %.3f | %.3f | %.2fx | |\n", alone.denoising_s,
                 split.denoising_s, alone.denoising_s / split.denoising_s);
     report["split"] = {{"one_gpu_s", alone.total_s}, {"parallel_s", split.total_s},
@@ -138,7 +139,7 @@ int run(const Args& a) {
                            {"denoising_speedup", alone.denoising_s / displaced.denoising_s},
                            {"warmup_steps", kDisplacedWarmupSteps}};
   } else {
-    std::printf("| exact image split | height %d does not split into %d strips | | | |\n", p.height, n);
+    std::printf("| exact image split | height %d does not split into %d strips | | | |\n", p.height, all.strips(p));
   }
   // Throughput: a batch of one picture per GPU, and of --per-gpu pictures per GPU (where one GPU is
   // busier with a larger batch).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "core/error.h"
@@ -96,8 +97,8 @@ DenoisingRun StableDiffusion::start_denoising(const GenerationParams& p, TorchCp
     HD_CHECK_KIND(guidance_pair_->size() == 2, ErrorKind::kInternal, "CFG parallel takes a pair of ranks");
   if (image_split_ != nullptr) {
     const int strips = image_split_->strips();
-    HD_CHECK(p.height % split_height_multiple(strips) == 0, "an image split over ", strips,
-             " devices needs a height that is a multiple of ", split_height_multiple(strips), " pixels, not ",
+    HD_CHECK(p.height % split_height_multiple(strips) == 0, "an image split into ", strips,
+             " strips needs a height that is a multiple of ", split_height_multiple(strips), " pixels, not ",
              p.height);
   }
   if (from.init_image != nullptr) {
@@ -260,7 +261,6 @@ void StableDiffusion::step(std::span<DenoisingRun* const> runs) const {
 void StableDiffusion::split_guidance(comm::Communicator* pair) {
   if (pair != nullptr) {
     HD_CHECK(pair->size() == 2, "CFG parallel splits a guided batch over 2 ranks, not ", pair->size());
-    HD_CHECK(image_split_ == nullptr, "CFG parallel and an image split are not combined yet");
     HD_CHECK(pair->device() == placement().device, "CFG parallel: the pair's rank ", pair->rank(), " is on ",
              pair->device().to_string(), ", the model on ", placement().device.to_string());
   }
@@ -290,7 +290,6 @@ OwnedTensor StableDiffusion::split_guidance_step(DenoisingRun& r) const {
 
 void StableDiffusion::split_image(comm::ImageSplit* split, int displaced_from) {
   if (split != nullptr) {
-    HD_CHECK(guidance_pair_ == nullptr, "an image split and CFG parallel are not combined yet");
     HD_CHECK(split->group().device() == placement().device, "image split: strip ", split->index(), " is on ",
              split->group().device().to_string(), ", the model on ", placement().device.to_string());
   }
@@ -300,19 +299,35 @@ void StableDiffusion::split_image(comm::ImageSplit* split, int displaced_from) {
 
 OwnedTensor StableDiffusion::split_image_step(DenoisingRun& r) const {
   // Every rank holds the whole latents and the whole model input; the UNet runs on this rank's rows of
-  // it, and the prediction's strips are gathered for the sampler step, which every rank takes alike.
+  // it, and the prediction's strips are gathered for the sampler step, which every rank takes alike. With
+  // a guidance pair too, the rows are this rank's half of the guided batch (as split_guidance_step), and
+  // the pair gathers the halves after the strips.
   comm::ImageSplit& split = *image_split_;
   split.set_displaced(displaced_from_ >= 0 && r.steps_done() >= displaced_from_);
+  const bool halves = guidance_pair_ != nullptr && r.guided_;
   const Device& device = placement().device;
-  const int64_t rows = r.rows(), h = r.height_ / split.strips();
+  const int64_t n = r.batch_, rows = halves ? n : r.rows(), offset = halves ? guidance_pair_->rank() * n : 0;
+  const int64_t h = r.height_ / split.strips();
   if (r.model_input_.view().data == nullptr)
     r.model_input_ = OwnedTensor(Shape{rows, r.height_, r.width_, r.channels_}, placement().dtype, device);
   ops::sampler_input(r.sample_, r.sampler_->input_divisor(r.next_), r.model_input_);
   OwnedTensor strip(Shape{rows, h, r.width_, r.channels_}, placement().dtype, device);
   ops::copy(r.model_input_.view().slice(1, split.index() * h, h), strip);
-  const OwnedTensor part = unet_graphs_.forward(unet_, strip, r.sampler_->timestep(r.next_), r.conditioning_.context,
-                                                r.added_ ? &*r.added_ : nullptr, &split);
-  return split.gather_strips(part);
+  std::optional<TextTimeConditioning> added;
+  if (r.added_)
+    added = halves ? TextTimeConditioning{rows_of(r.conditioning_.pooled, offset, n),
+                                          rows_of(r.conditioning_.time_ids, offset, n)}
+                   : *r.added_;
+  const Tensor context = halves ? rows_of(r.conditioning_.context, offset, n) : r.conditioning_.context.view();
+  const OwnedTensor part = unet_graphs_.forward(unet_, strip, r.sampler_->timestep(r.next_), context,
+                                                added ? &*added : nullptr, &split);
+  OwnedTensor whole = split.gather_strips(part);
+  if (!halves) return whole;
+  Shape both_shape = whole.view().shape;
+  both_shape[0] = 2 * n;
+  OwnedTensor both = OwnedTensor::like(whole, both_shape);
+  guidance_pair_->all_gather(whole, both);
+  return both;
 }
 
 OwnedTensor StableDiffusion::denoise(const GenerationParams& params, TorchCpuGenerator& generator,

@@ -4,10 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
 
-#include "comm/in_process_group.h"
-#include "comm/nccl_group.h"
 #include "comm/rank_threads.h"
 #include "core/error.h"
 #include "ops/ops.h"
@@ -37,17 +34,15 @@ OwnedTensor concatenated(const std::vector<const Tensor*>& parts) {
   return out;
 }
 
-// While one lives, `model` computes its rank's part of every step in lockstep with the other ranks:
-// half of each guided batch (CFG parallel, `group` a pair) or its strip of the image (`split`, exact or
-// displaced).
+// While one lives, `model` computes its rank's part of every step in lockstep with the other ranks: half of
+// each guided batch (`pair`: CFG parallel), its strip of the image (`split`: exact or displaced from
+// `displaced_from`), or its strip of its half (both).
 class Lockstep {
  public:
-  Lockstep(StableDiffusion& model, ParallelMode mode, comm::Communicator& group, comm::ImageSplit& split)
+  Lockstep(StableDiffusion& model, comm::Communicator* pair, comm::ImageSplit* split, int displaced_from)
       : model_(model) {
-    if (mode == ParallelMode::kCfg)
-      model_.split_guidance(&group);
-    else
-      model_.split_image(&split, mode == ParallelMode::kDisplaced ? kDisplacedWarmupSteps : -1);
+    model_.split_guidance(pair);
+    model_.split_image(split, displaced_from);
   }
   ~Lockstep() {
     model_.split_guidance(nullptr);
@@ -114,8 +109,7 @@ ParallelStableDiffusion::~ParallelStableDiffusion() {
   // The models first (their graphs hold the splits' buffers), then the splits: their memory is freed while
   // the exchanges' libraries are still there.
   models_.clear();
-  exact_splits_.clear();
-  displaced_splits_.clear();
+  splits_.clear();
 }
 
 ParallelStableDiffusion ParallelStableDiffusion::load(const std::string& model_path,
@@ -128,25 +122,10 @@ ParallelStableDiffusion ParallelStableDiffusion::load(const std::string& model_p
              " are of two kinds; a request's devices are all GPUs of one vendor or all the CPU");
   ParallelStableDiffusion out;
   const int ranks = int(devices.size());
-  std::set<int> distinct;
-  for (const Device& d : devices) distinct.insert(d.index);
-  const bool one_per_gpu = devices[0].is_gpu() && int(distinct.size()) == ranks;
-  if (ranks > 1 && one_per_gpu) {
-    out.nccl_ = std::make_unique<comm::NcclGroup>(devices);
-    for (int r = 0; r < ranks; ++r) out.ranks_.push_back(&out.nccl_->communicator(r));
-  } else {
-    // Ranks sharing one GPU would capture their UNet graphs on one stream at once: a GPU takes one rank.
-    HD_CHECK_KIND(devices[0].is_cpu() || ranks == 1, ErrorKind::kUnsupported,
-                  "the devices name a GPU more than once: each GPU takes one rank");
-    out.in_process_ = std::make_unique<comm::InProcessGroup>(ranks);
-    for (int r = 0; r < ranks; ++r) {
-      out.in_process_ranks_.push_back(out.in_process_->communicator(r, devices[size_t(r)]));
-      out.ranks_.push_back(out.in_process_ranks_.back().get());
-    }
-  }
+  out.devices_.assign(devices.begin(), devices.end());
+  out.group_ = std::make_unique<comm::DeviceGroup>(devices);
   out.models_.resize(size_t(ranks));
-  out.exact_splits_.resize(size_t(ranks));
-  out.displaced_splits_.resize(size_t(ranks));
+  out.splits_.resize(size_t(ranks));
   const auto load_rank = [&](int rank) {
     const Device& d = devices[size_t(rank)];
     const ops::Placement placement{d, d.is_cpu() ? DType::kF32 : dtype};
@@ -160,12 +139,17 @@ ParallelStableDiffusion ParallelStableDiffusion::load(const std::string& model_p
 void ParallelStableDiffusion::run(const std::function<void(int rank)>& work, bool exchanges) {
   HD_CHECK_KIND(broken_.empty(), ErrorKind::kRuntime, "these devices' group ended with an earlier failure (",
                 broken_, "): load the model on them again");
-  if (!exchanges) return comm::run_ranks(int(ranks_.size()), work);  // a rank that fails leaves the others be
-  // A rank that fails ends the others' exchanges, so that none waits for it; the group is done with.
-  comm::run_ranks(int(ranks_.size()), work, [this](int rank, const std::string& why) {
+  if (!exchanges) return comm::run_ranks(size(), work);  // a rank that fails leaves the others be
+  // A rank that fails ends the others' exchanges, in every group, so that none waits for it; the groups
+  // are done with.
+  comm::run_ranks(size(), work, [this](int rank, const std::string& why) {
     broken_ = str_cat("rank ", rank, ": ", why);
-    if (nccl_) nccl_->abort(rank, why);
-    if (in_process_) in_process_->fail(rank, why);
+    group_->fail(rank, why);
+    const int strips = size() / 2;
+    for (size_t i = 0; i < half_groups_.size(); ++i)
+      if (rank / strips == int(i)) half_groups_[i]->fail(rank % strips, why);
+    for (size_t i = 0; i < pair_groups_.size(); ++i)
+      if (rank % strips == int(i)) pair_groups_[i]->fail(rank / strips, why);
   });
 }
 
@@ -174,13 +158,43 @@ void ParallelStableDiffusion::use_vae(const std::string& path) {
 }
 
 std::string ParallelStableDiffusion::exchange_name() const {
-  return nccl_ ? comm::nccl_version() : std::string("in-process group");
+  return group_->exchange_name();
 }
 
-comm::ExchangeCounts ParallelStableDiffusion::counts() const { return ranks_[0]->counts(); }
+comm::ExchangeCounts ParallelStableDiffusion::counts() const {
+  // Rank 0's exchanges in every group it belongs to.
+  comm::ExchangeCounts sum = group_->rank(0).counts();
+  for (const auto* groups : {&half_groups_, &pair_groups_}) {
+    if (groups->empty()) continue;
+    const comm::ExchangeCounts& c = groups->front()->rank(0).counts();
+    sum.bytes_sent += c.bytes_sent, sum.bytes_received += c.bytes_received, sum.collectives += c.collectives;
+  }
+  return sum;
+}
+
+bool ParallelStableDiffusion::cfg_halves(const GenerationParams& p) const {
+  return guided(p) && size() >= 4 && size() % 2 == 0;
+}
+
+int ParallelStableDiffusion::strips(const GenerationParams& p) const {
+  return cfg_halves(p) ? size() / 2 : size();
+}
 
 bool ParallelStableDiffusion::splits(const GenerationParams& p) const {
-  return p.height % models_[0]->split_height_multiple(size()) == 0;
+  return p.height % models_[0]->split_height_multiple(strips(p)) == 0;
+}
+
+void ParallelStableDiffusion::make_cfg_halves() {
+  if (!half_groups_.empty()) return;
+  const int strips = size() / 2;
+  for (int half = 0; half < 2; ++half) {
+    const std::vector<Device> members(devices_.begin() + half * strips, devices_.begin() + (half + 1) * strips);
+    half_groups_.push_back(std::make_unique<comm::DeviceGroup>(members));
+  }
+  for (int strip = 0; strip < strips; ++strip) {
+    const std::vector<Device> pair = {devices_[size_t(strip)], devices_[size_t(strips + strip)]};
+    pair_groups_.push_back(std::make_unique<comm::DeviceGroup>(pair));
+  }
 }
 
 ParallelMode ParallelStableDiffusion::resolve(ParallelMode mode, const GenerationParams& p) const {
@@ -202,8 +216,9 @@ ParallelMode ParallelStableDiffusion::resolve(ParallelMode mode, const Generatio
                   " (CFG parallel with data parallel or the image split over 4 or more is not built yet)");
     HD_CHECK(guided(p), "CFG parallel needs classifier-free guidance: a cfg scale above 1, not ", p.cfg_scale);
   } else {
-    HD_CHECK(splits(p), "an image split over ", devices, " devices needs a height that is a multiple of ",
-             models_[0]->split_height_multiple(devices), " pixels, not ", p.height);
+    HD_CHECK(splits(p), "an image split into ", strips(p), " strips", cfg_halves(p) ? " per guidance half" : "",
+             " needs a height that is a multiple of ", models_[0]->split_height_multiple(strips(p)),
+             " pixels, not ", p.height);
   }
   return mode;
 }
@@ -249,15 +264,26 @@ GenerationResult ParallelStableDiffusion::generate_data(const GenerationParams& 
 
 GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationParams& p, ParallelMode mode,
                                                             const ProgressCallback& progress, const Tensor* init) {
+  const bool image = mode != ParallelMode::kCfg, halves = image && cfg_halves(p);
+  const bool displaced = mode == ParallelMode::kDisplaced;
+  if (halves) make_cfg_halves();
   const auto start = std::chrono::steady_clock::now();
   GenerationResult out;
   run([&](int rank) {
     StableDiffusion& sd = *models_[size_t(rank)];
-    comm::Communicator& group = *ranks_[size_t(rank)];
-    auto& splits = mode == ParallelMode::kDisplaced ? displaced_splits_ : exact_splits_;
-    std::unique_ptr<comm::ImageSplit>& split = splits[size_t(rank)];
-    if (!split) split = std::make_unique<comm::ImageSplit>(group, /*keeps_sites=*/mode == ParallelMode::kDisplaced);
-    const Lockstep lockstep(sd, mode, group, *split);
+    comm::Communicator* pair = mode == ParallelMode::kCfg ? &group_->rank(rank) : nullptr;
+    comm::ImageSplit* split = nullptr;
+    if (image) {
+      const int strips = size() / 2;
+      if (halves) pair = &pair_groups_[size_t(rank % strips)]->rank(rank / strips);
+      comm::Communicator& strip_group = halves ? half_groups_[size_t(rank / strips)]->rank(rank % strips) : group_->rank(rank);
+      RankSplits& mine = splits_[size_t(rank)];
+      std::unique_ptr<comm::ImageSplit>& kept =
+          halves ? (displaced ? mine.half_displaced : mine.half_exact) : (displaced ? mine.displaced : mine.exact);
+      if (!kept) kept = std::make_unique<comm::ImageSplit>(strip_group, /*keeps_sites=*/displaced);
+      split = kept.get();
+    }
+    const Lockstep lockstep(sd, pair, split, displaced ? kDisplacedWarmupSteps : -1);
     TorchCpuGenerator generator(p.seed);
     StageTimes times;
     OwnedTensor latents =

@@ -16,15 +16,12 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/device_group.h"
 #include "comm/image_split.h"
 #include "pipeline/stable_diffusion.h"
 
 namespace hd {
 
-namespace comm {
-class InProcessGroup;
-class NcclGroup;
-}  // namespace comm
 
 enum class ParallelMode { kAuto, kData, kCfg, kSplit, kDisplaced };
 // "auto", "data", "cfg", "split", "displaced"; anything else is an error naming the choices.
@@ -57,12 +54,19 @@ class ParallelStableDiffusion {
 
   // The mode a request runs in. kAuto: data parallel when the batch has a row for every device, else CFG
   // parallel for a guided request on two devices, else the image split where the height allows it. An
-  // explicit mode the request cannot take is an error about the request.
+  // explicit mode the request cannot take is an error about the request. The split of a guided request
+  // on an even number of devices, 4 or more, is combined with CFG parallel (cfg_halves).
   ParallelMode resolve(ParallelMode mode, const GenerationParams& p) const;
+  // Whether the image split of `p` runs on two halves of the devices, the first computing the
+  // unconditional rows and the second the conditional, each half split into size() / 2 strips.
+  bool cfg_halves(const GenerationParams& p) const;
+  // The strips `p`'s image splits into, and whether its height allows them.
+  int strips(const GenerationParams& p) const;
+  bool splits(const GenerationParams& p) const;
   // As StableDiffusion::generate, in `mode` (resolved first); `progress` hears rank 0's steps.
   GenerationResult generate(const GenerationParams& p, ParallelMode mode, const ProgressCallback& progress = {},
                             const Tensor* init_image = nullptr);
-  // What rank 0 has exchanged so far.
+  // What rank 0 has exchanged so far, in every group it belongs to.
   comm::ExchangeCounts counts() const;
 
  private:
@@ -71,20 +75,25 @@ class ParallelStableDiffusion {
   // CFG parallel or the image split: every rank runs every step, holding the whole latents; rank 0 decodes.
   GenerationResult generate_lockstep(const GenerationParams& p, ParallelMode mode, const ProgressCallback& progress,
                                      const Tensor* init);
-  // Whether `p`'s height splits into a strip per device.
-  bool splits(const GenerationParams& p) const;
+  // CFG parallel x image split: made on first use.
+  void make_cfg_halves();
   // work(rank) on a thread per rank. `exchanges`: the ranks exchange, so one that fails ends the others'
   // exchanges and the group (later calls are refused); else a failing rank leaves the others be.
   void run(const std::function<void(int rank)>& work, bool exchanges);
 
+  std::vector<Device> devices_;
   std::vector<std::unique_ptr<StableDiffusion>> models_;
-  std::unique_ptr<comm::NcclGroup> nccl_;
-  std::unique_ptr<comm::InProcessGroup> in_process_;
-  std::vector<std::unique_ptr<comm::Communicator>> in_process_ranks_;
-  std::vector<comm::Communicator*> ranks_;
-  // Each rank's image splits, exact and displaced (which keeps its sites), made on first use and kept
-  // with the group: the UNet's captured graphs hold their buffers' addresses.
-  std::vector<std::unique_ptr<comm::ImageSplit>> exact_splits_, displaced_splits_;
+  std::unique_ptr<comm::DeviceGroup> group_;
+  // CFG parallel x image split: the strips of each guidance half (devices [0, S) the unconditional half's,
+  // [S, 2S) the conditional's) and, for each strip, the pair of its two halves.
+  std::vector<std::unique_ptr<comm::DeviceGroup>> half_groups_, pair_groups_;
+  // Each rank's image splits, over the whole group or over its half, exact or displaced (which keeps its
+  // sites): made on first use and kept with the group, since the UNet's captured graphs hold their
+  // buffers' addresses.
+  struct RankSplits {
+    std::unique_ptr<comm::ImageSplit> exact, displaced, half_exact, half_displaced;
+  };
+  std::vector<RankSplits> splits_;
   std::string broken_;  // why the group ended (a rank failed while exchanging); empty while usable
 };
 

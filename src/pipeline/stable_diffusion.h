@@ -100,13 +100,14 @@ class StableDiffusion {
   // rank, whose model (the same weights on its own device) does the same steps in lockstep. nullptr
   // ends it. The pair must outlive the setting. Batching runs together is not combined with it.
   void split_guidance(comm::Communicator* pair);
-  // Image split (exact): from now on each step of a lone run computes this rank's strip of the latent
-  // (strip split->index() of split->strips(), rows in image order) for every row of the UNet batch, the
-  // strips exchanging what crosses their edges inside the UNet (comm::ImageSplit), and gathers the other
-  // strips of the prediction; every rank of the split runs the same steps in lockstep, each holding the
-  // whole latents. nullptr ends it. The split must outlive the setting. `displaced_from`: the step of a
-  // run (counted from its first) from which the split is displaced (DistriFusion: the other strips'
-  // values of the step before; the split must keep its sites); -1: exact throughout.
+  // Image split: from now on each step of a lone run computes this rank's strip of the latent (strip
+  // split->index() of split->strips(), rows in image order) for every row of the UNet batch, the strips
+  // exchanging what crosses their edges inside the UNet (comm::ImageSplit), and gathers the other strips
+  // of the prediction; every rank of the split runs the same steps in lockstep, each holding the whole
+  // latents. With split_guidance's pair as well, the rows are this rank's half of each guided batch (CFG
+  // parallel x image split). nullptr ends it. The split must outlive the setting. `displaced_from`: the
+  // step of a run (counted from its first) from which the split is displaced (DistriFusion: the other
+  // strips' values of the step before; the split must keep its sites); -1: exact throughout.
   void split_image(comm::ImageSplit* split, int displaced_from = -1);
   // The picture height an image split over `strips` ranks needs a multiple of, in pixels: each strip's
   // latent rows a multiple of the UNet's downsampling factor.

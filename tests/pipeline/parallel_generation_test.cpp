@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/in_process_group.h"
@@ -54,6 +55,7 @@ TEST(ParallelGeneration, ImageSplitGivesWhatOneDeviceGives) {
         SCOPED_TRACE(testing::Message() << model << ", " << ranks << " strips, cfg " << cfg);
         GenerationParams p = company_params("a red square", 5, cfg, SamplerKind::kEulerAncestral, 3, 32);
         p.batch = cfg > 1.0f ? 1 : 2;
+        // Guided on 4 ranks: two strips for each guidance half (CFG parallel x image split).
         const test::ParallelOutcome o =
             test::compare_with_one_device(kModels + model, cpus(ranks), DType::kF32, p, ParallelMode::kSplit);
         EXPECT_LE(o.latents_relative_l2, kTolerance);
@@ -76,14 +78,15 @@ TEST(ParallelGeneration, DisplacedSplitIsExactForItsWarmUpThenClose) {
     EXPECT_LE(warm.latents_relative_l2, kTolerance);
     // Past it, each step's exchanges carry the other strip's values of the step before: a different
     // picture, near the exact one. Reported, and bounded by what it measured on the development machine's
-    // CPU with a margin (2026-11-26, 8 steps, 4 of them displaced: relative L2 0.006 at 2 strips and 0.01
-    // at 4, PSNR 55 and 51 dB, for both models).
-    for (int ranks : {2, 4}) {
+    // CPU with a margin (2026-11-26, 8 steps, 4 of them displaced: relative L2 0.006 with 2 strips and 0.01
+    // with 4, PSNR 55 and 51 dB, for both models). 4 ranks of a guided picture are 2 strips per half.
+    for (const auto& [ranks, cfg] : {std::pair{2, 7.5f}, std::pair{4, 7.5f}, std::pair{4, 1.0f}}) {
       p.steps = 2 * kDisplacedWarmupSteps;
+      p.cfg_scale = cfg;
       const test::ParallelOutcome o =
           test::compare_with_one_device(kModels + model, cpus(ranks), DType::kF32, p, ParallelMode::kDisplaced);
-      std::printf("%s, %d strips, %d steps (%d displaced): latents relative L2 %.3g, image PSNR %.1f dB\n", model,
-                  ranks, p.steps, p.steps - kDisplacedWarmupSteps, o.latents_relative_l2, o.image_psnr);
+      std::printf("%s, %d ranks, cfg %g, %d steps (%d displaced): latents relative L2 %.3g, image PSNR %.1f dB\n",
+                  model, ranks, cfg, p.steps, p.steps - kDisplacedWarmupSteps, o.latents_relative_l2, o.image_psnr);
       EXPECT_GT(o.latents_relative_l2, kTolerance) << "displaced steps that change nothing exchange nothing stale";
       EXPECT_LE(o.latents_relative_l2, 0.05);
       EXPECT_GE(o.image_psnr, 40.0);
@@ -156,10 +159,22 @@ TEST(ParallelGeneration, AutoPicksDataForABatchCfgForOneGuidedPictureElseTheSpli
   test::expect_error_containing([&] { (void)three.resolve(ParallelMode::kAuto, p); },
                                 "a batch of 1 on 3 devices: data parallel needs a picture per device");
   test::expect_error_containing([&] { (void)three.resolve(ParallelMode::kSplit, p); },
-                                "an image split over 3 devices needs a height that is a multiple of 12 pixels, not 32");
+                                "an image split into 3 strips needs a height that is a multiple of 12 pixels, not 32");
   p.cfg_scale = 7.5f;
   test::expect_error_containing([&] { (void)three.resolve(ParallelMode::kCfg, p); },
                                 "CFG parallel runs on 2 devices, not 3");
+  // A guided picture on 4: the split into 2 strips per guidance half, whose height multiple is 2 strips'.
+  ParallelStableDiffusion four =
+      ParallelStableDiffusion::load(kModels + "tiny_sd1", std::nullopt, std::nullopt, cpus(4), DType::kF32);
+  p.height = 40;
+  EXPECT_TRUE(four.cfg_halves(p));
+  EXPECT_EQ(four.resolve(ParallelMode::kAuto, p), ParallelMode::kSplit);
+  p.cfg_scale = 1.0f;
+  EXPECT_FALSE(four.cfg_halves(p));
+  test::expect_error_containing([&] { (void)four.resolve(ParallelMode::kSplit, p); },
+                                "an image split into 4 strips needs a height that is a multiple of 16 pixels, not 40");
+  p.height = 32;
+  p.cfg_scale = 7.5f;
   // A bad request is refused before any rank starts: the request's error, and the group serves on.
   p.steps = 0;
   test::expect_error_containing([&] { (void)two.generate(p, ParallelMode::kAuto); }, "steps");
