@@ -1,5 +1,6 @@
-// One request on several ranks of an in-process group (standing in for GPUs): data parallel and CFG
-// parallel give the pictures one device gives, and requests the modes cannot take are refused by name.
+// One request on several ranks of an in-process group (standing in for GPUs): data parallel, CFG parallel
+// and the exact image split (alone or per guidance half) give the pictures one device gives, the displaced
+// split pictures near them, and requests the modes cannot take are refused by name.
 #include "pipeline/parallel_generation.h"
 
 #include <gtest/gtest.h>
