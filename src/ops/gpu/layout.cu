@@ -2,6 +2,7 @@
 // padded strip and copies between views. They move bits without converting them, so one kernel per word
 // size serves every dtype: elements of 16 or 32 bits, or (the last two) the widest word that every run,
 // stride and address divides, up to 16 bytes.
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
@@ -64,21 +65,24 @@ void with_word(int bytes, F f) {
 
 struct RunsInWords {
   int64_t run;  // words per run
-  int64_t size[3], src_stride[3], dst_stride[3];
+  int size[3];  // outer sizes, innermost first (their product < 2^31)
+  int64_t src_stride[3], dst_stride[3];
 };
 
+// A block row (blockIdx.y) per run, from run `first` on: its place from the outer index in 32-bit
+// arithmetic, once; then the run's words, strided over blockIdx.x, with no division in the loop.
 template <class Word>
-__global__ void copy_runs_kernel(const Word* __restrict__ src, Word* __restrict__ dst, RunsInWords r, int64_t total) {
-  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < total; i += int64_t(gridDim.x) * kThreads) {
-    int64_t rest = i / r.run, s = i % r.run, d = s;
-    for (int level = 0; level < 3; ++level) {
-      const int64_t index = rest % r.size[level];
-      rest /= r.size[level];
-      s += index * r.src_stride[level];
-      d += index * r.dst_stride[level];
-    }
-    dst[d] = src[s];
+__global__ void copy_runs_kernel(const Word* __restrict__ src, Word* __restrict__ dst, RunsInWords r, int first) {
+  int outer = first + int(blockIdx.y);
+  int64_t s = 0, d = 0;
+  for (int level = 0; level < 3; ++level) {
+    const int index = outer % r.size[level];
+    outer /= r.size[level];
+    s += index * r.src_stride[level];
+    d += index * r.dst_stride[level];
   }
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < r.run; i += int64_t(gridDim.x) * kThreads)
+    dst[d + i] = src[s + i];
 }
 
 // out [n, h + 2, w + 2, words per pixel]: the strip in the middle, the rows above and below (null: zeros),
@@ -141,28 +145,31 @@ void concat_channels(const Tensor& a, const Tensor& b, const Tensor& out) {
 
 void copy_runs(const void* src, void* dst, const StridedRuns& runs, const Device& device) {
   HD_CHECK(runs.levels <= 3, "copy_runs: ", runs.levels, " levels of strides (at most 3)");
-  std::initializer_list<int64_t> values = {runs.run, runs.src_stride[0], runs.src_stride[1], runs.src_stride[2],
-                                           runs.dst_stride[0], runs.dst_stride[1], runs.dst_stride[2],
-                                           int64_t(reinterpret_cast<uintptr_t>(src)),
-                                           int64_t(reinterpret_cast<uintptr_t>(dst))};
-  const int word = word_bytes(values);
-  RunsInWords r{runs.run / word, {}, {}, {}};
-  int64_t total = r.run;
-  for (int level = 0; level < 3; ++level) {
-    const bool used = level < runs.levels;
-    r.size[level] = used ? runs.size[level] : 1;
-    r.src_stride[level] = used ? runs.src_stride[level] / word : 0;
-    r.dst_stride[level] = used ? runs.dst_stride[level] / word : 0;
-    total *= r.size[level];
+  int64_t outer = 1;
+  for (int level = 0; level < runs.levels; ++level) outer *= runs.size[level];
+  HD_CHECK_KIND(outer < (int64_t(1) << 31), ErrorKind::kUnsupported, "copy_runs: ", outer, " runs (fewer than 2^31)");
+  const int word = word_bytes({runs.run, runs.src_stride[0], runs.src_stride[1], runs.src_stride[2],
+                               runs.dst_stride[0], runs.dst_stride[1], runs.dst_stride[2],
+                               int64_t(reinterpret_cast<uintptr_t>(src)), int64_t(reinterpret_cast<uintptr_t>(dst))});
+  RunsInWords r{runs.run / word, {1, 1, 1}, {}, {}};
+  for (int level = 0; level < runs.levels; ++level) {
+    r.size[level] = int(runs.size[level]);
+    r.src_stride[level] = runs.src_stride[level] / word;
+    r.dst_stride[level] = runs.dst_stride[level] / word;
   }
-  if (total == 0) return;
+  if (r.run == 0 || outer == 0) return;
   HD_GPU_CHECK(cudaSetDevice(device.index));
-  with_word(word, [&](auto* type) {
-    using Word = std::remove_pointer_t<decltype(type)>;
-    copy_runs_kernel<Word><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
-        static_cast<const Word*>(src), static_cast<Word*>(dst), r, total);
-  });
-  HD_GPU_CHECK_LAUNCH();
+  const unsigned columns = std::min(grid_stride_blocks(r.run, kThreads), 65535u);
+  // A grid's y extent is at most 65535 runs: more take several launches.
+  for (int64_t first = 0; first < outer; first += 65535) {
+    const dim3 grid(columns, unsigned(std::min<int64_t>(65535, outer - first)));
+    with_word(word, [&](auto* type) {
+      using Word = std::remove_pointer_t<decltype(type)>;
+      copy_runs_kernel<Word><<<grid, kThreads, 0, current_stream()>>>(static_cast<const Word*>(src),
+                                                                       static_cast<Word*>(dst), r, int(first));
+    });
+    HD_GPU_CHECK_LAUNCH();
+  }
 }
 
 void surround_strip(const Tensor& x, const Tensor* above, const Tensor* below, const Tensor& out) {
