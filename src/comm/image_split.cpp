@@ -84,10 +84,6 @@ OwnedTensor ImageSplit::interleaved(const Tensor& gathered, int64_t n) const {
   Shape whole{n, strips() * gathered.dim(1)}, parts{strips()}, out_parts{n, strips()};
   for (int d = 2; d < gathered.rank(); ++d) whole.push_back(gathered.dim(d));
   OwnedTensor out = OwnedTensor::like(gathered, whole);
-  if (n == 1) {
-    ops::copy(gathered, out.view().reshape(gathered.shape));
-    return out;
-  }
   // [strips, N, rows, ...] seen as [N, strips, rows, ...]
   parts.push_back(n);
   for (int d = 1; d < gathered.rank(); ++d) parts.push_back(gathered.dim(d)), out_parts.push_back(gathered.dim(d));
@@ -141,19 +137,20 @@ void ImageSplit::group_norm(const Tensor& x, const Tensor& gamma, const Tensor& 
   OwnedTensor statistics(Shape{n, groups, 2}, DType::kF32, x.device);
   ops::group_statistics(x, groups, statistics);
   Site* site = keeps_sites_ ? &site_for(statistics) : nullptr;
-  OwnedTensor parts(Shape{strips() * n, groups, 2}, DType::kF32, x.device);
+  OwnedTensor parts_now;  // every strip's statistics, unless the site holds them
+  if (!site || displaced_) parts_now = OwnedTensor(Shape{strips() * n, groups, 2}, DType::kF32, x.device);
+  const Tensor parts = site && !displaced_ ? site->gathered.view() : parts_now.view();
   if (!displaced_) {
     group_.all_gather(statistics, parts);
-    if (site) ops::copy(parts, site->gathered);
   } else {
     // The other strips' statistics of the previous forward, this strip's of this one.
     ops::copy(site->gathered, parts);
-    ops::copy(statistics, parts.view().slice(0, index() * n, n));
+    ops::copy(statistics, parts.slice(0, index() * n, n));
   }
   // Every strip has this one's pixels: the split is even.
   const std::vector<int64_t> pixels(size_t(strips()), x.dim(1) * x.dim(2));
   OwnedTensor affine(Shape{n, x.dim(3), 2}, DType::kF32, x.device);
-  ops::group_norm_combine(parts.view().reshape(Shape{strips(), n, groups, 2}), pixels, gamma, beta, eps, affine);
+  ops::group_norm_combine(parts.reshape(Shape{strips(), n, groups, 2}), pixels, gamma, beta, eps, affine);
   ops::group_norm_apply(x, affine, fuse_silu, out);
   if (displaced_) exchange(*site, statistics);
 }
