@@ -57,18 +57,32 @@ DevicePool& pool_of(Pools& p, const Device& device) {
   return p.device[device.index];
 }
 
-void release_free_locked(DevicePool& pool, const Device& device) {
+// Blocks going back to the vendor: the vendor's free waits for the device while it holds the driver's
+// lock on the process's address space. With a GPU per thread (a group's ranks), the device's collectives
+// may wait for another GPU whose thread needs that lock (a cudaMalloc) or the pools' to queue its side:
+// the known NCCL hang. So they are freed after the pools' lock is let go, on a device that was waited for
+// first, without either lock (its thread queues nothing meanwhile). Not while the device captures a
+// graph: a wait for the device would break the capture.
+std::vector<void*> take_free_locked(DevicePool& pool) {
+  std::vector<void*> out;
   for (const auto& [size, block] : pool.free_blocks) {
-    device_free(device, block);
+    out.push_back(block);
     pool.stats.cached -= size;
   }
   pool.free_blocks.clear();
+  return out;
+}
+
+void free_all(const Device& device, const std::vector<void*>& blocks, bool capturing) noexcept {
+  if (blocks.empty()) return;
+  if (!capturing) device_wait_idle(device);
+  for (void* block : blocks) device_free(device, block);
 }
 
 void* allocate(Device device, size_t bytes) {
   const size_t size = rounded(bytes);
   Pools& p = pools();
-  const std::lock_guard lock(p.mutex);
+  std::unique_lock lock(p.mutex);
   DevicePool& pool = pool_of(p, device);
   if (pool.limit != 0 && pool.stats.in_use + size > pool.limit) {
     throw Error(ErrorKind::kOutOfMemory,
@@ -85,7 +99,11 @@ void* allocate(Device device, size_t bytes) {
   } else {
     block = device_malloc(device, size);
     if (block == nullptr) {  // give back what the cache holds, then try once more
-      release_free_locked(pool, device);
+      const std::vector<void*> cached = take_free_locked(pool);
+      const bool capturing = pool.capturing != 0;
+      lock.unlock();
+      free_all(device, cached, capturing);
+      lock.lock();
       block = device_malloc(device, size);
     }
     if (block == nullptr) {
@@ -106,7 +124,7 @@ void* allocate(Device device, size_t bytes) {
 
 void release(Device device, void* block) noexcept {
   Pools& p = pools();
-  const std::lock_guard lock(p.mutex);
+  std::unique_lock lock(p.mutex);
   DevicePool& pool = p.device[device.index];
   const auto it = pool.blocks.find(block);
   if (it == pool.blocks.end()) return;  // not ours: nothing sensible to do in a destructor
@@ -114,7 +132,9 @@ void release(Device device, void* block) noexcept {
   pool.blocks.erase(it);
   pool.stats.in_use -= b.size;
   if (b.pool != 0 && pool.released.count(b.pool)) {  // its graph is gone: back to the vendor
-    device_free(device, block);
+    const bool capturing = pool.capturing != 0;
+    lock.unlock();
+    free_all(device, {block}, capturing);
     return;
   }
   pool.stats.cached += b.size;
@@ -207,16 +227,22 @@ void end_private_pool(const Device& device) {
 void release_private_pool(const Device& device, int id) {
   if (id == 0) return;
   Pools& p = pools();
-  const std::lock_guard lock(p.mutex);
-  DevicePool& pool = pool_of(p, device);
-  if (const auto it = pool.private_free.find(id); it != pool.private_free.end()) {
-    for (const auto& [size, block] : it->second) {
-      device_free(device, block);
-      pool.stats.cached -= size;
+  std::vector<void*> blocks;
+  bool capturing = false;
+  {
+    const std::lock_guard lock(p.mutex);
+    DevicePool& pool = pool_of(p, device);
+    capturing = pool.capturing != 0;
+    if (const auto it = pool.private_free.find(id); it != pool.private_free.end()) {
+      for (const auto& [size, block] : it->second) {
+        blocks.push_back(block);
+        pool.stats.cached -= size;
+      }
+      pool.private_free.erase(it);
     }
-    pool.private_free.erase(it);
+    pool.released.insert(id);
   }
-  pool.released.insert(id);
+  free_all(device, blocks, capturing);
 }
 
 }  // namespace hd::gpu

@@ -11,6 +11,8 @@ namespace hd::gpu {
 // The vendor's allocation on `device`: nullptr when the device is out of memory (the error is cleared).
 void* device_malloc(const Device& device, size_t bytes);
 void device_free(const Device& device, void* ptr) noexcept;
+// Waits until `device` has finished everything queued on it (errors are left to the next checked call).
+void device_wait_idle(const Device& device) noexcept;
 void device_memory_info(const Device& device, size_t* free_bytes, size_t* total_bytes);
 // The vendor's page-locked host memory, usable with every device: nullptr when the host cannot lock that
 // much (the error is cleared).

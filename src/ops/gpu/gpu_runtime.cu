@@ -38,6 +38,10 @@ void device_free(const Device& device, void* p) noexcept {
   (void)cudaFree(p);
 }
 
+void device_wait_idle(const Device& device) noexcept {
+  if (cudaSetDevice(device.index) == cudaSuccess) (void)cudaDeviceSynchronize();
+}
+
 void* pinned_host_malloc(size_t bytes) {
   void* p = nullptr;
   const cudaError_t status = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
