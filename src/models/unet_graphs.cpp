@@ -1,5 +1,6 @@
 #include "models/unet_graphs.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "comm/image_split.h"
@@ -55,9 +56,12 @@ OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, const Te
     // waits for the second, so that a one-off call (a single step, a test) costs no capture.
     if (forwards_[key]++ == 0) return plain_forward(unet, sample, timesteps, context, added, split);
     // Each graph keeps its activations (about 1 GiB for SD1.5 at 512x512): a process that sees many
-    // shapes (a server) keeps only the latest few.
+    // shapes (a server), or a split that goes displaced, keeps the few it replayed last.
     constexpr size_t kMaxGraphs = 4;
-    if (graphs_.size() >= kMaxGraphs) graphs_.erase(graphs_.begin());
+    if (graphs_.size() >= kMaxGraphs)
+      graphs_.erase(std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
+        return a.second->last_use < b.second->last_use;
+      }));
     auto c = std::make_unique<Captured>();
     c->sample = OwnedTensor::like(sample, sample.shape);
     c->context = OwnedTensor::like(context, context.shape);
@@ -96,6 +100,7 @@ OwnedTensor UnetGraphs::forward(const Unet& unet, const Tensor& sample, const Te
     if (!added->joined()) ops::copy(added->time_ids, c.time_ids);
   }
   c.work.replay();
+  c.last_use = ++uses_;
   if (split != nullptr && std::exchange(c.replayed, true)) split->group().count_replay(c.exchanged);
   OwnedTensor out = OwnedTensor::like(c.output, c.output.view().shape);
   ops::copy(c.output, out);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 
@@ -42,12 +43,14 @@ class UnetGraphs {
     comm::ExchangeCounts exchanged;
     bool replayed = false;
     const comm::ImageSplit* split = nullptr;  // the split whose buffers and group the graph holds
+    uint64_t last_use = 0;                    // uses_ at its latest replay
   };
   // sample's batch, height, width; context's length; time ids (0: none, -1: given joined); the split's
   // strips times 4, plus 2 when it keeps its sites, plus 1 when displaced (0: none)
   using Key = std::array<int64_t, 6>;
   std::map<Key, int> forwards_;  // uncaptured forwards so far, per shape
   std::map<Key, std::unique_ptr<Captured>> graphs_;
+  uint64_t uses_ = 0;  // replays so far, of every graph
 };
 
 }  // namespace hd
