@@ -1,6 +1,7 @@
 // Several GPUs against one, in the same run on the same machine: a guided picture on one GPU against CFG
-// parallel on two and the exact image split over all of them (latency), and a batch of pictures on one
-// GPU against data parallel over all of them (throughput). Whole generations (prompt encoding, every
+// parallel on two and the exact and displaced image split over all of them (per guidance half on 4 or
+// more; an unguided picture then splits over all), latency; and a batch of pictures on one GPU against
+// data parallel over all of them, throughput. Whole generations (prompt encoding, every
 // step, the VAE decode, which the split leaves to rank 0), and the denoising loop alone, medians of
 // --repeats after a warm-up, with what rank 0 exchanged per step.
 //   hd_bench_parallel --arch sd15|sdxl | --model PATH  [--devices cuda:0,cuda:1] [--size 512] [--steps 20]
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -71,6 +73,80 @@ double median_seconds(int repeats, const F& generate) {
   return median_times(repeats, generate).total_s;
 }
 
+struct Bench {
+  const Args& args;
+  ParallelStableDiffusion& one;
+  nlohmann::json& report;
+};
+
+// One guided picture, CFG parallel on `pair` (two GPUs) against one GPU.
+void cfg_row(const Bench& b, ParallelStableDiffusion& pair, const GenerationParams& p) {
+  const double alone = median_seconds(b.args.repeats, [&] { return b.one.generate(p, ParallelMode::kData); });
+  const comm::ExchangeCounts before = pair.counts();
+  const double parallel = median_seconds(b.args.repeats, [&] { return pair.generate(p, ParallelMode::kCfg); });
+  const comm::ExchangeCounts after = pair.counts();
+  const double per_step = double(after.bytes_sent - before.bytes_sent) / double((b.args.repeats + 1) * p.steps) / 1024.0;
+  std::printf("| one guided picture, CFG parallel on 2 GPUs (s) | %.3f | %.3f | %.2fx | %.0f KiB sent |\n", alone,
+              parallel, alone / parallel, per_step);
+  b.report["cfg"] = {{"devices", 2}, {"one_gpu_s", alone}, {"parallel_s", parallel}, {"speedup", alone / parallel},
+                     {"kib_sent_per_step", per_step}};
+}
+
+// One picture, the exact and the displaced image split over every GPU of `all` (per guidance half where
+// the picture is guided and the GPUs pair up) against one GPU; reported under `key`.
+void split_rows(const Bench& b, ParallelStableDiffusion& all, const GenerationParams& p, const std::string& key) {
+  const std::string what = str_cat(p.cfg_scale > 1.0f ? "one guided picture" : "one unguided picture (CFG 1)", ", ",
+                                   all.strips(p), " strips", all.cfg_halves(p) ? " per guidance half" : "");
+  if (!all.splits(p)) {
+    std::printf("| %s | height %d does not split | | | |\n", what.c_str(), p.height);
+    return;
+  }
+  const Timing alone = median_times(b.args.repeats, [&] { return b.one.generate(p, ParallelMode::kData); });
+  const comm::ExchangeCounts before = all.counts();
+  const Timing split = median_times(b.args.repeats, [&] { return all.generate(p, ParallelMode::kSplit); });
+  const comm::ExchangeCounts after = all.counts();
+  const double steps = double((b.args.repeats + 1) * p.steps);
+  const double mib = double(after.bytes_sent - before.bytes_sent) / steps / (1024.0 * 1024.0);
+  const double collectives = double(after.collectives - before.collectives) / steps;
+  std::printf("| %s, exact image split (s) | %.3f | %.3f | %.2fx | %.1f MiB sent, %.0f collectives |\n", what.c_str(),
+              alone.total_s, split.total_s, alone.total_s / split.total_s, mib, collectives);
+  std::printf("| the same, denoising loop only (s) | %.3f | %.3f | %.2fx | |\n", alone.denoising_s, split.denoising_s,
+              alone.denoising_s / split.denoising_s);
+  nlohmann::json& r = b.report[key];
+  r = {{"strips", all.strips(p)}, {"cfg_halves", all.cfg_halves(p)}, {"cfg_scale", p.cfg_scale},
+       {"one_gpu_s", alone.total_s}, {"parallel_s", split.total_s}, {"speedup", alone.total_s / split.total_s},
+       {"one_gpu_denoising_s", alone.denoising_s}, {"parallel_denoising_s", split.denoising_s},
+       {"denoising_speedup", alone.denoising_s / split.denoising_s}, {"mib_sent_per_step", mib},
+       {"collectives_per_step", collectives}};
+  // Displaced: the same exchanges after kDisplacedWarmupSteps exact steps, overlapped with compute.
+  const Timing displaced = median_times(b.args.repeats, [&] { return all.generate(p, ParallelMode::kDisplaced); });
+  std::printf("| %s, displaced split (s) | %.3f | %.3f | %.2fx | %d exact steps first |\n", what.c_str(),
+              alone.total_s, displaced.total_s, alone.total_s / displaced.total_s, kDisplacedWarmupSteps);
+  std::printf("| the same, denoising loop only (s) | %.3f | %.3f | %.2fx | |\n", alone.denoising_s,
+              displaced.denoising_s, alone.denoising_s / displaced.denoising_s);
+  r["displaced"] = {{"parallel_s", displaced.total_s}, {"speedup", alone.total_s / displaced.total_s},
+                    {"parallel_denoising_s", displaced.denoising_s},
+                    {"denoising_speedup", alone.denoising_s / displaced.denoising_s},
+                    {"warmup_steps", kDisplacedWarmupSteps}};
+}
+
+// Throughput: a batch of one picture per GPU, and of --per-gpu pictures per GPU (where one GPU is busier
+// with a larger batch).
+void data_rows(const Bench& b, ParallelStableDiffusion& all, GenerationParams p) {
+  const int n = all.size();
+  b.report["data"] = nlohmann::json::array();
+  for (int per_gpu : {1, b.args.per_gpu}) {
+    if (per_gpu == 1 && b.args.per_gpu == 1 && !b.report["data"].empty()) break;
+    p.batch = n * per_gpu;
+    const double batch_one = median_seconds(b.args.repeats, [&] { return b.one.generate(p, ParallelMode::kData); });
+    const double batch_all = median_seconds(b.args.repeats, [&] { return all.generate(p, ParallelMode::kData); });
+    std::printf("| %d pictures, data parallel (images/s) | %.2f | %.2f | %.2fx | nothing |\n", p.batch,
+                p.batch / batch_one, p.batch / batch_all, batch_one / batch_all);
+    b.report["data"].push_back({{"batch", p.batch}, {"one_gpu_s", batch_one}, {"parallel_s", batch_all},
+                                {"speedup", batch_one / batch_all}});
+  }
+}
+
 int run(const Args& a) {
   std::string model = a.model;
   if (!a.arch.empty()) {
@@ -81,9 +157,14 @@ int run(const Args& a) {
   const std::vector<Device> devices = parse_device_list(a.devices);
   const int n = int(devices.size());
   HD_CHECK(n >= 2, "the benchmark compares several GPUs with one: give at least 2 devices, not ", n);
-  const std::vector<Device> first = {devices[0]};
-  ParallelStableDiffusion one = ParallelStableDiffusion::load(model, std::nullopt, std::nullopt, first, DType::kF16);
-  ParallelStableDiffusion all = ParallelStableDiffusion::load(model, std::nullopt, std::nullopt, devices, DType::kF16);
+  const auto load = [&](const std::vector<Device>& on) {
+    return ParallelStableDiffusion::load(model, std::nullopt, std::nullopt, on, DType::kF16);
+  };
+  ParallelStableDiffusion one = load({devices[0]});
+  ParallelStableDiffusion all = load(devices);
+  // CFG parallel takes two GPUs: on more, its row uses the first two (a model of their own).
+  std::optional<ParallelStableDiffusion> first_two;
+  if (n > 2) first_two.emplace(load({devices[0], devices[1]}));
 
   GenerationParams p;
   p.prompt = "a photograph of an astronaut riding a horse";
@@ -96,64 +177,17 @@ int run(const Args& a) {
               a.repeats);
   nlohmann::json report = {{"model", one.model(0).description()}, {"size", p.width}, {"steps", p.steps},
                            {"devices", n}, {"exchange", all.exchange_name()}};
-
+  const Bench b{a, one, report};
   std::printf("| case | 1 GPU | %d GPUs | speed-up | per step exchanged (rank 0) |\n| --- | --- | --- | --- | --- |\n", n);
-  if (n == 2) {
-    const double alone = median_seconds(a.repeats, [&] { return one.generate(p, ParallelMode::kData); });
-    const comm::ExchangeCounts before = all.counts();
-    const double split = median_seconds(a.repeats, [&] { return all.generate(p, ParallelMode::kCfg); });
-    const comm::ExchangeCounts after = all.counts();
-    const double per_step =
-        double(after.bytes_sent - before.bytes_sent) / double((a.repeats + 1) * p.steps) / 1024.0;
-    std::printf("| one guided picture, CFG parallel (s) | %.3f | %.3f | %.2fx | %.0f KiB sent |\n", alone, split,
-                alone / split, per_step);
-    report["cfg"] = {{"one_gpu_s", alone}, {"parallel_s", split}, {"speedup", alone / split},
-                     {"kib_sent_per_step", per_step}};
+  cfg_row(b, first_two ? *first_two : all, p);
+  split_rows(b, all, p, "split");
+  if (all.cfg_halves(p)) {
+    // Guided pictures pair the GPUs up; an unguided one (CFG 1, as distilled models run) splits over all.
+    GenerationParams unguided = p;
+    unguided.cfg_scale = 1.0f;
+    split_rows(b, all, unguided, "split_unguided");
   }
-  if (all.splits(p)) {
-    const Timing alone = median_times(a.repeats, [&] { return one.generate(p, ParallelMode::kData); });
-    const comm::ExchangeCounts before = all.counts();
-    const Timing split = median_times(a.repeats, [&] { return all.generate(p, ParallelMode::kSplit); });
-    const comm::ExchangeCounts after = all.counts();
-    const double steps = double((a.repeats + 1) * p.steps);
-    const double mib = double(after.bytes_sent - before.bytes_sent) / steps / (1024.0 * 1024.0);
-    const double collectives = double(after.collectives - before.collectives) / steps;
-    std::printf("| one guided picture, exact image split%s (s) | %.3f | %.3f | %.2fx | %.1f MiB sent, %.0f collectives |\n",
-                all.cfg_halves(p) ? " x CFG parallel" : "", alone.total_s, split.total_s,
-                alone.total_s / split.total_s, mib, collectives);
-    std::printf("| the same, denoising loop only (s) | %.3f | %.3f | %.2fx | |\n", alone.denoising_s,
-                split.denoising_s, alone.denoising_s / split.denoising_s);
-    report["split"] = {{"one_gpu_s", alone.total_s}, {"parallel_s", split.total_s},
-                       {"speedup", alone.total_s / split.total_s}, {"one_gpu_denoising_s", alone.denoising_s},
-                       {"parallel_denoising_s", split.denoising_s},
-                       {"denoising_speedup", alone.denoising_s / split.denoising_s},
-                       {"mib_sent_per_step", mib}, {"collectives_per_step", collectives}};
-    // Displaced: the same exchanges after kDisplacedWarmupSteps exact steps, overlapped with compute.
-    const Timing displaced = median_times(a.repeats, [&] { return all.generate(p, ParallelMode::kDisplaced); });
-    std::printf("| one guided picture, displaced split (s) | %.3f | %.3f | %.2fx | %d exact steps first |\n",
-                alone.total_s, displaced.total_s, alone.total_s / displaced.total_s, kDisplacedWarmupSteps);
-    std::printf("| the same, denoising loop only (s) | %.3f | %.3f | %.2fx | |\n", alone.denoising_s,
-                displaced.denoising_s, alone.denoising_s / displaced.denoising_s);
-    report["displaced"] = {{"parallel_s", displaced.total_s}, {"speedup", alone.total_s / displaced.total_s},
-                           {"parallel_denoising_s", displaced.denoising_s},
-                           {"denoising_speedup", alone.denoising_s / displaced.denoising_s},
-                           {"warmup_steps", kDisplacedWarmupSteps}};
-  } else {
-    std::printf("| exact image split | height %d does not split into %d strips | | | |\n", p.height, all.strips(p));
-  }
-  // Throughput: a batch of one picture per GPU, and of --per-gpu pictures per GPU (where one GPU is
-  // busier with a larger batch).
-  report["data"] = nlohmann::json::array();
-  for (int per_gpu : {1, a.per_gpu}) {
-    if (per_gpu == 1 && a.per_gpu == 1 && !report["data"].empty()) break;
-    p.batch = n * per_gpu;
-    const double batch_one = median_seconds(a.repeats, [&] { return one.generate(p, ParallelMode::kData); });
-    const double batch_all = median_seconds(a.repeats, [&] { return all.generate(p, ParallelMode::kData); });
-    std::printf("| %d pictures, data parallel (images/s) | %.2f | %.2f | %.2fx | nothing |\n", p.batch,
-                p.batch / batch_one, p.batch / batch_all, batch_one / batch_all);
-    report["data"].push_back({{"batch", p.batch}, {"one_gpu_s", batch_one}, {"parallel_s", batch_all},
-                              {"speedup", batch_one / batch_all}});
-  }
+  data_rows(b, all, p);
   if (!a.json_out.empty()) std::ofstream(a.json_out) << report.dump(2) << "\n";
   return 0;
 }

@@ -8,6 +8,8 @@
 #   ARCHS="sd15:512:5 sdxl:1024:3" (arch:size:repeats) STEPS=20 PER_GPU=4
 #   SERVE=sd15:512 (arch:size) SERVE_CLIENTS=1,16 SERVE_IMAGES=48
 #   GPU_TESTS=<gtest filter> STAGE=all|build|bench   the defaults (ARCHS="" or SERVE_CLIENTS="" leaves that benchmark out)
+#   TEST_TIMEOUT, BENCH_TIMEOUT (s): a hung collective ends the tests or that benchmark, not the call
+#   TAG=<word> added to the benchmarks' file names (a run under NCCL_P2P_DISABLE=1 beside one without)
 set -euo pipefail
 OUT=${OUT:-/tmp/out}
 cd "$(dirname "$0")/../.."
@@ -36,16 +38,16 @@ source tools/device/runtime_env.sh
 export HD_TUNE_CACHE=/tmp/multi_tuning.tsv
 status=0
 if [ "$stage" != bench ]; then
-  build/multi/tests/hd_gpu_tests --gtest_filter="${GPU_TESTS:-GpuNcclGroup.*:GpuInProcessGroup.*:GpuParallelGeneration.*}" \
+  timeout "${TEST_TIMEOUT:-600}" build/multi/tests/hd_gpu_tests --gtest_filter="${GPU_TESTS:-GpuNcclGroup.*:GpuInProcessGroup.*:GpuParallelGeneration.*}" \
     2>&1 | tee "$OUT/gpu-tests.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which is' || status=1
   grep -q "FAILED" "$OUT/gpu-tests.log" && status=1
 fi
 if [ "$stage" != build ]; then
   for case in ${ARCHS-sd15:512:5 sdxl:1024:3}; do
     IFS=: read -r arch size repeats <<< "$case"
-    build/multi/hd_bench_parallel --arch "$arch" --size "$size" --steps "${STEPS:-20}" --repeats "$repeats" \
+    timeout "${BENCH_TIMEOUT:-1800}" build/multi/hd_bench_parallel --arch "$arch" --size "$size" --steps "${STEPS:-20}" --repeats "$repeats" \
       --per-gpu "${PER_GPU:-4}" \
-      --devices all --json-out "$OUT/parallel_${arch}_$size.json" 2>&1 | tee "$OUT/parallel_${arch}_$size.md" || status=1
+      --devices all --json-out "$OUT/parallel_${arch}_$size${TAG:+_$TAG}.json" 2>&1 | tee "$OUT/parallel_${arch}_$size${TAG:+_$TAG}.md" || status=1
   done
   if [ -n "${SERVE_CLIENTS-1,16}" ]; then
     IFS=: read -r arch size <<< "${SERVE:-sd15:512}"
