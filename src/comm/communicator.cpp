@@ -33,6 +33,7 @@ void Communicator::all_gather(const Tensor& in, const Tensor& out) {
   counts_.bytes_sent += uint64_t(size_ - 1) * in.nbytes();
   counts_.bytes_received += uint64_t(size_ - 1) * in.nbytes();
   ++counts_.collectives;
+  activity_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Communicator::all_reduce_sum(const Tensor& inout) {
@@ -44,6 +45,7 @@ void Communicator::all_reduce_sum(const Tensor& inout) {
   counts_.bytes_sent += ring;
   counts_.bytes_received += ring;
   ++counts_.collectives;
+  activity_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Communicator::send(const Tensor& t, int peer) {
@@ -52,6 +54,7 @@ void Communicator::send(const Tensor& t, int peer) {
   send_impl(t, peer);
   counts_.bytes_sent += t.nbytes();
   ++counts_.collectives;
+  activity_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Communicator::receive(const Tensor& t, int peer) {
@@ -60,17 +63,20 @@ void Communicator::receive(const Tensor& t, int peer) {
   receive_impl(t, peer);
   counts_.bytes_received += t.nbytes();
   ++counts_.collectives;
+  activity_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Communicator::count_replay(const ExchangeCounts& replayed) {
   counts_.bytes_sent += replayed.bytes_sent;
   counts_.bytes_received += replayed.bytes_received;
   counts_.collectives += replayed.collectives;
+  activity_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Communicator::barrier() {
   barrier_impl();
   ++counts_.collectives;
+  activity_.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace hd::comm

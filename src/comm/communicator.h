@@ -4,6 +4,7 @@
 // finished when they return. Every rank calls the same collectives in the same order.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -45,6 +46,9 @@ class Communicator {
   // Collectives captured into a graph run again at each replay without calling this object: the graph's
   // owner adds what the capture counted (`replayed`) at each later replay.
   void count_replay(const ExchangeCounts& replayed);
+  // How many exchanges this rank has queued (or replayed in a graph) so far; read from any thread: the
+  // heartbeat a watchdog watches (comm::Watchdog).
+  uint64_t activity() const { return activity_.load(std::memory_order_relaxed); }
 
  protected:
   Communicator(int rank, int size, Device device);
@@ -61,6 +65,7 @@ class Communicator {
   int rank_, size_;
   Device device_;
   ExchangeCounts counts_;
+  std::atomic<uint64_t> activity_{0};
 };
 
 }  // namespace hd::comm

@@ -34,6 +34,12 @@ std::string DeviceGroup::exchange_name() const {
   return nccl_ ? nccl_version() : std::string("in-process group");
 }
 
+uint64_t DeviceGroup::activity() const {
+  uint64_t sum = 0;
+  for (const Communicator* r : ranks_) sum += r->activity();
+  return sum;
+}
+
 void DeviceGroup::fail(int rank, const std::string& why) {
   if (nccl_) nccl_->abort(rank, why);
   if (in_process_) in_process_->fail(rank, why);

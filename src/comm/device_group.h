@@ -24,9 +24,12 @@ class DeviceGroup {
 
   int size() const { return int(ranks_.size()); }
   Communicator& rank(int r) const { return *ranks_[size_t(r)]; }
+  // Every rank's Communicator::activity, summed (from any thread).
+  uint64_t activity() const;
   // How the exchanges travel: "NCCL 2.28.3", "in-process group".
   std::string exchange_name() const;
-  // Ends every rank's pending and later exchanges with an error naming `rank` and `why`.
+  // Ends every rank's pending and later exchanges with an error naming `rank` and `why` (rank -1: no
+  // rank failed, the group is stuck: `why` alone).
   void fail(int rank, const std::string& why);
 
  private:

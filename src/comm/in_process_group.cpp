@@ -224,6 +224,8 @@ std::unique_ptr<Communicator> InProcessGroup::communicator(int rank, const Devic
   return std::make_unique<InProcessCommunicator>(state_, rank, device);
 }
 
-void InProcessGroup::fail(int rank, const std::string& why) { state_->fail(str_cat("rank ", rank, " failed: ", why)); }
+void InProcessGroup::fail(int rank, const std::string& why) {
+  state_->fail(rank < 0 ? why : str_cat("rank ", rank, " failed: ", why));
+}
 
 }  // namespace hd::comm

@@ -19,7 +19,8 @@ class InProcessGroup {
   // Rank `rank`'s communicator, its tensors on `device`: the CPU, or one GPU shared by every rank (what a
   // rank posts is read by the others through that GPU's copies).
   std::unique_ptr<Communicator> communicator(int rank, const Device& device = Device::cpu());
-  // Ends the group: every wait of every rank, now and later, throws an error naming `rank` and `why`.
+  // Ends the group: every wait of every rank, now and later, throws an error naming `rank` and `why`
+  // (rank -1: a watchdog, `why` alone).
   void fail(int rank, const std::string& why);
 
   struct State;

@@ -159,7 +159,7 @@ Communicator& NcclGroup::communicator(int rank) const {
 }
 
 void NcclGroup::abort(int rank, const std::string& why) {
-  const std::string reason = str_cat("rank ", rank, " failed: ", why);
+  const std::string reason = rank < 0 ? why : str_cat("rank ", rank, " failed: ", why);
   for (auto& c : communicators_) static_cast<NcclCommunicator&>(*c).abort(reason);
 }
 

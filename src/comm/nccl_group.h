@@ -28,7 +28,7 @@ class NcclGroup {
   int size() const { return int(communicators_.size()); }
   Communicator& communicator(int rank) const;
   // Ends every rank's pending and later collectives with an error (ncclCommAbort): what a failing rank
-  // does so that the others do not wait for it for ever.
+  // does so that the others do not wait for it for ever, and what a watchdog does (rank -1).
   void abort(int rank, const std::string& why);
 
  private:

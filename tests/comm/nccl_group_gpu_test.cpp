@@ -1,8 +1,11 @@
 // Collectives on GPUs: NCCL (or RCCL) through its real API with one rank (any machine with a GPU) and
 // with one rank per GPU where there are several, in and out of a captured graph; the in-process group
-// with device copies at 2 and 4 logical ranks of one GPU. Values against the host's sums.
+// with device copies at 2 and 4 logical ranks of one GPU. Values against the host's sums. A collective
+// that a rank never joins, ended by the watchdog: not yet (see the test).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <vector>
 
 #include "comm/in_process_group.h"
@@ -119,6 +122,38 @@ TEST(GpuNcclGroup, OneRankPerGpu) {
   check_collectives(devices, [&](int r) -> Communicator& { return group.communicator(r); },
                     [&](int r, const std::string& why) { group.abort(r, why); });
   test::expect_error_containing([&] { NcclGroup twice(std::vector<Device>{gpu(0), gpu(0)}); }, "named twice");
+}
+
+TEST(GpuNcclGroup, TheWatchdogEndsACollectiveThatARankNeverJoins) {
+  // Rank 1 never joins rank 0's all-gather: rank 0's wait for its device would last for ever (NCCL's
+  // kernel spins). The watchdog sees no exchange for its timeout and aborts the group.
+  // NOT YET WORKING: on two H200s (2026-11-26) ncclCommAbort of these blocking communicators did not end
+  // the spinning all-gather, and this test hung until it was killed. NCCL's and RCCL's fault tolerance
+  // needs non-blocking communicators (ncclCommInitRankConfig, config.blocking = 0); until the group makes
+  // those, the test runs only when asked, so that it does not hang the suite.
+  if (std::getenv("HD_TEST_NCCL_WATCHDOG") == nullptr)
+    GTEST_SKIP() << "hangs with blocking NCCL communicators: set HD_TEST_NCCL_WATCHDOG=1 to run it";
+  if (!nccl_available()) GTEST_SKIP() << "this build has no NCCL/RCCL";
+  const std::vector<Device> all = ops::gpu_devices();
+  if (all.size() < 2) GTEST_SKIP() << "one GPU: the several-GPU case needs a machine with two or more";
+  const std::vector<Device> devices = {all[0], all[1]};
+  NcclGroup group(devices);
+  const auto activity = [&] { return group.communicator(0).activity() + group.communicator(1).activity(); };
+  const auto start = std::chrono::steady_clock::now();
+  test::expect_error_containing(
+      [&] {
+        run_ranks(2, [&](int rank) {
+          if (rank == 1) return;
+          OwnedTensor in(Shape{2, 64}, DType::kF16, devices[0]), out(Shape{4, 64}, DType::kF16, devices[0]);
+          group.communicator(0).all_gather(in, out);
+          ops::synchronize(devices[0]);
+        }, [&](int rank, const std::string& why) { group.abort(rank, why); },
+                  Watchdog{activity, std::chrono::seconds(2)});
+      },
+      "no progress in 2 s");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  OwnedTensor in(Shape{2, 64}, DType::kF16, devices[0]), out(Shape{4, 64}, DType::kF16, devices[0]);
+  test::expect_error_containing([&] { group.communicator(0).all_gather(in, out); }, "group aborted: no progress");
 }
 
 TEST(GpuInProcessGroup, LogicalRanksOfOneGpuCopyOnTheDevice) {
