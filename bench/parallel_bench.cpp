@@ -5,7 +5,7 @@
 // step, the VAE decode, which the split leaves to rank 0), and the denoising loop alone, medians of
 // --repeats after a warm-up, with what rank 0 exchanged per step.
 //   hd_bench_parallel --arch sd15|sdxl | --model PATH  [--devices cuda:0,cuda:1] [--size 512] [--steps 20]
-//                     [--repeats 5] [--per-gpu 4] [--json-out FILE]
+//                     [--repeats 5] [--per-gpu 4] [--displaced-warmup 4] [--json-out FILE]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,7 +25,7 @@ namespace {
 
 struct Args {
   std::string model, arch, devices = "all", json_out;
-  int size = 0, steps = 20, repeats = 5, per_gpu = 4;
+  int size = 0, steps = 20, repeats = 5, per_gpu = 4, displaced_warmup = kDisplacedWarmupSteps;
 };
 
 Args parse(int argc, char** argv) {
@@ -42,6 +42,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--steps") a.steps = std::stoi(v);
     else if (flag == "--repeats") a.repeats = std::stoi(v);
     else if (flag == "--per-gpu") a.per_gpu = std::stoi(v);
+    else if (flag == "--displaced-warmup") a.displaced_warmup = std::stoi(v);
     else throw Error(ErrorKind::kInvalidInput, "unknown flag " + flag);
   }
   HD_CHECK(a.model.empty() != a.arch.empty(), "give --model PATH or --arch sd15|sd21|sdxl");
@@ -118,16 +119,16 @@ void split_rows(const Bench& b, ParallelStableDiffusion& all, const GenerationPa
        {"one_gpu_denoising_s", alone.denoising_s}, {"parallel_denoising_s", split.denoising_s},
        {"denoising_speedup", alone.denoising_s / split.denoising_s}, {"mib_sent_per_step", mib},
        {"collectives_per_step", collectives}};
-  // Displaced: the same exchanges after kDisplacedWarmupSteps exact steps, overlapped with compute.
+  // Displaced: the same exchanges after the warm-up's exact steps, overlapped with compute.
   const Timing displaced = median_times(b.args.repeats, [&] { return all.generate(p, ParallelMode::kDisplaced); });
   std::printf("| %s, displaced split (s) | %.3f | %.3f | %.2fx | %d exact steps first |\n", what.c_str(),
-              alone.total_s, displaced.total_s, alone.total_s / displaced.total_s, kDisplacedWarmupSteps);
+              alone.total_s, displaced.total_s, alone.total_s / displaced.total_s, all.displaced_warmup());
   std::printf("| the same, denoising loop only (s) | %.3f | %.3f | %.2fx | |\n", alone.denoising_s,
               displaced.denoising_s, alone.denoising_s / displaced.denoising_s);
   r["displaced"] = {{"parallel_s", displaced.total_s}, {"speedup", alone.total_s / displaced.total_s},
                     {"parallel_denoising_s", displaced.denoising_s},
                     {"denoising_speedup", alone.denoising_s / displaced.denoising_s},
-                    {"warmup_steps", kDisplacedWarmupSteps}};
+                    {"warmup_steps", all.displaced_warmup()}};
 }
 
 // Throughput: a batch of one picture per GPU, and of --per-gpu pictures per GPU (where one GPU is busier
@@ -162,6 +163,7 @@ int run(const Args& a) {
   };
   ParallelStableDiffusion one = load({devices[0]});
   ParallelStableDiffusion all = load(devices);
+  all.set_displaced_warmup(a.displaced_warmup);
   // CFG parallel takes two GPUs: on more, its row uses the first two (a model of their own).
   std::optional<ParallelStableDiffusion> first_two;
   if (n > 2) first_two.emplace(load({devices[0], devices[1]}));

@@ -3,6 +3,7 @@
 #include "pipeline/parallel_generation.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 #include "comm/rank_threads.h"
@@ -123,6 +124,7 @@ ParallelStableDiffusion ParallelStableDiffusion::load(const std::string& model_p
   ParallelStableDiffusion out;
   const int ranks = int(devices.size());
   out.devices_.assign(devices.begin(), devices.end());
+  out.exchange_timeout_ = comm::exchange_timeout();
   out.group_ = std::make_unique<comm::DeviceGroup>(devices);
   out.models_.resize(size_t(ranks));
   out.splits_.resize(size_t(ranks));
@@ -136,21 +138,31 @@ ParallelStableDiffusion ParallelStableDiffusion::load(const std::string& model_p
   return out;
 }
 
-void ParallelStableDiffusion::run(const std::function<void(int rank)>& work, bool exchanges) {
+void ParallelStableDiffusion::run(const std::function<void(int rank)>& work, bool exchanges,
+                                  const std::atomic<int>* exchanging) {
   HD_CHECK_KIND(broken_.empty(), ErrorKind::kRuntime, "these devices' group ended with an earlier failure (",
                 broken_, "): load the model on them again");
   if (!exchanges) return comm::run_ranks(size(), work);  // a rank that fails leaves the others be
   // A rank that fails ends the others' exchanges, in every group, so that none waits for it; the groups
-  // are done with.
-  comm::run_ranks(size(), work, [this](int rank, const std::string& why) {
-    broken_ = str_cat("rank ", rank, ": ", why);
+  // are done with. So does the watchdog (rank -1) when no rank exchanges for exchange_timeout_.
+  const auto fail = [this](int rank, const std::string& why) {
+    broken_ = rank < 0 ? why : str_cat("rank ", rank, ": ", why);
     group_->fail(rank, why);
     const int strips = size() / 2;
     for (size_t i = 0; i < half_groups_.size(); ++i)
-      if (rank / strips == int(i)) half_groups_[i]->fail(rank % strips, why);
+      if (rank < 0 || rank / strips == int(i)) half_groups_[i]->fail(rank < 0 ? rank : rank % strips, why);
     for (size_t i = 0; i < pair_groups_.size(); ++i)
-      if (rank % strips == int(i)) pair_groups_[i]->fail(rank / strips, why);
-  });
+      if (rank < 0 || rank % strips == int(i)) pair_groups_[i]->fail(rank < 0 ? rank : rank / strips, why);
+  };
+  const auto activity = [this] {
+    uint64_t sum = group_->activity();
+    for (const auto* groups : {&half_groups_, &pair_groups_})
+      for (const auto& g : *groups) sum += g->activity();
+    return sum;
+  };
+  comm::Watchdog watchdog{activity, exchange_timeout_, {}};
+  if (exchanging != nullptr) watchdog.exchanging = [exchanging] { return exchanging->load() > 0; };
+  comm::run_ranks(size(), work, fail, watchdog);
 }
 
 void ParallelStableDiffusion::use_vae(const std::string& path) {
@@ -170,6 +182,12 @@ comm::ExchangeCounts ParallelStableDiffusion::counts() const {
     sum.bytes_sent += c.bytes_sent, sum.bytes_received += c.bytes_received, sum.collectives += c.collectives;
   }
   return sum;
+}
+
+void ParallelStableDiffusion::set_displaced_warmup(int steps) {
+  HD_CHECK(steps >= 1 && steps <= 10000, "the displaced split's warm-up is 1 or more exact steps (its first displaced ",
+           "step reads the values of the step before), not ", steps);
+  displaced_warmup_ = steps;
 }
 
 bool ParallelStableDiffusion::cfg_halves(const GenerationParams& p) const {
@@ -269,6 +287,7 @@ GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationPara
   if (halves) make_cfg_halves();
   const auto start = std::chrono::steady_clock::now();
   GenerationResult out;
+  std::atomic<int> exchanging{size()};  // ranks not yet past their last exchange (the watchdog's view)
   run([&](int rank) {
     StableDiffusion& sd = *models_[size_t(rank)];
     comm::Communicator* pair = mode == ParallelMode::kCfg ? &group_->rank(rank) : nullptr;
@@ -283,14 +302,18 @@ GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationPara
       if (!kept) kept = std::make_unique<comm::ImageSplit>(strip_group, /*keeps_sites=*/displaced);
       split = kept.get();
     }
-    const Lockstep lockstep(sd, pair, split, displaced ? kDisplacedWarmupSteps : -1);
+    const Lockstep lockstep(sd, pair, split, displaced ? displaced_warmup_ : -1);
     TorchCpuGenerator generator(p.seed);
     StageTimes times;
     OwnedTensor latents =
         sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, {}}, rank == 0 ? progress : ProgressCallback{});
+    // The exchanges are over once the device has run them (a GPU's host queues ahead of it); the decode
+    // after them, however long, is no business of the watchdog's.
+    ops::synchronize(sd.placement().device);
+    exchanging.fetch_sub(1);
     // Every rank holds the same, whole latents: one decodes.
     if (rank == 0) out = sd.finish(p, std::move(latents), std::move(times), start);
-  }, true);
+  }, true, &exchanging);
   return out;
 }
 

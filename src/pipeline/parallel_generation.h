@@ -3,11 +3,13 @@
 // UNet batch and gathering the other's: StableDiffusion::split_guidance), or an exact image split (each
 // device a strip of the latent's rows, exchanging halos, GroupNorm statistics and attention's keys and
 // values inside every UNet forward: StableDiffusion::split_image), or the displaced split (the same after
-// kDisplacedWarmupSteps exact steps, each exchange then taking the other strips' values of the step
+// a warm-up of exact steps, each exchange then taking the other strips' values of the step
 // before, overlapped with compute: DistriFusion). The same seed gives the same pictures as one device, up
 // to the order of sums inside kernels of other shapes; the displaced split's differ a little more.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <span>
@@ -27,7 +29,7 @@ enum class ParallelMode { kAuto, kData, kCfg, kSplit, kDisplaced };
 // "auto", "data", "cfg", "split", "displaced"; anything else is an error naming the choices.
 ParallelMode parse_parallel_mode(std::string_view text);
 std::string_view parallel_mode_name(ParallelMode mode);
-// The displaced split's exact steps before it turns displaced (DistriFusion's warm-up).
+// The displaced split's exact steps before it turns displaced (DistriFusion's warm-up), by default.
 inline constexpr int kDisplacedWarmupSteps = 4;
 // "cuda:0,cuda:1" (or "all": every GPU of this build's vendor) into devices; at least one.
 std::vector<Device> parse_device_list(std::string_view text);
@@ -68,6 +70,10 @@ class ParallelStableDiffusion {
                             const Tensor* init_image = nullptr);
   // What rank 0 has exchanged so far, in every group it belongs to.
   comm::ExchangeCounts counts() const;
+  // The displaced split's exact steps first: more keeps the picture nearer the exact split's, fewer
+  // overlaps more of the exchanges. At least 1 (a displaced step reads the values of the step before).
+  void set_displaced_warmup(int steps);
+  int displaced_warmup() const { return displaced_warmup_; }
 
  private:
   ParallelStableDiffusion() = default;
@@ -78,8 +84,10 @@ class ParallelStableDiffusion {
   // CFG parallel x image split: made on first use.
   void make_cfg_halves();
   // work(rank) on a thread per rank. `exchanges`: the ranks exchange, so one that fails ends the others'
-  // exchanges and the group (later calls are refused); else a failing rank leaves the others be.
-  void run(const std::function<void(int rank)>& work, bool exchanges);
+  // exchanges and the group (later calls are refused), and so does no exchange for exchange_timeout_
+  // while `exchanging` (where given) counts ranks not yet past their last; else a failing rank leaves the
+  // others be.
+  void run(const std::function<void(int rank)>& work, bool exchanges, const std::atomic<int>* exchanging = nullptr);
 
   std::vector<Device> devices_;
   std::vector<std::unique_ptr<StableDiffusion>> models_;
@@ -94,7 +102,10 @@ class ParallelStableDiffusion {
     std::unique_ptr<comm::ImageSplit> exact, displaced, half_exact, half_displaced;
   };
   std::vector<RankSplits> splits_;
+  int displaced_warmup_ = kDisplacedWarmupSteps;
   std::string broken_;  // why the group ended (a rank failed while exchanging); empty while usable
+  // No exchange by any rank for this long ends a request's exchanges with an error (comm::Watchdog).
+  std::chrono::milliseconds exchange_timeout_{0};
 };
 
 }  // namespace hd

@@ -186,6 +186,12 @@ TEST(GenerateCli, DevicesSpreadTheBatchTheGuidanceOrTheImageAndDrawTheSamePictur
   ASSERT_EQ(split.exit_code, 0) << split.out;
   EXPECT_NE(split.out.find("devices: 4, image split"), std::string::npos) << split.out;
   EXPECT_TRUE(within_a_level(read_png((dir.path() / "split.png").string()), read_png((dir.path() / "alone.png").string())));
+  const auto displaced = test::run_cli(base + "--devices cpu,cpu --parallel displaced --displaced-warmup 1 --output " +
+                                       test::quoted(dir.path() / "displaced.png"));
+  ASSERT_EQ(displaced.exit_code, 0) << displaced.out;
+  EXPECT_NE(displaced.out.find("devices: 2, displaced image split (each computes a strip; after 1 exact steps"),
+            std::string::npos)
+      << displaced.out;
 }
 
 TEST(GenerateCli, BadInputsAreOneLineErrors) {
@@ -226,6 +232,9 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
       {"--prompt x --devices cpu,cpu --parallel data", "needs a batch of at least 2, not 1"},
       {"--prompt x --devices cpu,cpu,cpu --parallel split", "needs a height that is a multiple of 12 pixels, not 32"},
       {"--prompt x --devices cpu,,cpu", "has an empty entry"},
+      {"--prompt x --devices cpu,cpu --parallel split --displaced-warmup 2", "applies to --parallel displaced only"},
+      {"--prompt x --devices cpu,cpu --height 64 --parallel displaced --displaced-warmup 0",
+       "warm-up is 1 or more exact steps"},
       {"--prompt x --devices cpu,cpu --refiner " + kModel, "--refiner with --devices is not built yet"},
   };
   for (const auto& [args, expected] : cases) {

@@ -1,12 +1,17 @@
 // One request on several ranks of an in-process group (standing in for GPUs): data parallel, CFG parallel
 // and the exact image split (alone or per guidance half) give the pictures one device gives, the displaced
-// split pictures near them, and requests the modes cannot take are refused by name.
+// split pictures near them, requests the modes cannot take are refused by name, and a rank that stalls
+// ends the request after the exchange timeout.
 #include "pipeline/parallel_generation.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -93,6 +98,27 @@ TEST(ParallelGeneration, DisplacedSplitIsExactForItsWarmUpThenClose) {
       EXPECT_GE(o.image_psnr, 40.0);
     }
   }
+}
+
+TEST(ParallelGeneration, TheDisplacedWarmUpIsChosenPerGroup) {
+  // Two exact steps, then displaced: the first two steps are the exact split's, the third is not; a
+  // warm-up as long as the request is the exact picture.
+  ParallelStableDiffusion two =
+      ParallelStableDiffusion::load(kModels + "tiny_sd1", std::nullopt, std::nullopt, cpus(2), DType::kF32);
+  EXPECT_EQ(two.displaced_warmup(), kDisplacedWarmupSteps);
+  two.set_displaced_warmup(2);
+  GenerationParams p = company_params("a red square", 5, 7.5f, SamplerKind::kEuler, 2, 32);
+  const auto latents_apart = [&](int steps) {
+    p.steps = steps;
+    const GenerationResult exact = two.generate(p, ParallelMode::kSplit);
+    const GenerationResult displaced = two.generate(p, ParallelMode::kDisplaced);
+    return test::relative_l2(displaced.latents, test::as_reference(exact.latents));
+  };
+  EXPECT_EQ(latents_apart(2), 0.0);
+  EXPECT_GT(latents_apart(3), 1e-6);
+  two.set_displaced_warmup(3);
+  EXPECT_EQ(latents_apart(3), 0.0);
+  test::expect_error_containing([&] { two.set_displaced_warmup(0); }, "warm-up is 1 or more exact steps");
 }
 
 TEST(ParallelGeneration, SplitsServeRequestsOfSeveralSizesInAnyOrder) {
@@ -200,6 +226,40 @@ TEST(ParallelGeneration, SplitGuidanceTakesAPairOnTheModelsDevice) {
   test::expect_error_containing([&] { sd.step(both); }, "runs are not batched together on them");
   sd.split_guidance(nullptr);
   sd.step(both);
+}
+
+// HD_EXCHANGE_TIMEOUT for the life of a test, as the group reads it when it is loaded.
+class ScopedExchangeTimeout {
+ public:
+  explicit ScopedExchangeTimeout(const char* seconds) {
+    if (const char* v = std::getenv("HD_EXCHANGE_TIMEOUT")) saved_ = v;
+    setenv("HD_EXCHANGE_TIMEOUT", seconds, 1);
+  }
+  ~ScopedExchangeTimeout() {
+    if (saved_) setenv("HD_EXCHANGE_TIMEOUT", saved_->c_str(), 1);
+    else unsetenv("HD_EXCHANGE_TIMEOUT");
+  }
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+TEST(ParallelGeneration, ARankThatStallsEndsTheRequestAfterTheExchangeTimeout) {
+  // Rank 0 hears each step (the progress callback) and takes its time there: 100 ms a step is within a
+  // 0.4 s timeout; 1.5 s is not, and the watchdog ends every rank's exchanges with an error that says so,
+  // then the group refuses further requests.
+  const ScopedExchangeTimeout timeout("0.4");
+  ParallelStableDiffusion two =
+      ParallelStableDiffusion::load(kModels + "tiny_sd1", std::nullopt, std::nullopt, cpus(2), DType::kF32);
+  const GenerationParams p = company_params("a red square", 5, 7.5f, SamplerKind::kEuler, 3, 32);
+  const auto pause = [](int milliseconds) {
+    return [milliseconds](int, int) { std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds)); };
+  };
+  EXPECT_EQ(two.generate(p, ParallelMode::kCfg, pause(100)).image.view().dim(1), 32);
+  test::expect_error_containing([&] { (void)two.generate(p, ParallelMode::kCfg, pause(1500)); },
+                                "no progress in 0.4 s: 2 ranks' exchanges stopped");
+  test::expect_error_containing([&] { (void)two.generate(p, ParallelMode::kCfg); },
+                                "group ended with an earlier failure (no progress in 0.4 s");
 }
 
 TEST(ParallelGeneration, DeviceListsAndModesAreParsedWithClearErrors) {

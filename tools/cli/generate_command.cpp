@@ -37,9 +37,23 @@ std::vector<std::string> generate_flags() {
     "--model", "--prompt", "--negative-prompt", "--steps", "--cfg-scale", "--sampler", "--schedule", "--seed",
     "--width", "--height", "--batch", "--init-image", "--strength", "--vocab", "--config", "--prediction", "--timestep-spacing", "--output",
     "--save-latents", "--device", "--dtype", "--tune", "--tune-cache", "--threads", "--max-device-memory", "--kernels",
-    "--refiner", "--high-noise-frac", "--vae", "--devices", "--parallel"};
+    "--refiner", "--high-noise-frac", "--vae", "--devices", "--parallel", "--displaced-warmup"};
   flags.insert(flags.end(), kMicroConditioningFlags.begin(), kMicroConditioningFlags.end());
   return flags;
+}
+
+// How the devices share a request, for the log.
+std::string mode_description(ParallelMode mode, int displaced_warmup) {
+  switch (mode) {
+    case ParallelMode::kData: return "data parallel (the batch's pictures spread over them)";
+    case ParallelMode::kCfg: return "CFG parallel (each computes one half of the guided batch)";
+    case ParallelMode::kSplit: return "image split (each computes a strip of the latent's rows)";
+    case ParallelMode::kDisplaced:
+      return str_cat("displaced image split (each computes a strip; after ", displaced_warmup,
+                     " exact steps, with the other strips' values of the step before)");
+    case ParallelMode::kAuto: break;
+  }
+  return "?";
 }
 
 std::string output_path(const std::string& base, int index, int batch) {
@@ -99,6 +113,8 @@ int run_generate(std::span<const std::string_view> args) {
   std::vector<Device> devices;
   if (auto v = get("--devices")) devices = parse_device_list(*v);
   const ParallelMode parallel = get("--parallel") ? parse_parallel_mode(*get("--parallel")) : ParallelMode::kAuto;
+  HD_CHECK(!get("--displaced-warmup") || parallel == ParallelMode::kDisplaced,
+           "--displaced-warmup applies to --parallel displaced only");
   const ops::Placement placement = devices.empty() ? placement_of(flags)
                                                    : ops::Placement::parse(devices[0].to_string(), get("--dtype").value_or(""));
   if (devices.empty()) {
@@ -154,6 +170,7 @@ int run_generate(std::span<const std::string_view> args) {
     single = StableDiffusion::load(model, get("--vocab"), get("--config"), placement);
   } else {
     several = ParallelStableDiffusion::load(model, get("--vocab"), get("--config"), devices, placement.dtype);
+    if (auto v = get("--displaced-warmup")) several->set_displaced_warmup(parse_number<int>("--displaced-warmup", *v));
   }
   const StableDiffusion& sd = single ? *single : several->model(0);
   std::optional<StableDiffusion> refiner;
@@ -182,12 +199,7 @@ int run_generate(std::span<const std::string_view> args) {
                std::string(sampler_name(p.sampler)).c_str(), where.c_str());
   if (several && devices.size() > 1)
     std::fprintf(stderr, "devices: %zu, %s, exchanging through %s\n", devices.size(),
-                 mode == ParallelMode::kData  ? "data parallel (the batch's pictures spread over them)"
-                 : mode == ParallelMode::kCfg ? "CFG parallel (each computes one half of the guided batch)"
-                 : mode == ParallelMode::kSplit
-                     ? "image split (each computes a strip of the latent's rows)"
-                     : "displaced image split (each computes a strip, with the other strips' values of the step before)",
-                 several->exchange_name().c_str());
+                 mode_description(mode, several->displaced_warmup()).c_str(), several->exchange_name().c_str());
   if (refiner)
     std::fprintf(stderr, "refiner: %s, %s, from %g of the schedule\n", refiner_choice->path.c_str(),
                  refiner->description().c_str(), refiner_choice->switch_at);
