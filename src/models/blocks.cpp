@@ -111,13 +111,21 @@ SpatialSelfAttention SpatialSelfAttention::load(const WeightReader& w, const std
   return a;
 }
 
-OwnedTensor SpatialSelfAttention::operator()(const Tensor& x) const {
+OwnedTensor SpatialSelfAttention::operator()(const Tensor& x, comm::ImageSplit* split) const {
   const int64_t n = x.dim(0), positions = x.dim(1) * x.dim(2), c = x.dim(3);
-  const OwnedTensor h = norm(x, /*silu=*/false);
+  const OwnedTensor h = norm(x, /*silu=*/false, split);
   const Tensor tokens = h.view().reshape(Shape{n, positions, c});  // NHWC is already [N, H*W, C]
-  const OwnedTensor q_ = q(tokens), k_ = k(tokens), v_ = v(tokens);
   OwnedTensor attended = OwnedTensor::like(x, Shape{n, positions, c});
-  ops::attention(q_, k_, v_, {1, false, 0.0f}, attended);
+  if (split != nullptr) {
+    // Keys and values as one batch [K; V]: one gather brings every strip's of both (as SpatialTransformer).
+    OwnedTensor kv = OwnedTensor::like(x, Shape{2 * n, positions, c});
+    k(tokens, nullptr, kv.view().slice(0, 0, n));
+    v(tokens, nullptr, kv.view().slice(0, n, n));
+    const OwnedTensor all = split->gather_keys_values(kv);
+    ops::attention(q(tokens), all.view().slice(0, 0, n), all.view().slice(0, n, n), {1, false, 0.0f}, attended);
+  } else {
+    ops::attention(q(tokens), k(tokens), v(tokens), {1, false, 0.0f}, attended);
+  }
   const Tensor residual = x.reshape(Shape{n, positions, c});
   OwnedTensor y = out(attended, &residual);
   y.view() = y.view().reshape(x.shape);  // back to [N, H, W, C]

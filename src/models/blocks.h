@@ -74,7 +74,8 @@ struct SpatialSelfAttention {
 
   static SpatialSelfAttention load(const WeightReader& w, const std::string& name, int64_t channels, int groups,
                                    float eps);
-  OwnedTensor operator()(const Tensor& x) const;
+  // Split: the strip's queries attend to every strip's keys and values.
+  OwnedTensor operator()(const Tensor& x, comm::ImageSplit* split = nullptr) const;
 };
 
 // diffusers' Transformer2DModel with BasicTransformerBlocks, as Stable Diffusion's UNet uses it:

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "comm/image_split.h"
 #include "core/error.h"
 #include "ops/ops.h"
 
@@ -50,10 +51,10 @@ VaeConfig VaeConfig::detect(const ModelComponent& component) {
   return c;
 }
 
-OwnedTensor Vae::MidBlock::operator()(const Tensor& x) const {
-  OwnedTensor h = first(x);
-  if (attention) h = (*attention)(h);
-  return second(h);
+OwnedTensor Vae::MidBlock::operator()(const Tensor& x, comm::ImageSplit* split) const {
+  OwnedTensor h = first(x, nullptr, split);
+  if (attention) h = (*attention)(h, split);
+  return second(h, nullptr, split);
 }
 
 Vae Vae::load(const ModelComponent& component, const ops::Placement& placement) {
@@ -121,23 +122,28 @@ Vae Vae::load(const ModelComponent& component, const ops::Placement& placement) 
   return v;
 }
 
-OwnedTensor Vae::decode(const Tensor& latents) const {
+OwnedTensor Vae::decode(const Tensor& latents, comm::ImageSplit* split) const {
   HD_CHECK(latents.rank() == 4 && latents.dim(3) == config_.latent_channels, "vae decode: latents ",
            latents.shape.to_string(), " must be [N, h, w, ", config_.latent_channels, "]");
   HD_CHECK(latents.device == placement_.device && latents.dtype == placement_.dtype, "vae decode: latents ",
            latents.describe(), " are not where the model computes (", placement_.to_string(), ")");
+  if (split != nullptr) split->begin_forward(latents.shape);
+  // post_quant_conv is 1x1: a strip needs nothing of its neighbours for it.
   OwnedTensor x = post_quant_conv_ ? (*post_quant_conv_)(latents) : OwnedTensor();
-  OwnedTensor h = decoder_in_(post_quant_conv_ ? x.view() : latents);  // [N, h, w, top]
-  h = (*decoder_mid_)(h);
+  OwnedTensor h = decoder_in_(post_quant_conv_ ? x.view() : latents, nullptr, split);  // [N, h, w, top]
+  h = (*decoder_mid_)(h, split);
   for (const Level& level : up_) {
-    for (const ResnetBlock& r : level.resnets) h = r(h);
+    for (const ResnetBlock& r : level.resnets) h = r(h, nullptr, split);
     if (level.resample) {
+      // A strip's rows upsample to the whole image's same rows, twice as many: the strips stay even.
       OwnedTensor up = OwnedTensor::like(h, Shape{h.view().dim(0), 2 * h.view().dim(1), 2 * h.view().dim(2), h.view().dim(3)});
       ops::upsample_nearest_2x(h, up);
-      h = (*level.resample)(up);
+      h = (*level.resample)(up, nullptr, split);
     }
   }
-  return decoder_out_(decoder_norm_out_(h, /*silu=*/true));  // [N, H, W, 3]
+  OwnedTensor image = decoder_out_(decoder_norm_out_(h, /*silu=*/true, split), nullptr, split);  // [N, H, W, 3]
+  if (split != nullptr) split->end_forward();
+  return image;
 }
 
 OwnedTensor Vae::encode(const Tensor& image) const {

@@ -37,8 +37,11 @@ class Vae {
   const ops::Placement& placement() const { return placement_; }
 
   const VaeConfig& config() const { return config_; }
-  // latents [N, h, w, latent_channels] -> image [N, 8h, 8w, 3] (for 4 levels; 2^(levels-1) in general)
-  OwnedTensor decode(const Tensor& latents) const;
+  // latents [N, h, w, latent_channels] -> image [N, 8h, 8w, 3] (for 4 levels; 2^(levels-1) in general).
+  // With an image split, `latents` are this rank's strip of rows and the result is the strip's image rows
+  // (every 3x3 convolution's edge rows, GroupNorm's statistics and the mid-block attention's keys and
+  // values exchanged with the other strips): the whole decode's rows, up to rounding.
+  OwnedTensor decode(const Tensor& latents, comm::ImageSplit* split = nullptr) const;
   // The same decode of host f32 latents [N, h, w, c] into a host f32 image, with the up path's activations
   // on the device one tile at a time: the latent-resolution head (conv_in, the mid block) runs whole; then
   // tiles of `tile_latents` (a halo of the up path's receptive field around each) go through the up path
@@ -53,7 +56,7 @@ class Vae {
     ResnetBlock first;
     std::optional<SpatialSelfAttention> attention;
     ResnetBlock second;
-    OwnedTensor operator()(const Tensor& x) const;
+    OwnedTensor operator()(const Tensor& x, comm::ImageSplit* split = nullptr) const;
   };
   struct Level {
     std::vector<ResnetBlock> resnets;

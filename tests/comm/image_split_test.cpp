@@ -4,38 +4,22 @@
 
 #include <gtest/gtest.h>
 
-#include <functional>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/in_process_group.h"
 #include "comm/rank_threads.h"
+#include "comm/strip_ranks.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
 namespace hd::comm {
 namespace {
 
-// work(rank, split) on every rank of a fresh group of `ranks`.
-void on_strips(int ranks, const std::function<void(int, ImageSplit&)>& work) {
-  InProcessGroup group(ranks, std::chrono::seconds(60));
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (int r = 0; r < ranks; ++r) comms.push_back(group.communicator(r));
-  run_ranks(ranks, [&](int rank) {
-    ImageSplit split(*comms[size_t(rank)]);
-    work(rank, split);
-  },
-            [&](int rank, const std::string& why) { group.fail(rank, why); });
-}
-
-// Rows [first, first + rows) of every sample of x [N, H, ...], dense.
-OwnedTensor rows_of(const Tensor& x, int64_t first, int64_t rows) {
-  const Tensor view = x.slice(1, first, rows);
-  OwnedTensor out(view.shape, view.dtype);
-  ops::copy(view, out);
-  return out;
-}
+using test::on_strips;
+using test::rows_of;
 
 std::vector<double> as_reference(const Tensor& t) {
   const std::vector<float> v = test::to_vector(t);

@@ -6,14 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <memory>
 #include <optional>
 
 #include "comm/image_split.h"
 #include "comm/in_process_group.h"
-#include "comm/rank_threads.h"
+#include "comm/strip_ranks.h"
 #include "core/error.h"
 #include "fixture_util.h"
 #include "io/safetensors.h"
@@ -110,20 +109,14 @@ TEST(Unet, ImageSplitGivesTheWholeForwardsRows) {
     for (int ranks : {2, 4}) {
       SCOPED_TRACE(testing::Message() << ranks << " strips");
       const int64_t rows = h / ranks;
-      comm::InProcessGroup group(ranks, std::chrono::seconds(120));
-      std::vector<std::unique_ptr<comm::Communicator>> comms;
-      for (int r = 0; r < ranks; ++r) comms.push_back(group.communicator(r));
-      comm::run_ranks(ranks, [&](int rank) {
-        comm::ImageSplit split(*comms[size_t(rank)]);
-        OwnedTensor strip(Shape{n, rows, w, c.in_channels}, DType::kF32);
-        ops::copy(sample.view().slice(1, rank * rows, rows), strip);
-        const OwnedTensor part = unet.forward(strip, timesteps, context, extra, &split);
-        OwnedTensor expected(part.view().shape, DType::kF32);
-        ops::copy(whole.view().slice(1, rank * rows, rows), expected);
+      test::on_strips(ranks, [&](int rank, comm::ImageSplit& split) {
+        const OwnedTensor part =
+            unet.forward(test::rows_of(sample, rank * rows, rows), timesteps, context, extra, &split);
+        const OwnedTensor expected = test::rows_of(whole, rank * rows, rows);
         const double err = test::relative_l2(part, test::as_reference(expected));
         std::printf("%s UNet, strip %d of %d: relative L2 %.3g against the whole forward\n", family, rank, ranks, err);
         EXPECT_LE(err, 1e-6);
-      }, [&](int rank, const std::string& why) { group.fail(rank, why); });
+      });
     }
     // A strip whose rows do not line up with the downsampling is refused before anything is exchanged.
     comm::InProcessGroup lone(1);
