@@ -2,8 +2,9 @@
 // parallel on two and the exact and displaced image split over all of them (per guidance half on 4 or
 // more; an unguided picture then splits over all), latency; and a batch of pictures on one GPU against
 // data parallel over all of them, throughput. Whole generations (prompt encoding, every
-// step, the VAE decode, which the split leaves to rank 0), and the denoising loop alone, medians of
-// --repeats after a warm-up, with what rank 0 exchanged per step.
+// step, the VAE decode, in strips over the GPUs where every GPU ends with the same latents), and the
+// denoising loop alone, medians of --repeats after a warm-up, with what rank 0 exchanged per step and per
+// decode.
 //   hd_bench_parallel --arch sd15|sdxl | --model PATH  [--devices cuda:0,cuda:1] [--size 512] [--steps 20]
 //                     [--repeats 5] [--per-gpu 4] [--displaced-warmup 4] [--json-out FILE]
 #include <algorithm>
@@ -80,17 +81,32 @@ struct Bench {
   nlohmann::json& report;
 };
 
+// What rank 0 of `group` sent since `before`, over `requests` requests of `steps` steps: per denoising
+// step, the decodes' (each the same: decode_counts of the last) taken out, and per decode.
+struct Exchanged {
+  double bytes_per_step = 0, collectives_per_step = 0, decode_bytes = 0;
+};
+Exchanged exchanged_since(const comm::ExchangeCounts& before, const ParallelStableDiffusion& group, int requests,
+                          int steps) {
+  const comm::ExchangeCounts now = group.counts(), decode = group.decode_counts();
+  const double denoising_bytes = double(now.bytes_sent - before.bytes_sent) - double(requests) * double(decode.bytes_sent);
+  const double denoising_collectives =
+      double(now.collectives - before.collectives) - double(requests) * double(decode.collectives);
+  return {denoising_bytes / double(requests * steps), denoising_collectives / double(requests * steps),
+          double(decode.bytes_sent)};
+}
+
 // One guided picture, CFG parallel on `pair` (two GPUs) against one GPU.
 void cfg_row(const Bench& b, ParallelStableDiffusion& pair, const GenerationParams& p) {
   const double alone = median_seconds(b.args.repeats, [&] { return b.one.generate(p, ParallelMode::kData); });
   const comm::ExchangeCounts before = pair.counts();
   const double parallel = median_seconds(b.args.repeats, [&] { return pair.generate(p, ParallelMode::kCfg); });
-  const comm::ExchangeCounts after = pair.counts();
-  const double per_step = double(after.bytes_sent - before.bytes_sent) / double((b.args.repeats + 1) * p.steps) / 1024.0;
-  std::printf("| one guided picture, CFG parallel on 2 GPUs (s) | %.3f | %.3f | %.2fx | %.0f KiB sent |\n", alone,
-              parallel, alone / parallel, per_step);
+  const Exchanged sent = exchanged_since(before, pair, b.args.repeats + 1, p.steps);
+  const double per_step = sent.bytes_per_step / 1024.0, decode_mib = sent.decode_bytes / (1024.0 * 1024.0);
+  std::printf("| one guided picture, CFG parallel on 2 GPUs (s) | %.3f | %.3f | %.2fx | %.0f KiB sent; decode %.1f MiB |\n",
+              alone, parallel, alone / parallel, per_step, decode_mib);
   b.report["cfg"] = {{"devices", 2}, {"one_gpu_s", alone}, {"parallel_s", parallel}, {"speedup", alone / parallel},
-                     {"kib_sent_per_step", per_step}};
+                     {"kib_sent_per_step", per_step}, {"decode_mib_sent", decode_mib}};
 }
 
 // One picture, the exact and the displaced image split over every GPU of `all` (per guidance half where
@@ -105,12 +121,11 @@ void split_rows(const Bench& b, ParallelStableDiffusion& all, const GenerationPa
   const Timing alone = median_times(b.args.repeats, [&] { return b.one.generate(p, ParallelMode::kData); });
   const comm::ExchangeCounts before = all.counts();
   const Timing split = median_times(b.args.repeats, [&] { return all.generate(p, ParallelMode::kSplit); });
-  const comm::ExchangeCounts after = all.counts();
-  const double steps = double((b.args.repeats + 1) * p.steps);
-  const double mib = double(after.bytes_sent - before.bytes_sent) / steps / (1024.0 * 1024.0);
-  const double collectives = double(after.collectives - before.collectives) / steps;
-  std::printf("| %s, exact image split (s) | %.3f | %.3f | %.2fx | %.1f MiB sent, %.0f collectives |\n", what.c_str(),
-              alone.total_s, split.total_s, alone.total_s / split.total_s, mib, collectives);
+  const Exchanged sent = exchanged_since(before, all, b.args.repeats + 1, p.steps);
+  const double mib = sent.bytes_per_step / (1024.0 * 1024.0), collectives = sent.collectives_per_step;
+  const double decode_mib = sent.decode_bytes / (1024.0 * 1024.0);
+  std::printf("| %s, exact image split (s) | %.3f | %.3f | %.2fx | %.1f MiB sent, %.0f collectives; decode %.1f MiB |\n",
+              what.c_str(), alone.total_s, split.total_s, alone.total_s / split.total_s, mib, collectives, decode_mib);
   std::printf("| the same, denoising loop only (s) | %.3f | %.3f | %.2fx | |\n", alone.denoising_s, split.denoising_s,
               alone.denoising_s / split.denoising_s);
   nlohmann::json& r = b.report[key];
@@ -118,6 +133,7 @@ void split_rows(const Bench& b, ParallelStableDiffusion& all, const GenerationPa
        {"one_gpu_s", alone.total_s}, {"parallel_s", split.total_s}, {"speedup", alone.total_s / split.total_s},
        {"one_gpu_denoising_s", alone.denoising_s}, {"parallel_denoising_s", split.denoising_s},
        {"denoising_speedup", alone.denoising_s / split.denoising_s}, {"mib_sent_per_step", mib},
+       {"decode_mib_sent", decode_mib},
        {"collectives_per_step", collectives}};
   // Displaced: the same exchanges after the warm-up's exact steps, overlapped with compute.
   const Timing displaced = median_times(b.args.repeats, [&] { return all.generate(p, ParallelMode::kDisplaced); });

@@ -288,6 +288,11 @@ GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationPara
   const auto start = std::chrono::steady_clock::now();
   GenerationResult out;
   std::atomic<int> exchanging{size()};  // ranks not yet past their last exchange (the watchdog's view)
+  // Every rank ends with the same latents: each decodes a strip of them over the whole group, unless the
+  // request asks for tiles or the latent's rows do not split evenly (then the first decodes alone).
+  const int64_t latent_rows = p.height / models_[0]->vae_scale_factor();
+  const bool split_decode = p.vae_tiling == VaeTiling::kAuto && latent_rows % size() == 0;
+  decode_counts_ = {};
   run([&](int rank) {
     StableDiffusion& sd = *models_[size_t(rank)];
     comm::Communicator* pair = mode == ParallelMode::kCfg ? &group_->rank(rank) : nullptr;
@@ -307,11 +312,24 @@ GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationPara
     StageTimes times;
     OwnedTensor latents =
         sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, {}}, rank == 0 ? progress : ProgressCallback{});
+    if (split_decode) {
+      std::unique_ptr<comm::ImageSplit>& whole_group = splits_[size_t(rank)].exact;
+      if (!whole_group) whole_group = std::make_unique<comm::ImageSplit>(group_->rank(rank));
+      const comm::ExchangeCounts before = rank == 0 ? counts() : comm::ExchangeCounts{};
+      GenerationResult mine = sd.finish(p, std::move(latents), std::move(times), start, whole_group.get());
+      ops::synchronize(sd.placement().device);  // the exchanges are over once the device has run them
+      exchanging.fetch_sub(1);
+      if (rank != 0) return;
+      const comm::ExchangeCounts after = counts();
+      decode_counts_ = {after.bytes_sent - before.bytes_sent, after.bytes_received - before.bytes_received,
+                        after.collectives - before.collectives};
+      out = std::move(mine);
+      return;
+    }
     // The exchanges are over once the device has run them (a GPU's host queues ahead of it); the decode
     // after them, however long, is no business of the watchdog's.
     ops::synchronize(sd.placement().device);
     exchanging.fetch_sub(1);
-    // Every rank holds the same, whole latents: one decodes.
     if (rank == 0) out = sd.finish(p, std::move(latents), std::move(times), start);
   }, true, &exchanging);
   return out;

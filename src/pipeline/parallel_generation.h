@@ -5,7 +5,8 @@
 // values inside every UNet forward: StableDiffusion::split_image), or the displaced split (the same after
 // a warm-up of exact steps, each exchange then taking the other strips' values of the step
 // before, overlapped with compute: DistriFusion). The same seed gives the same pictures as one device, up
-// to the order of sums inside kernels of other shapes; the displaced split's differ a little more.
+// to the order of sums inside kernels of other shapes; the displaced split's differ a little more. Modes
+// that end with the same latents on every device decode in strips over all of them.
 #pragma once
 
 #include <atomic>
@@ -70,6 +71,10 @@ class ParallelStableDiffusion {
                             const Tensor* init_image = nullptr);
   // What rank 0 has exchanged so far, in every group it belongs to.
   comm::ExchangeCounts counts() const;
+  // Of that, what it exchanged decoding the last request: CFG parallel and the image split end with the
+  // same latents on every rank, and each decodes a strip of them (zero where the first decoded alone: a
+  // tiled decode asked for, or a latent height that does not split evenly over the devices).
+  const comm::ExchangeCounts& decode_counts() const { return decode_counts_; }
   // The displaced split's exact steps first: more keeps the picture nearer the exact split's, fewer
   // overlaps more of the exchanges. At least 1 (a displaced step reads the values of the step before).
   void set_displaced_warmup(int steps);
@@ -103,6 +108,7 @@ class ParallelStableDiffusion {
   };
   std::vector<RankSplits> splits_;
   int displaced_warmup_ = kDisplacedWarmupSteps;
+  comm::ExchangeCounts decode_counts_;  // rank 0's, decoding the last lockstep request
   std::string broken_;  // why the group ended (a rank failed while exchanging); empty while usable
   // No exchange by any rank for this long ends a request's exchanges with an error (comm::Watchdog).
   std::chrono::milliseconds exchange_timeout_{0};

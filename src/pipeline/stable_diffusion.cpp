@@ -265,7 +265,8 @@ StepRange StableDiffusion::steps_of(const GenerationParams& p, bool img2img) con
 }
 
 GenerationResult StableDiffusion::finish(const GenerationParams& p, OwnedTensor latents, StageTimes times,
-                                         std::chrono::steady_clock::time_point start) const {
+                                         std::chrono::steady_clock::time_point start,
+                                         comm::ImageSplit* decode_split) const {
   const auto decoding_start = std::chrono::steady_clock::now();
   const Device& device = placement().device;
   const size_t held_before_decode = ops::mark_device_memory(device);
@@ -274,7 +275,7 @@ GenerationResult StableDiffusion::finish(const GenerationParams& p, OwnedTensor 
   ops::scale(latents, 1.0f / vae_.config().scaling_factor, unscaled);
   DecodeReport report;
   startup_mark("decoding");
-  OwnedTensor image = decode(unscaled, &report, p.vae_tiling);
+  OwnedTensor image = decode(unscaled, &report, p.vae_tiling, decode_split);
   startup_mark("decoded");
   // The count is read once: in the loop's condition it was recomputed for every value, which stores to
   // px could not be proven not to change (35 ms of a 1024x1024 decode's 62 on the H100 machine).
@@ -288,9 +289,26 @@ GenerationResult StableDiffusion::finish(const GenerationParams& p, OwnedTensor 
                           decode_extra};
 }
 
-OwnedTensor StableDiffusion::decode(const Tensor& latents, DecodeReport* report, VaeTiling tiling) const {
+OwnedTensor StableDiffusion::decode(const Tensor& latents, DecodeReport* report, VaeTiling tiling,
+                                    comm::ImageSplit* split) const {
   *report = {};
+  if (split != nullptr) {
+    HD_CHECK(tiling == VaeTiling::kAuto, "vae decode: an image split decodes whole strips, not tiles");
+    HD_CHECK(latents.rank() == 4 && latents.dim(1) % split->strips() == 0, "vae decode: latents ",
+             latents.shape.to_string(), " do not split into ", split->strips(), " strips of rows");
+  }
   const auto decode_with = [&](const Vae& vae) {
+    if (split != nullptr) {
+      // Every rank holds the whole latents; the gathered strips are the whole picture on every rank, so
+      // each sees the same overflow and all retry in bf16 together.
+      const int64_t rows = latents.dim(1) / split->strips();
+      OwnedTensor strip(Shape{latents.dim(0), rows, latents.dim(2), latents.dim(3)}, DType::kF32);
+      ops::copy(latents.slice(1, split->index() * rows, rows), strip);
+      const OwnedTensor part = vae.decode(ops::place(strip, vae.placement()), split);
+      OwnedTensor whole = split->gather_strips(part);
+      const bool on_host = whole.view().device.is_cpu() && whole.view().dtype == DType::kF32;
+      return on_host ? std::move(whole) : ops::to_host_f32(whole);
+    }
     bool tiled = false;
     OwnedTensor picture = decode_bounded(vae, latents, tiling, &tiled);
     report->tiled = report->tiled || tiled;

@@ -151,14 +151,20 @@ class StableDiffusion {
   // The steps `denoise` would run for `params`.
   StepRange steps_of(const GenerationParams& params, bool img2img) const;
   // The image of final latents (as denoise returns them): decoded, in [0, 1]; stage times completed.
+  // With `decode_split` (every rank of its group holding the same latents), each rank decodes its strip
+  // and every rank gets the whole picture (see decode).
   GenerationResult finish(const GenerationParams& params, OwnedTensor latents, StageTimes times,
-                          std::chrono::steady_clock::time_point start) const;
+                          std::chrono::steady_clock::time_point start, comm::ImageSplit* decode_split = nullptr) const;
 
   // The VAE decode of host f32 latents [N, h, w, 4] (already divided by scaling_factor) into a host f32
   // image [N, H, W, 3] in about [-1, 1]. On a GPU in f16, an output holding NaN or infinity (f16 overflow
   // inside the decoder) is decoded again with the VAE in bf16. In tiles of the VAE's sample_size (with a
   // quarter overlap) always, or when the whole decode runs out of device memory. *report says what happened.
-  OwnedTensor decode(const Tensor& latents, DecodeReport* report, VaeTiling tiling = VaeTiling::kAuto) const;
+  // With `split` (tiling kAuto only; the latent's height a multiple of its strips): this rank decodes its
+  // strip of the latents' rows, exchanging with the others (Vae::decode), and the image's strips are
+  // gathered: no tiles (each device holds a strip's activations; running out of memory is an error).
+  OwnedTensor decode(const Tensor& latents, DecodeReport* report, VaeTiling tiling = VaeTiling::kAuto,
+                     comm::ImageSplit* split = nullptr) const;
 
  private:
   // The UNet's conditioning for a batch of n ([unconditional; conditional] when guided).

@@ -25,10 +25,11 @@ ParallelOutcome compare_with_one_device(const std::string& model, const std::vec
   out.latents_relative_l2 = relative_l2(result.latents, as_reference(reference.latents));
   out.image_psnr = psnr(result.image, as_reference(reference.image));
   out.latents_bytes = reference.latents.view().nbytes();
+  out.decode_counts = several.decode_counts();
   out.counts = several.counts();
-  out.counts.bytes_sent -= before.bytes_sent;
-  out.counts.bytes_received -= before.bytes_received;
-  out.counts.collectives -= before.collectives;
+  out.counts.bytes_sent -= before.bytes_sent + out.decode_counts.bytes_sent;
+  out.counts.bytes_received -= before.bytes_received + out.decode_counts.bytes_received;
+  out.counts.collectives -= before.collectives + out.decode_counts.collectives;
   return out;
 }
 

@@ -12,7 +12,8 @@ namespace hd::test {
 struct ParallelOutcome {
   double latents_relative_l2 = 0;  // against one device
   double image_psnr = 0;           // dB, against one device
-  comm::ExchangeCounts counts;     // rank 0's, for this request
+  comm::ExchangeCounts counts;     // rank 0's, for this request's denoising
+  comm::ExchangeCounts decode_counts;  // rank 0's, for its decode (zero: the first device decoded alone)
   uint64_t latents_bytes = 0;      // the final latents' in f32
 };
 

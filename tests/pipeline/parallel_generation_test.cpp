@@ -45,9 +45,11 @@ TEST(ParallelGeneration, CfgParallelGivesWhatOneDeviceGives) {
         test::compare_with_one_device(kModels + model, cpus(2), DType::kF32, p, ParallelMode::kCfg);
     EXPECT_LE(o.latents_relative_l2, kTolerance);
     EXPECT_GE(o.image_psnr, 80.0);
-    // One all-gather per step of the half prediction (f32, the latents' shape), nothing else.
+    // One all-gather per step of the half prediction (f32, the latents' shape), nothing else; then both
+    // decode a strip of the same latents.
     EXPECT_EQ(o.counts.collectives, 3u);
     EXPECT_EQ(o.counts.bytes_sent, 3u * o.latents_bytes);
+    EXPECT_GT(o.decode_counts.collectives, 0u);
   }
 }
 
@@ -66,9 +68,11 @@ TEST(ParallelGeneration, ImageSplitGivesWhatOneDeviceGives) {
             test::compare_with_one_device(kModels + model, cpus(ranks), DType::kF32, p, ParallelMode::kSplit);
         EXPECT_LE(o.latents_relative_l2, kTolerance);
         EXPECT_GE(o.image_psnr, 80.0);
-        // The same exchanges at every step (the UNet's halos, norms and keys and values, then the prediction).
+        // The same exchanges at every step (the UNet's halos, norms and keys and values, then the
+        // prediction); the decode's after them, over every rank.
         EXPECT_GT(o.counts.collectives, 3u);
         EXPECT_EQ(o.counts.collectives % 3, 0u);
+        EXPECT_GT(o.decode_counts.collectives, 0u);
       }
     }
   }
@@ -148,6 +152,7 @@ TEST(ParallelGeneration, DataParallelGivesTheWholeBatchsPictures) {
     EXPECT_LE(o.latents_relative_l2, kTolerance);
     EXPECT_GE(o.image_psnr, 80.0);
     EXPECT_EQ(o.counts.collectives, 0u) << "data parallel exchanges nothing";
+    EXPECT_EQ(o.decode_counts.collectives, 0u);
   }
 }
 
