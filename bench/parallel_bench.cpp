@@ -198,6 +198,7 @@ int run(const Args& a) {
   const Bench b{a, one, report};
   std::printf("| case | 1 GPU | %d GPUs | speed-up | per step exchanged (rank 0) |\n| --- | --- | --- | --- | --- |\n", n);
   cfg_row(b, first_two ? *first_two : all, p);
+  first_two.reset();  // a third copy of the model on the first GPU, not needed past its row
   split_rows(b, all, p, "split");
   if (all.cfg_halves(p)) {
     // Guided pictures pair the GPUs up; an unguided one (CFG 1, as distilled models run) splits over all.

@@ -1,9 +1,12 @@
 #include "comm/device_group.h"
 
+#include <algorithm>
+#include <chrono>
 #include <set>
 
 #include "comm/in_process_group.h"
 #include "comm/nccl_group.h"
+#include "comm/rank_threads.h"
 #include "core/error.h"
 
 namespace hd::comm {
@@ -21,7 +24,9 @@ DeviceGroup::DeviceGroup(std::span<const Device> devices) {
   // Ranks sharing one GPU would capture their UNet graphs on one stream at once: a GPU takes one rank.
   HD_CHECK_KIND(devices[0].is_cpu() || ranks == 1, ErrorKind::kUnsupported,
                 "the devices name a GPU more than once: each GPU takes one rank");
-  in_process_ = std::make_unique<InProcessGroup>(ranks);
+  // Its own waits give up no sooner than the watchdog (HD_EXCHANGE_TIMEOUT), which names the cause.
+  in_process_ = std::make_unique<InProcessGroup>(ranks, std::max<std::chrono::milliseconds>(std::chrono::seconds(300),
+                                                                                            exchange_timeout()));
   for (int r = 0; r < ranks; ++r) {
     in_process_ranks_.push_back(in_process_->communicator(r, devices[size_t(r)]));
     ranks_.push_back(in_process_ranks_.back().get());

@@ -1,5 +1,6 @@
 #include "comm/rank_threads.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -87,8 +88,8 @@ std::chrono::milliseconds exchange_timeout() {
   if (text == nullptr || *text == '\0') return std::chrono::seconds(300);
   char* end = nullptr;
   const double seconds = std::strtod(text, &end);
-  HD_CHECK(end != text && *end == '\0' && seconds > 0 && seconds < 1e7, "HD_EXCHANGE_TIMEOUT must be a positive ",
-           "number of seconds, not '", text, "'");
+  HD_CHECK(end != text && *end == '\0' && seconds >= 0.001 && seconds < 1e7, "HD_EXCHANGE_TIMEOUT must be a ",
+           "positive number of seconds (a millisecond at least), not '", text, "'");
   return std::chrono::milliseconds(int64_t(seconds * 1000));
 }
 

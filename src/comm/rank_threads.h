@@ -30,8 +30,9 @@ void run_ranks(int ranks, const std::function<void(int rank)>& work,
                const std::function<void(int rank, const std::string& message)>& on_failure = {},
                const Watchdog& watchdog = {});
 
-// The exchanges' watchdog timeout: HD_EXCHANGE_TIMEOUT (seconds, positive) where set, else 300 s (the
-// in-process group's own). A bad value is an error that names the variable.
+// The exchanges' watchdog timeout: HD_EXCHANGE_TIMEOUT (seconds, 0.001 or more) where set, else 300 s. A
+// bad value is an error that names the variable. The host sees progress when exchanges are queued, so the
+// timeout must exceed the longest device work a rank queues before it waits (a request's remaining steps).
 std::chrono::milliseconds exchange_timeout();
 
 }  // namespace hd::comm

@@ -245,6 +245,7 @@ GenerationResult ParallelStableDiffusion::generate(const GenerationParams& p, Pa
                                                    const ProgressCallback& progress, const Tensor* init_image) {
   models_[0]->validate(p, init_image != nullptr);
   const ParallelMode resolved = resolve(mode, p);
+  decode_counts_ = {};  // a data parallel request decodes on each device alone
   if (resolved == ParallelMode::kData) return generate_data(p, progress, init_image);
   return generate_lockstep(p, resolved, progress, init_image);
 }
@@ -292,7 +293,6 @@ GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationPara
   // request asks for tiles or the latent's rows do not split evenly (then the first decodes alone).
   const int64_t latent_rows = p.height / models_[0]->vae_scale_factor();
   const bool split_decode = p.vae_tiling == VaeTiling::kAuto && latent_rows % size() == 0;
-  decode_counts_ = {};
   run([&](int rank) {
     StableDiffusion& sd = *models_[size_t(rank)];
     comm::Communicator* pair = mode == ParallelMode::kCfg ? &group_->rank(rank) : nullptr;

@@ -81,21 +81,31 @@ TEST(RankThreads, TheWatchdogLeavesRanksThatExchangeBe) {
 }
 
 TEST(RankThreads, ARanksOwnFailureStaysTheOneReportedPastTheTimeout) {
-  // Rank 0 fails; rank 1 stays stuck past the watchdog's timeout (its group ignores the failure) and is
-  // freed afterwards by another thread: the error is rank 0's.
+  // Rank 0 fails; rank 1 stays stuck past the watchdog's timeout (its group ignores that failure) and is
+  // freed later by another thread: the error is rank 0's. Progress moves until rank 0 has thrown, so the
+  // watchdog cannot fire first however late the threads start.
   StuckRanks group;
+  std::atomic<bool> thrown{false};
+  std::atomic<uint64_t> ticks{0};
   std::thread freer;
   test::expect_error_containing(
       [&] {
         run_ranks(2, [&](int rank) {
-          if (rank == 0) throw Error(ErrorKind::kRuntime, "rank zero broke");
+          if (rank == 0) {
+            thrown = true;
+            throw Error(ErrorKind::kRuntime, "rank zero broke");
+          }
           group.wait();
-        }, [&](int rank, const std::string&) {
-          if (rank == 0) freer = std::thread([&] { std::this_thread::sleep_for(300ms); group.fail(-2, "freed"); });
-        }, Watchdog{[] { return uint64_t(0); }, 100ms});
+        }, [&](int rank, const std::string& why) {
+          if (rank == 0) {
+            freer = std::thread([&] { std::this_thread::sleep_for(300ms); group.fail(-2, "freed"); });
+          } else {
+            group.fail(rank, why);  // not expected: frees rank 1 so that a failure cannot hang the test
+          }
+        }, Watchdog{[&] { return thrown ? uint64_t(0) : ++ticks; }, 100ms, {}});
       },
       "rank zero broke");
-  freer.join();
+  if (freer.joinable()) freer.join();
   EXPECT_EQ(group.failed_rank, -2) << "the watchdog does not fail a group a rank has failed already";
 }
 
@@ -106,7 +116,7 @@ TEST(RankThreads, ExchangeTimeoutComesFromTheEnvironment) {
   EXPECT_EQ(exchange_timeout(), std::chrono::milliseconds(300000));
   setenv("HD_EXCHANGE_TIMEOUT", "2.5", 1);
   EXPECT_EQ(exchange_timeout(), std::chrono::milliseconds(2500));
-  for (const char* bad : {"abc", "-1", "0", "5s"}) {
+  for (const char* bad : {"abc", "-1", "0", "0.0001", "5s"}) {
     setenv("HD_EXCHANGE_TIMEOUT", bad, 1);
     test::expect_error_containing([] { (void)exchange_timeout(); }, "HD_EXCHANGE_TIMEOUT must be a positive");
   }

@@ -134,7 +134,8 @@ void release(Device device, void* block) noexcept {
   if (b.pool != 0 && pool.released.count(b.pool)) {  // its graph is gone: back to the vendor
     const bool capturing = pool.capturing != 0;
     lock.unlock();
-    free_all(device, {block}, capturing);
+    if (!capturing) device_wait_idle(device);  // as free_all, without a vector (nothing here may throw)
+    device_free(device, block);
     return;
   }
   pool.stats.cached += b.size;
