@@ -30,10 +30,7 @@ void Communicator::all_gather(const Tensor& in, const Tensor& out) {
   HD_CHECK(out.dtype == in.dtype && out.shape == expected, "all_gather: the output ", out.describe(),
            " must be ", dtype_name(in.dtype), expected.to_string(), " (", size_, " ranks' ", in.shape.to_string(), ")");
   all_gather_impl(in, out);
-  counts_.bytes_sent += uint64_t(size_ - 1) * in.nbytes();
-  counts_.bytes_received += uint64_t(size_ - 1) * in.nbytes();
-  ++counts_.collectives;
-  activity_.fetch_add(1, std::memory_order_relaxed);
+  count({uint64_t(size_ - 1) * in.nbytes(), uint64_t(size_ - 1) * in.nbytes(), 1});
 }
 
 void Communicator::all_reduce_sum(const Tensor& inout) {
@@ -42,41 +39,35 @@ void Communicator::all_reduce_sum(const Tensor& inout) {
            "all_reduce_sum: ", inout.describe(), " is not f32, f16 or bf16");
   all_reduce_sum_impl(inout);
   const uint64_t ring = 2 * uint64_t(size_ - 1) * inout.nbytes() / uint64_t(size_);
-  counts_.bytes_sent += ring;
-  counts_.bytes_received += ring;
-  ++counts_.collectives;
-  activity_.fetch_add(1, std::memory_order_relaxed);
+  count({ring, ring, 1});
 }
 
 void Communicator::send(const Tensor& t, int peer) {
   check_operand("send", "tensor", t);
   check_peer("send", peer);
   send_impl(t, peer);
-  counts_.bytes_sent += t.nbytes();
-  ++counts_.collectives;
-  activity_.fetch_add(1, std::memory_order_relaxed);
+  count({t.nbytes(), 0, 1});
 }
 
 void Communicator::receive(const Tensor& t, int peer) {
   check_operand("receive", "tensor", t);
   check_peer("receive", peer);
   receive_impl(t, peer);
-  counts_.bytes_received += t.nbytes();
-  ++counts_.collectives;
-  activity_.fetch_add(1, std::memory_order_relaxed);
+  count({0, t.nbytes(), 1});
 }
 
-void Communicator::count_replay(const ExchangeCounts& replayed) {
-  counts_.bytes_sent += replayed.bytes_sent;
-  counts_.bytes_received += replayed.bytes_received;
-  counts_.collectives += replayed.collectives;
+void Communicator::count_replay(const ExchangeCounts& replayed) { count(replayed); }
+
+void Communicator::count(const ExchangeCounts& exchanged) {
+  counts_.bytes_sent += exchanged.bytes_sent;
+  counts_.bytes_received += exchanged.bytes_received;
+  counts_.collectives += exchanged.collectives;
   activity_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Communicator::barrier() {
   barrier_impl();
-  ++counts_.collectives;
-  activity_.fetch_add(1, std::memory_order_relaxed);
+  count({0, 0, 1});
 }
 
 }  // namespace hd::comm

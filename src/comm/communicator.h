@@ -61,6 +61,8 @@ class Communicator {
  private:
   void check_operand(const char* op, const char* what, const Tensor& t) const;
   void check_peer(const char* op, int peer) const;
+  // Adds what one call (or one replay) exchanged to counts_, and a beat to activity_.
+  void count(const ExchangeCounts& exchanged);
 
   int rank_, size_;
   Device device_;

@@ -312,25 +312,25 @@ GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationPara
     StageTimes times;
     OwnedTensor latents =
         sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, {}}, rank == 0 ? progress : ProgressCallback{});
+    comm::ImageSplit* decode_split = nullptr;
     if (split_decode) {
       std::unique_ptr<comm::ImageSplit>& whole_group = splits_[size_t(rank)].exact;
       if (!whole_group) whole_group = std::make_unique<comm::ImageSplit>(group_->rank(rank));
-      const comm::ExchangeCounts before = rank == 0 ? counts() : comm::ExchangeCounts{};
-      GenerationResult mine = sd.finish(p, std::move(latents), std::move(times), start, whole_group.get());
-      ops::synchronize(sd.placement().device);  // the exchanges are over once the device has run them
-      exchanging.fetch_sub(1);
-      if (rank != 0) return;
-      const comm::ExchangeCounts after = counts();
-      decode_counts_ = {after.bytes_sent - before.bytes_sent, after.bytes_received - before.bytes_received,
-                        after.collectives - before.collectives};
-      out = std::move(mine);
-      return;
+      decode_split = whole_group.get();
     }
-    // The exchanges are over once the device has run them (a GPU's host queues ahead of it); the decode
-    // after them, however long, is no business of the watchdog's.
+    const comm::ExchangeCounts before = rank == 0 ? counts() : comm::ExchangeCounts{};
+    GenerationResult mine;
+    if (decode_split) mine = sd.finish(p, std::move(latents), std::move(times), start, decode_split);
+    // The exchanges are over once the device has run them (a GPU's host queues ahead of it); a decode on
+    // the first device alone, however long, is no business of the watchdog's.
     ops::synchronize(sd.placement().device);
     exchanging.fetch_sub(1);
-    if (rank == 0) out = sd.finish(p, std::move(latents), std::move(times), start);
+    if (rank != 0) return;
+    if (!decode_split) mine = sd.finish(p, std::move(latents), std::move(times), start);
+    const comm::ExchangeCounts after = counts();  // the same as before when the first decoded alone
+    decode_counts_ = {after.bytes_sent - before.bytes_sent, after.bytes_received - before.bytes_received,
+                      after.collectives - before.collectives};
+    out = std::move(mine);
   }, true, &exchanging);
   return out;
 }

@@ -298,20 +298,19 @@ OwnedTensor StableDiffusion::decode(const Tensor& latents, DecodeReport* report,
              latents.shape.to_string(), " do not split into ", split->strips(), " strips of rows");
   }
   const auto decode_with = [&](const Vae& vae) {
+    OwnedTensor picture;
     if (split != nullptr) {
       // Every rank holds the whole latents; the gathered strips are the whole picture on every rank, so
       // each sees the same overflow and all retry in bf16 together.
       const int64_t rows = latents.dim(1) / split->strips();
       OwnedTensor strip(Shape{latents.dim(0), rows, latents.dim(2), latents.dim(3)}, DType::kF32);
       ops::copy(latents.slice(1, split->index() * rows, rows), strip);
-      const OwnedTensor part = vae.decode(ops::place(strip, vae.placement()), split);
-      OwnedTensor whole = split->gather_strips(part);
-      const bool on_host = whole.view().device.is_cpu() && whole.view().dtype == DType::kF32;
-      return on_host ? std::move(whole) : ops::to_host_f32(whole);
+      picture = split->gather_strips(vae.decode(ops::place(strip, vae.placement()), split));
+    } else {
+      bool tiled = false;
+      picture = decode_bounded(vae, latents, tiling, &tiled);
+      report->tiled = report->tiled || tiled;
     }
-    bool tiled = false;
-    OwnedTensor picture = decode_bounded(vae, latents, tiling, &tiled);
-    report->tiled = report->tiled || tiled;
     const bool on_host = picture.view().device.is_cpu() && picture.view().dtype == DType::kF32;
     return on_host ? std::move(picture) : ops::to_host_f32(picture);
   };

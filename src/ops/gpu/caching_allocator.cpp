@@ -2,6 +2,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "core/error.h"
@@ -73,7 +74,7 @@ std::vector<void*> take_free_locked(DevicePool& pool) {
   return out;
 }
 
-void free_all(const Device& device, const std::vector<void*>& blocks, bool capturing) noexcept {
+void free_all(const Device& device, std::span<void* const> blocks, bool capturing) noexcept {
   if (blocks.empty()) return;
   if (!capturing) device_wait_idle(device);
   for (void* block : blocks) device_free(device, block);
@@ -134,8 +135,7 @@ void release(Device device, void* block) noexcept {
   if (b.pool != 0 && pool.released.count(b.pool)) {  // its graph is gone: back to the vendor
     const bool capturing = pool.capturing != 0;
     lock.unlock();
-    if (!capturing) device_wait_idle(device);  // as free_all, without a vector (nothing here may throw)
-    device_free(device, block);
+    free_all(device, std::span<void* const>(&block, 1), capturing);
     return;
   }
   pool.stats.cached += b.size;
