@@ -19,7 +19,11 @@
 namespace hd::comm {
 namespace {
 
-Device gpu(int index) { return Device{gpu::build_device_type(), index}; }
+// Registers the GPU runtime first: ctest runs each test in a process of its own.
+Device gpu(int index) {
+  gpu::initialize();
+  return Device{gpu::build_device_type(), index};
+}
 
 // Rank r's input: random f16 rows [2, 64] on `device`, and the host f32 copy of what was sent.
 struct RankInput {
