@@ -2,8 +2,9 @@
 // measured in the same run as the ceiling for the memory-bound ones. bench/torch_peers.py times
 // PyTorch's kernels on the same shapes; run both in one session on one GPU (BENCHMARKS.md).
 // Each figure: the median over 7 batches of launches (each batch long enough to hide launch gaps),
-// after a warm-up. Usage: hd_bench_gpu_kernels [--every-tile]   (--every-tile: each of our tile shapes
-// time under each convolution and product, not only the best)
+// after a warm-up. Usage: hd_bench_gpu_kernels [--every-tile] [--only SECTION]   (--every-tile: each of
+// our tile shapes timed under each convolution and product, not only the best; --only: attention, norm,
+// matrix, materialised or layer_norm)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -80,11 +81,24 @@ double replay_ms(const std::function<void()>& fn, int calls = 50) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool every_tile = argc > 1 && std::string(argv[1]) == "--every-tile";
-  if (argc > 2 || (argc == 2 && !every_tile)) {
-    std::fprintf(stderr, "usage: hd_bench_gpu_kernels [--every-tile]\n");
-    return 2;
+  bool every_tile = false;
+  std::string only;  // one section, or all of them
+  const std::vector<std::string> sections{"attention", "norm", "matrix", "materialised", "layer_norm"};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--every-tile") {
+      every_tile = true;
+    } else if (arg == "--only" && i + 1 < argc &&
+               std::count(sections.begin(), sections.end(), argv[i + 1]) == 1) {
+      only = argv[++i];
+    } else {
+      std::fprintf(stderr,
+                   "usage: hd_bench_gpu_kernels [--every-tile] [--only "
+                   "attention|norm|matrix|materialised|layer_norm]\n");
+      return 2;
+    }
   }
+  const auto wanted = [&](const char* section) { return only.empty() || only == section; };
   hd::gpu::initialize();
   std::printf("device: %s\n", hd::gpu::device_name(0).c_str());
   std::mt19937 rng(1234);
@@ -96,61 +110,71 @@ int main(int argc, char** argv) {
   const double copy_gbs = 2.0 * double(n) * 2 / (copy_ms * 1e6);
   std::printf("copy 1 GiB: %.3f ms, %.0f GB/s (read + write)\n", copy_ms, copy_gbs);
 
-  std::printf("\nattention (f16, flash forward)       ms     TFLOP/s\n");
-  struct AttentionCase {
-    const char* name;
-    int batch, heads, lq, lk, head_dim;
-  };
-  const AttentionCase attention_cases[] = {
-      {"SD1.5 64x64 self  B2 H8 L4096 D40", 2, 8, 4096, 4096, 40},
-      {"SD1.5 64x64 cross B2 H8 L4096/77 D40", 2, 8, 4096, 77, 40},
-      {"SD1.5 32x32 self  B2 H8 L1024 D80", 2, 8, 1024, 1024, 80},
-      {"SD1.5 16x16 self  B2 H8 L256 D160", 2, 8, 256, 256, 160},
-      {"SDXL 64x64 self   B2 H10 L4096 D64", 2, 10, 4096, 4096, 64},
-      {"SDXL 32x32 self   B2 H20 L1024 D64", 2, 20, 1024, 1024, 64},
-  };
-  for (const auto& c : attention_cases) {
-    const auto q = random_gpu({c.batch, c.lq, int64_t(c.heads) * c.head_dim}, hd::DType::kF16, rng);
-    const auto k = random_gpu({c.batch, c.lk, int64_t(c.heads) * c.head_dim}, hd::DType::kF16, rng);
-    const auto v = random_gpu({c.batch, c.lk, int64_t(c.heads) * c.head_dim}, hd::DType::kF16, rng);
-    hd::OwnedTensor out(q.view().shape, hd::DType::kF16, gpu0());
-    hd::ops::AttentionParams p;
-    p.heads = c.heads;
-    const double ms = median_ms([&] { hd::ops::attention(q, k, v, p, out); });
-    const double flop = 4.0 * c.batch * c.heads * double(c.lq) * c.lk * c.head_dim;
-    std::printf("%-38s %8.3f %8.1f\n", c.name, ms, flop / (ms * 1e9));
+  if (wanted("attention")) {
+    std::printf("\nattention (f16, flash forward)       ms     TFLOP/s\n");
+    struct AttentionCase {
+      const char* name;
+      int batch, heads, lq, lk, head_dim;
+    };
+    const AttentionCase attention_cases[] = {
+        {"SD1.5 64x64 self  B2 H8 L4096 D40", 2, 8, 4096, 4096, 40},
+        {"SD1.5 64x64 cross B2 H8 L4096/77 D40", 2, 8, 4096, 77, 40},
+        {"SD1.5 32x32 self  B2 H8 L1024 D80", 2, 8, 1024, 1024, 80},
+        {"SD1.5 16x16 self  B2 H8 L256 D160", 2, 8, 256, 256, 160},
+        {"SDXL 64x64 self   B2 H10 L4096 D64", 2, 10, 4096, 4096, 64},
+        {"SDXL 32x32 self   B2 H20 L1024 D64", 2, 20, 1024, 1024, 64},
+    };
+    for (const auto& c : attention_cases) {
+      const auto q = random_gpu({c.batch, c.lq, int64_t(c.heads) * c.head_dim}, hd::DType::kF16, rng);
+      const auto k = random_gpu({c.batch, c.lk, int64_t(c.heads) * c.head_dim}, hd::DType::kF16, rng);
+      const auto v = random_gpu({c.batch, c.lk, int64_t(c.heads) * c.head_dim}, hd::DType::kF16, rng);
+      hd::OwnedTensor out(q.view().shape, hd::DType::kF16, gpu0());
+      hd::ops::AttentionParams p;
+      p.heads = c.heads;
+      const double ms = median_ms([&] { hd::ops::attention(q, k, v, p, out); });
+      const double flop = 4.0 * c.batch * c.heads * double(c.lq) * c.lk * c.head_dim;
+      std::printf("%-38s %8.3f %8.1f\n", c.name, ms, flop / (ms * 1e9));
+    }
   }
 
   // Small tensors (SD's are 1-5 MB) are measured twice: launched one by one (the host's launch cost
   // included) and replayed from a graph; the copy of the same bytes, replayed the same way, is the
   // ceiling at that size.
-  std::printf("\ngroup_norm + SiLU (f16, 32 groups)  launched ms  graph ms  GB/s  of copy  same-size copy ms  of it\n");
-  const hd::Shape norm_shapes[] = {{2, 64, 64, 320}, {2, 32, 32, 640}, {2, 16, 16, 1280}, {1, 128, 128, 512},
-                                   {1, 512, 512, 256}};
-  for (const auto& s : norm_shapes) {
-    const auto x = random_gpu(s, hd::DType::kF16, rng, 0.5f);
-    const auto gamma = random_gpu({s[3]}, hd::DType::kF16, rng, 1.f);
-    const auto beta = random_gpu({s[3]}, hd::DType::kF16, rng);
-    hd::OwnedTensor out(s, hd::DType::kF16, gpu0());
-    const auto norm = [&] { hd::ops::group_norm(x, gamma, beta, 32, 1e-5f, true, out); };
-    const double launched = median_ms(norm), replayed = replay_ms(norm);
-    const double copy = replay_ms([&] { hd::gpu::copy(x, out); });
-    const double gbs = 2.0 * double(x.view().nbytes()) / (replayed * 1e6);
-    std::printf("%-34s %9.4f %9.4f %6.0f %6.0f%% %12.4f %9.0f%%\n", s.to_string().c_str(), launched, replayed, gbs,
-                100.0 * gbs / copy_gbs, copy, 100.0 * copy / replayed);
+  if (wanted("norm")) {
+    std::printf(
+        "\ngroup_norm + SiLU (f16, 32 groups)  launched ms  graph ms  GB/s  of copy  same-size copy ms  of "
+        "it\n");
+    const hd::Shape norm_shapes[] = {{2, 64, 64, 320},   {2, 32, 32, 640},   {2, 16, 16, 1280},
+                                     {2, 8, 8, 1280},    {2, 128, 128, 320}, {2, 64, 64, 640},
+                                     {1, 128, 128, 512}, {1, 512, 512, 256}};
+    for (const auto& s : norm_shapes) {
+      const auto x = random_gpu(s, hd::DType::kF16, rng, 0.5f);
+      const auto gamma = random_gpu({s[3]}, hd::DType::kF16, rng, 1.f);
+      const auto beta = random_gpu({s[3]}, hd::DType::kF16, rng);
+      hd::OwnedTensor out(s, hd::DType::kF16, gpu0());
+      const auto norm = [&] { hd::ops::group_norm(x, gamma, beta, 32, 1e-5f, true, out); };
+      const double launched = median_ms(norm), replayed = replay_ms(norm);
+      const double copy = replay_ms([&] { hd::gpu::copy(x, out); });
+      const double gbs = 2.0 * double(x.view().nbytes()) / (replayed * 1e6);
+      std::printf("%-34s %9.4f %9.4f %6.0f %6.0f%% %12.4f %9.0f%%\n", s.to_string().c_str(), launched,
+                  replayed, gbs, 100.0 * gbs / copy_gbs, copy, 100.0 * copy / replayed);
+    }
   }
 
   // Ceiling for the matrix kernels: our own GEMM at 8192^3 (bench/torch_peers.py prints cuBLAS's).
-  {
-    const auto a = random_gpu({8192, 8192}, hd::DType::kF16, rng), b = random_gpu({8192, 8192}, hd::DType::kF16, rng);
+  if (wanted("matrix")) {
+    const auto a = random_gpu({8192, 8192}, hd::DType::kF16, rng),
+               b = random_gpu({8192, 8192}, hd::DType::kF16, rng);
     hd::OwnedTensor c({8192, 8192}, hd::DType::kF16, gpu0());
-    const hd::gpu::GemmProblem g = hd::gpu::dense_gemm(hd::DType::kF16, gpu0(), 8192, 8192, 8192, a.view().data, 8192,
-                                                       b.view().data, 8192, c.view().data, 8192);
+    const hd::gpu::GemmProblem g =
+        hd::gpu::dense_gemm(hd::DType::kF16, gpu0(), 8192, 8192, 8192, a.view().data, 8192, b.view().data,
+                            8192, c.view().data, 8192);
     std::printf("\nGEMM 8192^3 f16 (the matrix ceiling of this run)\n");
     for (const std::string& candidate : hd::gpu::gemm_candidates(g)) {
       const double ms = candidate_ms(g, candidate);
       if (ms < 0) continue;
-      std::printf("  %-12s %8.3f ms %6.0f TFLOP/s\n", candidate.c_str(), ms, 2.0 * 8192.0 * 8192.0 * 8192.0 / (ms * 1e9));
+      std::printf("  %-12s %8.3f ms %6.0f TFLOP/s\n", candidate.c_str(), ms,
+                  2.0 * 8192.0 * 8192.0 * 8192.0 / (ms * 1e9));
     }
   }
 
@@ -192,76 +216,86 @@ int main(int argc, char** argv) {
       for (const auto& [tile, ms] : own_tiles) std::printf("    %-36s %8.3f %7.1f\n", tile.c_str(), ms, flop / (ms * 1e9));
   };
 
-  std::printf("\nconv2d (f16, NHWC, bias)                 ours ms  TFLOP/s  best own tile        "
-              "cuDNN legacy ms TFLOP/s  cuDNN graph ms TFLOP/s  engine\n");
-  struct ConvCase {
-    const char* name;
-    hd::Shape x;
-    int64_t cout, k;
-    int stride;
-  };
-  const ConvCase conv_cases[] = {
-      {"UNet 64x64 320->320 3x3 B2", {2, 64, 64, 320}, 320, 3, 1},
-      {"UNet 32x32 640->640 3x3 B2", {2, 32, 32, 640}, 640, 3, 1},
-      {"UNet 16x16 1280->1280 3x3 B2", {2, 16, 16, 1280}, 1280, 3, 1},
-      {"UNet 8x8 1280->1280 3x3 B2", {2, 8, 8, 1280}, 1280, 3, 1},
-      {"UNet up 64x64 640->320 3x3 B2", {2, 64, 64, 640}, 320, 3, 1},
-      {"UNet down 64x64 320 3x3 s2 B2", {2, 64, 64, 320}, 320, 3, 2},
-      {"UNet shortcut 64x64 640->320 1x1 B2", {2, 64, 64, 640}, 320, 1, 1},
-      {"VAE 128x128 512->512 3x3", {1, 128, 128, 512}, 512, 3, 1},
-      {"VAE 512x512 256->256 3x3", {1, 512, 512, 256}, 256, 3, 1},
-  };
-  for (const auto& c : conv_cases) {
-    const auto x = random_gpu(c.x, hd::DType::kF16, rng);
-    const auto w = random_gpu({c.cout, c.k, c.k, c.x[3]}, hd::DType::kF16, rng);
-    const auto bias = random_gpu({c.cout}, hd::DType::kF16, rng);
-    const hd::ops::Conv2dParams p{c.stride, int(c.k / 2), 0};
-    hd::OwnedTensor out(hd::ops::conv2d_output_shape(c.x, w.view().shape, p), hd::DType::kF16, gpu0());
-    report(c.name, hd::gpu::conv_gemm(x, w, &bias.view(), nullptr, p, out),
-           2.0 * double(out.view().numel()) * double(c.k * c.k * c.x[3]));
+  if (wanted("matrix")) {
+    std::printf(
+        "\nconv2d (f16, NHWC, bias)                 ours ms  TFLOP/s  best own tile        "
+        "cuDNN legacy ms TFLOP/s  cuDNN graph ms TFLOP/s  engine\n");
+    struct ConvCase {
+      const char* name;
+      hd::Shape x;
+      int64_t cout, k;
+      int stride;
+    };
+    const ConvCase conv_cases[] = {
+        {"UNet 64x64 320->320 3x3 B2", {2, 64, 64, 320}, 320, 3, 1},
+        {"UNet 32x32 640->640 3x3 B2", {2, 32, 32, 640}, 640, 3, 1},
+        {"UNet 16x16 1280->1280 3x3 B2", {2, 16, 16, 1280}, 1280, 3, 1},
+        {"UNet 8x8 1280->1280 3x3 B2", {2, 8, 8, 1280}, 1280, 3, 1},
+        {"UNet up 64x64 640->320 3x3 B2", {2, 64, 64, 640}, 320, 3, 1},
+        {"UNet down 64x64 320 3x3 s2 B2", {2, 64, 64, 320}, 320, 3, 2},
+        {"UNet shortcut 64x64 640->320 1x1 B2", {2, 64, 64, 640}, 320, 1, 1},
+        {"VAE 128x128 512->512 3x3", {1, 128, 128, 512}, 512, 3, 1},
+        {"VAE 512x512 256->256 3x3", {1, 512, 512, 256}, 256, 3, 1},
+    };
+    for (const auto& c : conv_cases) {
+      const auto x = random_gpu(c.x, hd::DType::kF16, rng);
+      const auto w = random_gpu({c.cout, c.k, c.k, c.x[3]}, hd::DType::kF16, rng);
+      const auto bias = random_gpu({c.cout}, hd::DType::kF16, rng);
+      const hd::ops::Conv2dParams p{c.stride, int(c.k / 2), 0};
+      hd::OwnedTensor out(hd::ops::conv2d_output_shape(c.x, w.view().shape, p), hd::DType::kF16, gpu0());
+      report(c.name, hd::gpu::conv_gemm(x, w, &bias.view(), nullptr, p, out),
+             2.0 * double(out.view().numel()) * double(c.k * c.k * c.x[3]));
+    }
+
+    std::printf(
+        "\nlinear (f16, bias)                       ours ms  TFLOP/s  best own tile        cuBLASLt ms "
+        "TFLOP/s\n");
+    struct LinearCase {
+      const char* name;
+      int64_t m, n, k;
+    };
+    const LinearCase linear_cases[] = {
+        {"to_q 64x64 B2: 8192 x 320 <- 320", 8192, 320, 320},
+        {"GEGLU proj: 8192 x 2560 <- 320", 8192, 2560, 320},
+        {"ff out: 8192 x 320 <- 1280", 8192, 320, 1280},
+        {"GEGLU proj 16x16: 512 x 10240 <- 1280", 512, 10240, 1280},
+        {"to_k cross: 154 x 320 <- 768", 154, 320, 768},
+    };
+    for (const auto& c : linear_cases) {
+      const auto x = random_gpu({c.m, c.k}, hd::DType::kF16, rng);
+      const auto w = random_gpu({c.n, c.k}, hd::DType::kF16, rng);
+      const auto bias = random_gpu({c.n}, hd::DType::kF16, rng);
+      hd::OwnedTensor out({c.m, c.n}, hd::DType::kF16, gpu0());
+      hd::gpu::GemmProblem g = hd::gpu::dense_gemm(hd::DType::kF16, gpu0(), c.m, c.n, c.k, x.view().data, c.k,
+                                                   w.view().data, c.k, out.view().data, c.n);
+      g.bias = bias.view().data;
+      report(c.name, g, 2.0 * double(c.m) * double(c.n) * double(c.k));
+    }
   }
 
-  std::printf("\nlinear (f16, bias)                       ours ms  TFLOP/s  best own tile        cuBLASLt ms TFLOP/s\n");
-  struct LinearCase {
-    const char* name;
-    int64_t m, n, k;
-  };
-  const LinearCase linear_cases[] = {
-      {"to_q 64x64 B2: 8192 x 320 <- 320", 8192, 320, 320},
-      {"GEGLU proj: 8192 x 2560 <- 320", 8192, 2560, 320},
-      {"ff out: 8192 x 320 <- 1280", 8192, 320, 1280},
-      {"GEGLU proj 16x16: 512 x 10240 <- 1280", 512, 10240, 1280},
-      {"to_k cross: 154 x 320 <- 768", 154, 320, 768},
-  };
-  for (const auto& c : linear_cases) {
-    const auto x = random_gpu({c.m, c.k}, hd::DType::kF16, rng);
-    const auto w = random_gpu({c.n, c.k}, hd::DType::kF16, rng);
-    const auto bias = random_gpu({c.n}, hd::DType::kF16, rng);
-    hd::OwnedTensor out({c.m, c.n}, hd::DType::kF16, gpu0());
-    hd::gpu::GemmProblem g = hd::gpu::dense_gemm(hd::DType::kF16, gpu0(), c.m, c.n, c.k, x.view().data, c.k,
-                                                 w.view().data, c.k, out.view().data, c.n);
-    g.bias = bias.view().data;
-    report(c.name, g, 2.0 * double(c.m) * double(c.n) * double(c.k));
+  if (wanted("materialised")) {
+    std::printf("\nattention, materialised path (f16)   ms     TFLOP/s\n");
+    for (const int64_t l : {int64_t(4096), int64_t(16384)}) {
+      const auto q = random_gpu({1, l, 512}, hd::DType::kF16, rng);
+      hd::OwnedTensor out(q.view().shape, hd::DType::kF16, gpu0());
+      hd::ops::AttentionParams p;
+      const double ms = median_ms([&] { hd::ops::attention(q, q, q, p, out); });
+      std::printf("VAE mid B1 H1 L%-6lld D512           %8.3f %8.1f\n", (long long)l, ms,
+                  4.0 * double(l) * double(l) * 512 / (ms * 1e9));
+    }
   }
 
-  std::printf("\nattention, materialised path (f16)   ms     TFLOP/s\n");
-  for (const int64_t l : {int64_t(4096), int64_t(16384)}) {
-    const auto q = random_gpu({1, l, 512}, hd::DType::kF16, rng);
-    hd::OwnedTensor out(q.view().shape, hd::DType::kF16, gpu0());
-    hd::ops::AttentionParams p;
-    const double ms = median_ms([&] { hd::ops::attention(q, q, q, p, out); });
-    std::printf("VAE mid B1 H1 L%-6lld D512           %8.3f %8.1f\n", (long long)l, ms, 4.0 * double(l) * double(l) * 512 / (ms * 1e9));
-  }
-
-  std::printf("\nlayer_norm (f16)                     ms     GB/s   of copy\n");
-  for (const hd::Shape& s : {hd::Shape{2, 4096, 320}, hd::Shape{2, 1024, 640}, hd::Shape{2, 77, 768}}) {
-    const auto x = random_gpu(s, hd::DType::kF16, rng);
-    const auto gamma = random_gpu({s[2]}, hd::DType::kF16, rng, 1.f);
-    const auto beta = random_gpu({s[2]}, hd::DType::kF16, rng);
-    hd::OwnedTensor out(s, hd::DType::kF16, gpu0());
-    const double ms = median_ms([&] { hd::ops::layer_norm(x, gamma, beta, 1e-5f, out); });
-    const double gbs = 2.0 * double(x.view().nbytes()) / (ms * 1e6);
-    std::printf("%-34s %8.3f %8.0f %6.0f%%\n", s.to_string().c_str(), ms, gbs, 100.0 * gbs / copy_gbs);
+  if (wanted("layer_norm")) {
+    std::printf("\nlayer_norm (f16)                     ms     GB/s   of copy\n");
+    for (const hd::Shape& s : {hd::Shape{2, 4096, 320}, hd::Shape{2, 1024, 640}, hd::Shape{2, 77, 768}}) {
+      const auto x = random_gpu(s, hd::DType::kF16, rng);
+      const auto gamma = random_gpu({s[2]}, hd::DType::kF16, rng, 1.f);
+      const auto beta = random_gpu({s[2]}, hd::DType::kF16, rng);
+      hd::OwnedTensor out(s, hd::DType::kF16, gpu0());
+      const double ms = median_ms([&] { hd::ops::layer_norm(x, gamma, beta, 1e-5f, out); });
+      const double gbs = 2.0 * double(x.view().nbytes()) / (ms * 1e6);
+      std::printf("%-34s %8.3f %8.0f %6.0f%%\n", s.to_string().c_str(), ms, gbs, 100.0 * gbs / copy_gbs);
+    }
   }
   return 0;
 }

@@ -5,11 +5,13 @@
 # unless SDXL=0; SD1.5 unless SD15=0), each with a tuning cache of its own, interleaved, twice; the
 # medians in $OUT/summary.txt. BASELINE=DIR: also build the
 # same sources with DIR's files laid over src/ops/gpu/ (the kernels before a change) and bench it with
-# --kernels own between the others. Logs and JSON in $OUT.
+# --kernels own between the others. CUDA_ARCHS=90: build for that architecture only (the preset builds
+# sm_80 and sm_90). Logs and JSON in $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 source "$(dirname "$0")/unpack_deps.sh"
 conf="-DCMAKE_PREFIX_PATH=/tmp/deps/usr -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON ${cudnn_root:+-DHD_CUDNN_ROOT=$cudnn_root}"
+conf="$conf ${CUDA_ARCHS:+-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS}"
 SECONDS=0
 cmake --preset cuda $conf > "$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
 targets=$([ "${TESTS:-1}" = 0 ] && echo "--target hipdiffusion")
