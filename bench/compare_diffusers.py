@@ -19,14 +19,21 @@ and random weights (speed does not depend on their values), and the ratios.
    upcast to f32 as its force_upcast says), eager and (with --compile) its UNet under torch.compile,
    against `hipdiffusion bench --arch sdxl --json`; stages and peak device memory.
 
+hipDiffusion's side runs once per kernel choice of --kernels (default: all,own): "all" lets the autotuner
+pick NVIDIA's libraries (cuDNN, cuBLASLt) where they win, "own" runs our kernels only, as an AMD GPU
+without a winning vendor library does (issue 21's two columns). Each choice keeps a tuning cache of its
+own ($HD_TUNE_CACHE, else /tmp/hd-compare-tuning-<choice>.tsv). The "hipDiffusion" keys of the JSON
+are the first choice's; the others add ", own kernels" (or ", <choice> kernels").
+
 With --json-out PATH, every number above is also written there (tools/plot_stages.py draws the chart of
 BENCHMARKS.md from it).
 
     python3 bench/compare_diffusers.py [--compile] [--arch sd15|sd21] [--steps N] [--build build/cuda]
-                                       [--no-sdxl | --sdxl-only] [--json-out PATH]
+                                       [--kernels all,own] [--no-sdxl | --sdxl-only] [--json-out PATH]
 """
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -69,13 +76,48 @@ def text_encoder(arch):
     return CLIPTextModel(cfg).to("cuda", torch.float16).eval()
 
 
-def hipdiffusion_bench(build, *flags):
-    """`hipdiffusion bench ... --json` on cuda:0: its report."""
-    run = subprocess.run([f"{build}/hipdiffusion", "bench", "--device", "cuda:0", *flags, "--json"], capture_output=True,
-                         text=True)
+def kernel_env(kernels):
+    """The environment of our side's processes for one kernel choice: HD_KERNELS and its tuning cache."""
+    cache = os.environ.get("HD_TUNE_CACHE", f"/tmp/hd-compare-tuning-{kernels}.tsv")
+    if "HD_TUNE_CACHE" in os.environ:
+        cache = f"{cache}.{kernels}"
+    return dict(os.environ, HD_KERNELS=kernels, HD_TUNE_CACHE=cache)
+
+
+def our_name(kernels, first):
+    """hipDiffusion's column for a kernel choice: the first choice keeps the plain name."""
+    return "hipDiffusion" if first else f"hipDiffusion, {kernels} kernels"
+
+
+def hipdiffusion_bench(build, kernels, *flags):
+    """`hipdiffusion bench ... --json` on cuda:0 with one kernel choice: its report."""
+    run = subprocess.run([f"{build}/hipdiffusion", "bench", "--device", "cuda:0", "--kernels", kernels, *flags, "--json"],
+                         capture_output=True, text=True, env=kernel_env(kernels))
     if run.returncode != 0:
-        raise SystemExit(f"hipdiffusion bench {' '.join(flags)} failed:\n{run.stderr}")
+        raise SystemExit(f"hipdiffusion bench --kernels {kernels} {' '.join(flags)} failed:\n{run.stderr}")
     return json.loads(run.stdout)
+
+
+def print_stages(stages, ours, peers, extra_rows=()):
+    """Rows of stages: each of our kernel choices, each peer, then every (ours / peer) ratio."""
+    ratios = [(o, p) for o in ours for p in peers]
+    print(f"{'stage':32s}" + "".join(f" {n:>30s}" for n in [*ours, *peers]) +
+          "".join(f" {'/'.join(short(x) for x in r):>13s}" for r in ratios))
+    for label, peer_key, our_key in stages:
+        mine = {o: j[our_key] for o, j in ours.items()}
+        theirs = {p: t[peer_key] for p, t in peers.items()}
+        line = f"{label:32s}" + "".join(f" {v:30.2f}" for v in [*mine.values(), *theirs.values()])
+        for o, p in ratios:
+            line += f" {mine[o] / theirs[p]:13.2f}" if theirs[p] == theirs[p] else f" {'n/a':>13s}"
+        print(line)
+    for row in extra_rows:
+        print(row)
+
+
+def short(name):
+    """A column's short name in a ratio's header."""
+    return {"hipDiffusion": "ours", "diffusers eager": "eager", "diffusers + torch.compile": "compile"}.get(
+        name, name.replace("hipDiffusion, ", "").replace(" kernels", ""))
 
 
 def timed(fn):
@@ -130,14 +172,19 @@ def main():
     parser.add_argument("--no-sdxl", action="store_true", help="skip the SDXL whole-image comparison")
     parser.add_argument("--sdxl-only", action="store_true", help="only the SDXL whole-image comparison (4.)")
     parser.add_argument("--json-out", help="also write every number to this JSON file")
+    parser.add_argument("--kernels", default="all,own",
+                        help="hipDiffusion's kernel choices, comma-separated: all (with NVIDIA's libraries), own")
     args = parser.parse_args()
+    args.kernels = args.kernels.split(",")
+    if not args.kernels or any(k not in ("all", "own") for k in args.kernels) or len(set(args.kernels)) != len(args.kernels):
+        parser.error(f"--kernels takes all and/or own, comma-separated, each once; got {','.join(args.kernels)}")
     report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "date": time.strftime("%Y-%m-%d"), "arch": args.arch, "steps": args.steps}
+              "date": time.strftime("%Y-%m-%d"), "arch": args.arch, "steps": args.steps, "kernels": args.kernels}
     if args.sdxl_only:
         from diffusers.utils import logging
         logging.set_verbosity_error()
         print("device:", torch.cuda.get_device_name(), "torch", torch.__version__)
-        report["sdxl"] = sdxl_comparison(args.build, args.compile)
+        report["sdxl"] = sdxl_comparison(args.build, args.compile, args.kernels)
         if args.json_out:
             with open(args.json_out, "w") as f:
                 json.dump(report, f, indent=1)
@@ -159,17 +206,20 @@ def main():
         if args.compile:
             compiled = torch.compile(unet)
             step["diffusers + torch.compile"] = median_ms(lambda: compiled(sample, t, context).sample)
-    run = subprocess.run([f"{args.build}/hd_bench_unet_step", "12", "64", "cuda:0", "f16"], capture_output=True,
-                         text=True, check=True)
-    print(run.stdout.strip())
-    plain = float(re.search(r"one launch per op: median ([0-9.]+) ms", run.stdout).group(1))
-    graph = float(re.search(r"captured graph: median ([0-9.]+) ms", run.stdout).group(1))
-    print("\nSD1.5 UNet step, batch 2, 64x64 latent, f16     ms   graph / it   plain / it")
+    ours = {}
+    for i, kernels in enumerate(args.kernels):
+        run = subprocess.run([f"{args.build}/hd_bench_unet_step", "12", "64", "cuda:0", "f16"], capture_output=True,
+                             text=True, check=True, env=kernel_env(kernels))
+        print(f"--kernels {kernels}:\n{run.stdout.strip()}")
+        name = our_name(kernels, i == 0)
+        ours[f"{name} graph"] = float(re.search(r"captured graph: median ([0-9.]+) ms", run.stdout).group(1))
+        ours[f"{name} plain"] = float(re.search(r"one launch per op: median ([0-9.]+) ms", run.stdout).group(1))
+    print("\nSD1.5 UNet step, batch 2, 64x64 latent, f16     ms" + "".join(f"  {n} / it" for n in ours))
     for name, ms in step.items():
-        print(f"{name:42s} {ms:8.2f}   {graph / ms:9.2f}   {plain / ms:9.2f}")
-    print(f"{'hipDiffusion, captured graph':42s} {graph:8.2f}")
-    print(f"{'hipDiffusion, one launch per op':42s} {plain:8.2f}")
-    report["sd15_unet_step_ms"] = dict(step, **{"hipDiffusion graph": graph, "hipDiffusion plain": plain})
+        print(f"{name:42s} {ms:8.2f}" + "".join(f"  {v / ms:{len(n) + 5}.2f}" for n, v in ours.items()))
+    for n, v in ours.items():
+        print(f"{n:42s} {v:8.2f}")
+    report["sd15_unet_step_ms"] = dict(step, **ours)
 
     # 2. A whole generation and its stages.
     if args.arch != "sd15":
@@ -192,23 +242,19 @@ def main():
             diffusers_generation(model, vae, encoder, scheduler, args.arch, args.steps)  # warm-up
             runs = [diffusers_generation(model, vae, encoder, scheduler, args.arch, args.steps) for _ in range(3)]
             peers[name] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    mine = hipdiffusion_bench(args.build, "--arch", args.arch, "--steps", str(args.steps), "--repeats", "5")
-    print(f"\nhipdiffusion bench: {json.dumps(mine)}")
+    ours = {}
+    for i, kernels in enumerate(args.kernels):
+        ours[our_name(kernels, i == 0)] = hipdiffusion_bench(args.build, kernels, "--arch", args.arch, "--steps",
+                                                             str(args.steps), "--repeats", "5")
+        print(f"\nhipdiffusion bench --kernels {kernels}: {json.dumps(ours[our_name(kernels, i == 0)])}")
     print(f"text encoder in diffusers' run: {'transformers CLIPTextModel' if encoder else 'none (transformers absent)'}")
     print(f"\n{args.arch} 512x512, {args.steps} Euler steps, CFG 7.5, f16, ms (median)")
     stages = [("text encoding", "text", "text_encoding_ms"), ("UNet step (batch 2 + sampler)", "step", "unet_step_ms"),
               (f"denoising loop ({args.steps} steps)", "loop", "denoising_ms"), ("VAE decode", "decode", "vae_decode_ms"),
               ("whole image", "image", "image_ms")]
-    header = f"{'stage':32s} {'hipDiffusion':>12s}" + "".join(f" {n:>26s} {'ratio':>6s}" for n in peers)
-    print(header)
-    for label, peer_key, our_key in stages:
-        line = f"{label:32s} {mine[our_key]:12.2f}"
-        for timings in peers.values():
-            peer = timings[peer_key]
-            line += f" {peer:26.2f} {mine[our_key] / peer:6.2f}" if peer == peer else f" {'n/a':>26s} {'':6s}"
-        print(line)
-    print(f"peak device memory, hipDiffusion: {mine['peak_device_memory_bytes'] / 2**30:.2f} GiB")
-    report["generation_ms"] = {"hipDiffusion": {label: mine[key] for label, _, key in stages}}
+    print_stages(stages, ours, peers, [f"peak device memory, {n}: {j['peak_device_memory_bytes'] / 2**30:.2f} GiB"
+                                       for n, j in ours.items()])
+    report["generation_ms"] = {n: {label: j[key] for label, _, key in stages} for n, j in ours.items()}
     for name, timings in peers.items():
         report["generation_ms"][name] = {label: timings[key] for label, key, _ in stages}
 
@@ -228,23 +274,25 @@ def main():
             torch.cuda.reset_peak_memory_stats()
             times = [timed(decode)[1] for _ in range(5)]
             vae_rows[name] = (statistics.median(times), (torch.cuda.max_memory_allocated() - before) / 2**30)
-    for name, flag in [("hipDiffusion, whole", []), ("hipDiffusion, --vae-tiling", ["--vae-tiling"]),
-                       ("hipDiffusion, --vae-tiling-blended", ["--vae-tiling-blended"])]:
-        j = hipdiffusion_bench(args.build, "--arch", "sd15", "--width", "1024", "--height", "1024", "--steps", "2",
-                               "--repeats", "5", *flag)
-        vae_rows[name] = (j["vae_decode_ms"], j["vae_decode_extra_device_memory_bytes"] / 2**30)
+    for i, kernels in enumerate(args.kernels):
+        for what, flag in [("whole", []), ("--vae-tiling", ["--vae-tiling"]),
+                           ("--vae-tiling-blended", ["--vae-tiling-blended"])]:
+            j = hipdiffusion_bench(args.build, kernels, "--arch", "sd15", "--width", "1024", "--height", "1024",
+                                   "--steps", "2", "--repeats", "5", *flag)
+            vae_rows[f"{our_name(kernels, i == 0)}, {what}"] = (j["vae_decode_ms"],
+                                                               j["vae_decode_extra_device_memory_bytes"] / 2**30)
     vae_weights = sum(p.numel() * p.element_size() for p in vae.decoder.parameters()) / 2**30
     print(f"\nVAE decode, 1024x1024, f16 (to the host, clamped); the decoder's weights: {vae_weights:.2f} GiB")
-    print(f"{'':32s} {'ms':>8s} {'ratio to diffusers whole':>26s} {'own peak GiB':>13s}")
+    print(f"{'':52s} {'ms':>8s} {'ratio to diffusers whole':>26s} {'own peak GiB':>13s}")
     base = vae_rows["diffusers, whole"][0]
     for name, (ms, gib) in vae_rows.items():
-        print(f"{name:32s} {ms:8.2f} {ms / base:26.2f} {gib:13.2f}")
+        print(f"{name:52s} {ms:8.2f} {ms / base:26.2f} {gib:13.2f}")
     report["vae_1024"] = {name: {"ms": ms, "own_peak_gib": gib} for name, (ms, gib) in vae_rows.items()}
 
     if not args.no_sdxl:
         del vae
         torch.cuda.empty_cache()
-        report["sdxl"] = sdxl_comparison(args.build, args.compile)
+        report["sdxl"] = sdxl_comparison(args.build, args.compile, args.kernels)
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(report, f, indent=1)
@@ -319,13 +367,18 @@ def pipeline_generation(pipe, steps, cfg, size=1024):
             "decode": 1e3 * (end - marks[-1]), "image": 1e3 * (end - start)}
 
 
-def sdxl_comparison(build, compile_too, steps=30, cfg=5.0):
+def sdxl_comparison(build, compile_too, kernel_choices, steps=30, cfg=5.0):
     """4. A whole SDXL 1024x1024 image: diffusers' StableDiffusionXLPipeline eager (and with its UNet under
-    torch.compile) beside `hipdiffusion bench --arch sdxl`, stages and peak device memory."""
+    torch.compile) beside `hipdiffusion bench --arch sdxl` for each kernel choice, stages and peak device
+    memory."""
     import tempfile
 
-    mine = hipdiffusion_bench(build, "--arch", "sdxl", "--steps", str(steps), "--cfg-scale", str(cfg), "--repeats", "3")
-    print(f"\nhipdiffusion bench --arch sdxl: {json.dumps(mine)}")
+    ours = {}
+    for i, kernels in enumerate(kernel_choices):
+        ours[our_name(kernels, i == 0)] = hipdiffusion_bench(build, kernels, "--arch", "sdxl", "--steps", str(steps),
+                                                             "--cfg-scale", str(cfg), "--repeats", "3")
+        print(f"\nhipdiffusion bench --arch sdxl --kernels {kernels}: {json.dumps(ours[our_name(kernels, i == 0)])}")
+    mine = ours["hipDiffusion"]
     pipe = sdxl_pipeline(f"{tempfile.gettempdir()}/hipdiffusion-random-sdxl")
     peers = {}
     with torch.inference_mode():
@@ -365,18 +418,13 @@ def sdxl_comparison(build, compile_too, steps=30, cfg=5.0):
               ("UNet step (batch 2 + sampler)", "step", "unet_step_ms"),
               (f"denoising loop ({steps} steps)", "loop", "denoising_ms"), ("VAE decode (+ to host)", "decode", "vae_decode_ms"),
               ("whole image", "image", "image_ms")]
-    print(f"{'stage':32s} {'hipDiffusion':>12s}" + "".join(f" {n:>26s} {'ratio':>6s}" for n in peers))
-    for label, peer_key, our_key in stages:
-        print(f"{label:32s} {mine[our_key]:12.2f}" +
-              "".join(f" {t[peer_key]:26.2f} {mine[our_key] / t[peer_key]:6.2f}" for t in peers.values()))
-    ours_gib = mine["peak_device_memory_bytes"] / 2**30
-    print(f"{'peak device memory, GiB':32s} {ours_gib:12.2f}" +
-          "".join(f" {t['peak_gib']:26.2f} {ours_gib / t['peak_gib']:6.2f}" for t in peers.values()))
+    for j in ours.values():
+        j["peak_gib"] = j["peak_device_memory_bytes"] / 2**30
+    print_stages(stages + [("peak device memory, GiB", "peak_gib", "peak_gib")], ours, peers)
     del pipe
     torch.cuda.empty_cache()
-    report = {"hipDiffusion": {label: mine[key] for label, _, key in stages}, "hipdiffusion": mine,
-              "diffusers_unet_alone_ms": unet_alone, "diffusers_unet_kernels_ms": unet_kernels}
-    report["hipDiffusion"]["peak_gib"] = ours_gib
+    report = {n: dict({label: j[key] for label, _, key in stages}, peak_gib=j["peak_gib"]) for n, j in ours.items()}
+    report.update({"hipdiffusion": mine, "diffusers_unet_alone_ms": unet_alone, "diffusers_unet_kernels_ms": unet_kernels})
     for name, t in peers.items():
         report[name] = dict({label: t[key] for label, key, _ in stages}, peak_gib=t["peak_gib"])
     return report
