@@ -98,7 +98,9 @@ Load run_load(serve::Engine& engine, const Args& a, int clients, int images) {
     threads.emplace_back([&, c] {
       for (int i = next++; i < images; i = next++) {
         const auto submitted = std::chrono::steady_clock::now();
-        engine.submit(serve::JobRequest{"", params_of(a, uint64_t(i)), std::nullopt})->wait();
+        serve::JobRequest request;
+        request.params = params_of(a, uint64_t(i));
+        engine.submit(std::move(request))->wait();
         latencies[size_t(c)].push_back(ms_since(submitted) / 1e3);
       }
     });

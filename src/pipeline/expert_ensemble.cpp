@@ -6,10 +6,8 @@
 
 namespace hd {
 
-GenerationResult generate_with_refiner(const StableDiffusion& base, const StableDiffusion& refiner,
-                                       const GenerationParams& params, double high_noise_frac,
-                                       const ProgressCallback& progress, const Tensor* init_image) {
-  const auto start = std::chrono::steady_clock::now();
+RefinerShares refiner_shares(const StableDiffusion& base, const StableDiffusion& refiner,
+                             const GenerationParams& params, double high_noise_frac, bool from_init_image) {
   HD_CHECK(base.family() == ModelFamily::kSDXL && refiner.family() == ModelFamily::kSDXL,
            "a base and its refiner are SDXL models (diffusers' ensemble of expert denoisers); got ",
            family_name(base.family()), " and ", family_name(refiner.family()));
@@ -22,23 +20,33 @@ GenerationResult generate_with_refiner(const StableDiffusion& base, const Stable
   HD_CHECK(high_noise_frac > 0.0 && high_noise_frac < 1.0, "the high-noise fraction (the base's share of the "
            "schedule) must be in (0, 1), got ", high_noise_frac);
 
-  GenerationParams first = params, second = params;
-  first.denoising_end = high_noise_frac;
-  second.denoising_start = high_noise_frac;
+  RefinerShares shares{params, params, 0, 0};
+  shares.base.denoising_end = high_noise_frac;
+  shares.refiner.denoising_start = high_noise_frac;
   // What each model does not take: the base no aesthetic scores, a refiner no target size (a base as the
   // refiner keeps the scores, which its validate refuses).
-  first.aesthetic_score.reset();
-  first.negative_aesthetic_score.reset();
+  shares.base.aesthetic_score.reset();
+  shares.base.negative_aesthetic_score.reset();
   if (refiner.micro_conditioning() == MicroConditioning::kAestheticScore) {
-    second.sizes.target_size.reset();
-    second.negative_sizes.target_size.reset();
+    shares.refiner.sizes.target_size.reset();
+    shares.refiner.negative_sizes.target_size.reset();
   }
   // Every check before the first step: each model's rules and each share's steps.
-  base.validate(first, init_image != nullptr);
-  refiner.validate(second, true);
-  const StepRange base_steps = base.steps_of(first, init_image != nullptr), refiner_steps = refiner.steps_of(second, false);
-  const int done_by_base = base_steps.end - base_steps.first;
-  const int total = done_by_base + refiner_steps.end - refiner_steps.first;
+  base.validate(shares.base, from_init_image);
+  refiner.validate(shares.refiner, true);
+  const StepRange base_steps = base.steps_of(shares.base, from_init_image);
+  const StepRange refiner_steps = refiner.steps_of(shares.refiner, false);
+  shares.base_steps = base_steps.end - base_steps.first;
+  shares.refiner_steps = refiner_steps.end - refiner_steps.first;
+  return shares;
+}
+
+GenerationResult generate_with_refiner(const StableDiffusion& base, const StableDiffusion& refiner,
+                                       const GenerationParams& params, double high_noise_frac,
+                                       const ProgressCallback& progress, const Tensor* init_image) {
+  const auto start = std::chrono::steady_clock::now();
+  const RefinerShares shares = refiner_shares(base, refiner, params, high_noise_frac, init_image != nullptr);
+  const int total = shares.base_steps + shares.refiner_steps;
 
   TorchCpuGenerator generator(params.seed);
   StageTimes times;
@@ -47,10 +55,11 @@ GenerationResult generate_with_refiner(const StableDiffusion& base, const Stable
     return [&progress, offset, total](int done, int) { progress(offset + done, total); };
   };
   const OwnedTensor handed =
-      base.denoise(first, generator, &times, DenoiseStart{init_image, nullptr, {}}, reported(0));
+      base.denoise(shares.base, generator, &times, DenoiseStart{init_image, nullptr, {}}, reported(0));
   OwnedTensor latents =
-      refiner.denoise(second, generator, &times, DenoiseStart{nullptr, &handed.view(), {}}, reported(done_by_base));
-  return refiner.finish(second, std::move(latents), std::move(times), start);
+      refiner.denoise(shares.refiner, generator, &times, DenoiseStart{nullptr, &handed.view(), {}},
+                      reported(shares.base_steps));
+  return refiner.finish(shares.refiner, std::move(latents), std::move(times), start);
 }
 
 }  // namespace hd

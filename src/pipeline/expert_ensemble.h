@@ -17,4 +17,14 @@ GenerationResult generate_with_refiner(const StableDiffusion& base, const Stable
                                        const GenerationParams& params, double high_noise_frac,
                                        const ProgressCallback& progress = {}, const Tensor* init_image = nullptr);
 
+// Each model's share of a request with a refiner, every check of generate_with_refiner made (they throw
+// before any work): the base's parameters (denoising_end) and the refiner's (denoising_start), and the
+// steps each takes. A server steps the two runs itself (serve::Engine).
+struct RefinerShares {
+  GenerationParams base, refiner;
+  int base_steps = 0, refiner_steps = 0;
+};
+RefinerShares refiner_shares(const StableDiffusion& base, const StableDiffusion& refiner,
+                             const GenerationParams& params, double high_noise_frac, bool from_init_image);
+
 }  // namespace hd

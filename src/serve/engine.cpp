@@ -127,11 +127,16 @@ std::vector<Device> Engine::devices() const {
 std::shared_ptr<Job> Engine::submit(JobRequest request) {
   validate(request.params, 8);  // the model's own rules (its scale factor, SDXL's) when the job starts
   std::string wanted = request.model.empty() ? "" : options_.catalogue.find(request.model).name;
+  std::string refiner = request.refiner.empty() ? "" : options_.catalogue.find(request.refiner).name;
+  HD_CHECK(refiner.empty() || (request.refiner_switch_at > 0.0 && request.refiner_switch_at < 1.0),
+           "the refiner's switch (the model's share of the schedule) must be in (0, 1), got ",
+           request.refiner_switch_at);
   std::lock_guard lock(mutex_);
   HD_CHECK_KIND(!stopping_, ErrorKind::kBusy, "the server is stopping and takes no new generations");
   HD_CHECK_KIND(queue_.size() < options_.max_queue, ErrorKind::kBusy, "the queue is full (",
                 options_.max_queue, " generations waiting); try again later");
-  auto job = std::shared_ptr<Job>(new Job(next_id_++, std::move(request), std::move(wanted)));
+  auto job =
+      std::shared_ptr<Job>(new Job(next_id_++, std::move(request), std::move(wanted), std::move(refiner)));
   queue_.push_back(job);
   wake_.notify_all();
   return job;
@@ -206,6 +211,7 @@ void Engine::stop() {
 void Engine::end(const std::shared_ptr<Job>& job, JobState state, std::exception_ptr error) {
   job->run_.reset();
   job->generator_.reset();
+  job->shares_.reset();
   {
     std::lock_guard lock(mutex_);  // counted before its waiters wake, so that they see it counted
     ++finished_;
@@ -269,8 +275,9 @@ bool Engine::iterate(Worker& w, std::vector<std::shared_ptr<Job>>& active,
     return true;
   }
   if (!admitted.empty()) {
-    try {  // once for all admitted jobs: they share one model (admit_locked)
+    try {  // once for all admitted jobs: they share one model and refiner (admit_locked)
       model(w, admitted.front()->model_name());
+      if (!admitted.front()->refiner_name().empty()) refiner_model(w, admitted.front()->refiner_name());
     } catch (...) {
       for (const auto& job : admitted) end(job, JobState::kFailed, std::current_exception());
       admitted.clear();
@@ -287,11 +294,15 @@ bool Engine::iterate(Worker& w, std::vector<std::shared_ptr<Job>>& active,
   return true;
 }
 
-bool Engine::lighter_worker_locked(const Worker& w, int64_t rows, const std::string& model) const {
+bool Engine::lighter_worker_locked(const Worker& w, int64_t rows, const std::string& model,
+                                   const std::string& refiner) const {
   return std::any_of(workers_.begin(), workers_.end(), [&](const auto& o) {
-    // Only a worker that would take the job: idle, or running jobs of its model (admit_locked's rule).
+    // Only a worker that would take the job: idle, or running jobs of its model and refiner (admit_locked's
+    // rule).
     if (o.get() == &w || select_pending_locked(*o)) return false;
-    if (!o->running.empty() && o->running.front()->model_name() != model) return false;
+    if (!o->running.empty() &&
+        (o->running.front()->model_name() != model || o->running.front()->wanted_refiner_ != refiner))
+      return false;
     int64_t load = 0;
     for (const auto& job : o->running) load += unet_rows(job->request_.params);
     return load < rows;
@@ -320,17 +331,19 @@ std::vector<std::shared_ptr<Job>> Engine::admit_locked(Worker& w, const std::vec
   int64_t rows = 0;
   for (const auto& job : active) rows += job->run_->rows();
   std::string model = active.empty() ? "" : active.front()->model_name();
+  std::string refiner = active.empty() ? "" : active.front()->wanted_refiner_;
   while (!queue_.empty()) {
     const std::shared_ptr<Job>& job = queue_.front();
     const std::string name = job->wanted_model_.empty() ? current_model_ : job->wanted_model_;
     const int64_t job_rows = unet_rows(job->request_.params);
-    // In order: a job of another model waits until the running ones finish, and those behind it too.
-    if (!model.empty() && name != model) break;
+    // In order: a job of another model, or of another refiner (a worker holds one beside its model),
+    // waits until the running ones finish, and those behind it too.
+    if (!model.empty() && (name != model || job->wanted_refiner_ != refiner)) break;
     const bool alone = active.empty() && admitted.empty();  // a job that would run alone always starts
     // Joining a batch: only within the limits, and not while another device has less to do (it takes
     // the job at its next turn: the devices' loads stay even).
     if (!alone && (!options_.batch_across_jobs || rows + job_rows > options_.max_batch_rows ||
-                   lighter_worker_locked(w, rows, name)))
+                   lighter_worker_locked(w, rows, name, job->wanted_refiner_)))
       break;
     {
       std::lock_guard job_lock(job->mutex_);
@@ -338,6 +351,7 @@ std::vector<std::shared_ptr<Job>> Engine::admit_locked(Worker& w, const std::vec
       job->worker_ = w.index;
     }
     model = name;
+    refiner = job->wanted_refiner_;
     rows += job_rows;
     admitted.push_back(job);
     w.running.push_back(job);  // from now on status() and cancel_all() see it, while it starts too
@@ -346,24 +360,61 @@ std::vector<std::shared_ptr<Job>> Engine::admit_locked(Worker& w, const std::vec
   return admitted;
 }
 
+std::unique_ptr<StableDiffusion> Engine::load(const Worker& w, const std::string& name,
+                                              const char* role) const {
+  const CatalogueEntry& entry = options_.catalogue.find(name);
+  return std::make_unique<StableDiffusion>(
+      with_context([&] { return StableDiffusion::load(entry.path, std::nullopt, std::nullopt, w.placement); },
+                   [&] {
+                     return workers_.size() == 1 ? str_cat("while loading the ", role, " ", entry.name)
+                                                 : str_cat("while loading the ", role, " ", entry.name,
+                                                           " on ", w.placement.device.to_string());
+                   }));
+}
+
 const StableDiffusion& Engine::model(Worker& w, const std::string& name) {
   if (w.loaded && w.loaded_name == name) return *w.loaded;
-  // The last model goes first: its memory is what the next one needs.
+  // The last model goes first, and its refiner: their memory is what the next one needs.
+  w.refiner.reset();
+  w.refiner_name.clear();
   w.loaded.reset();
   {
     std::lock_guard lock(mutex_);
     w.loaded_name.clear();
   }
-  const CatalogueEntry& entry = options_.catalogue.find(name);
-  w.loaded = std::make_unique<StableDiffusion>(with_context(
-      [&] { return StableDiffusion::load(entry.path, std::nullopt, std::nullopt, w.placement); },
-      [&] {
-        return workers_.size() == 1 ? str_cat("while loading the model ", entry.name)
-                                    : str_cat("while loading the model ", entry.name, " on ", w.placement.device.to_string());
-      }));
+  w.loaded = load(w, name, "model");
   std::lock_guard lock(mutex_);
   w.loaded_name = name;
   return *w.loaded;
+}
+
+const StableDiffusion& Engine::refiner_model(Worker& w, const std::string& name) {
+  if (name == w.loaded_name) return *w.loaded;  // (written by this worker's thread only)
+  if (w.refiner && w.refiner_name == name) return *w.refiner;
+  w.refiner.reset();  // the last refiner's memory first
+  w.refiner_name.clear();
+  w.refiner = load(w, name, "refiner");
+  w.refiner_name = name;
+  return *w.refiner;
+}
+
+const StableDiffusion& Engine::stepping_model(const Worker& w, const Job& job) const {
+  if (!job.refining_) return *w.loaded;
+  return job.wanted_refiner_ == w.loaded_name ? *w.loaded : *w.refiner;
+}
+
+bool Engine::hand_over(Worker& w, const std::shared_ptr<Job>& job) {
+  try {
+    const OwnedTensor handed = job->run_->take_latents(&job->times_);
+    const StableDiffusion& refiner = refiner_model(w, job->wanted_refiner_);
+    job->run_.emplace(refiner.start_denoising(job->shares_->refiner, *job->generator_,
+                                              DenoiseStart{nullptr, &handed.view(), {}}));
+    job->refining_ = true;
+    return true;
+  } catch (...) {
+    end(job, JobState::kFailed, std::current_exception());
+    return false;
+  }
 }
 
 void Engine::start(Worker& w, const std::shared_ptr<Job>& job) {
@@ -376,10 +427,15 @@ void Engine::start(Worker& w, const std::shared_ptr<Job>& job) {
       job->started_ = std::chrono::steady_clock::now();
     }
     const GenerationParams& p = job->request_.params;
-    job->generator_ = std::make_unique<TorchCpuGenerator>(p.seed);
     const Tensor* init = job->request_.init_image ? &job->request_.init_image->view() : nullptr;
-    job->run_.emplace(sd.start_denoising(p, *job->generator_, DenoiseStart{init, nullptr, {}}));
-    job->steps_total_ = job->run_->steps_total();
+    if (!job->wanted_refiner_.empty())  // every check of both shares before the first step
+      job->shares_ = refiner_shares(sd, refiner_model(w, job->wanted_refiner_), p,
+                                    job->request_.refiner_switch_at, init != nullptr);
+    job->generator_ = std::make_unique<TorchCpuGenerator>(p.seed);
+    job->run_.emplace(sd.start_denoising(job->shares_ ? job->shares_->base : p, *job->generator_,
+                                         DenoiseStart{init, nullptr, {}}));
+    job->steps_total_ =
+        job->shares_ ? job->shares_->base_steps + job->shares_->refiner_steps : job->run_->steps_total();
   } catch (...) {
     end(job, JobState::kFailed, std::current_exception());
   }
@@ -403,15 +459,15 @@ void Engine::step_all(Worker& w, std::vector<std::shared_ptr<Job>>& active) {
       group.push_back(active[j]);
       runs.push_back(&*active[j]->run_);
     }
-    try {
-      w.loaded->step(runs);
+    try {  // runs batch only on one model (batches_with): the group's first job's
+      stepping_model(w, *group.front()).step(runs);
     } catch (...) {
       for (const auto& job : group) end(job, JobState::kFailed, std::current_exception());
       continue;
     }
     int64_t rows = 0;
     for (const auto& job : group) {
-      job->steps_done_ = job->run_->steps_done();
+      job->steps_done_ = (job->refining_ ? job->shares_->base_steps : 0) + job->run_->steps_done();
       rows += job->run_->rows();
     }
     std::lock_guard lock(mutex_);
@@ -421,6 +477,7 @@ void Engine::step_all(Worker& w, std::vector<std::shared_ptr<Job>>& active) {
   std::erase_if(active, [&](const std::shared_ptr<Job>& job) {
     if (!job->run_) return true;  // failed above
     if (!job->run_->done()) return false;
+    if (job->shares_ && !job->refining_) return !hand_over(w, job);  // the refiner's share next
     finish(w, job);
     return true;
   });
@@ -428,10 +485,11 @@ void Engine::step_all(Worker& w, std::vector<std::shared_ptr<Job>>& active) {
 
 void Engine::finish(Worker& w, const std::shared_ptr<Job>& job) {
   try {
-    StageTimes times;
-    OwnedTensor latents = job->run_->take_latents(&times);
+    OwnedTensor latents = job->run_->take_latents(&job->times_);
+    // With a refiner, the refiner's VAE decodes (generate_with_refiner).
+    const GenerationParams& p = job->refining_ ? job->shares_->refiner : job->request_.params;
     GenerationResult result =
-        w.loaded->finish(job->request_.params, std::move(latents), std::move(times), *job->started_);
+        stepping_model(w, *job).finish(p, std::move(latents), std::move(job->times_), *job->started_);
     {
       std::lock_guard lock(job->mutex_);
       job->result_ = std::move(result);

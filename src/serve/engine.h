@@ -5,7 +5,9 @@
 // (continuous batching); a lone job runs at once and alone. With several devices each worker holds its
 // own copy of the model and takes jobs from the one queue, an idle worker first (data parallel across
 // requests). Each job has its own progress and can be cancelled; stop() finishes what was accepted and
-// refuses the rest.
+// refuses the rest. A job may name SDXL's refiner: the worker then holds it beside its model, steps the
+// job's model share in the model's batches and its refiner share in the refiner's, and the refiner's VAE
+// decodes (the expert ensemble of generate_with_refiner, batched across requests).
 #pragma once
 
 #include <atomic>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "ops/placement.h"
+#include "pipeline/expert_ensemble.h"
 #include "pipeline/generation_params.h"
 #include "pipeline/stable_diffusion.h"
 #include "serve/model_catalogue.h"
@@ -36,6 +39,11 @@ struct JobRequest {
   std::string model;  // a catalogue name; empty: the engine's current model
   GenerationParams params;
   std::optional<OwnedTensor> init_image;  // img2img: host f32 [1, H, W, 3] in [-1, 1]
+  // SDXL's refiner, a catalogue name (empty: none): the model denoises the first refiner_switch_at of
+  // the schedule by noise level (diffusers' high_noise_frac, A1111's switch by timestep) and the refiner
+  // the rest from its latents (generate_with_refiner, a step at a time).
+  std::string refiner;
+  double refiner_switch_at = 0.8;
 };
 
 struct JobProgress {
@@ -59,13 +67,18 @@ class Job {
   bool wait_for(std::chrono::milliseconds timeout) const;
   // The catalogue name of the model that ran (or runs) it; empty while queued.
   std::string model_name() const;
+  // The catalogue name of its refiner (empty: none).
+  const std::string& refiner_name() const { return wanted_refiner_; }
   // The index, in the engine's devices, of the worker that ran (or runs) it; -1 while queued.
   int worker() const;
 
  private:
   friend class Engine;
-  Job(uint64_t id, JobRequest request, std::string wanted_model)
-      : id_(id), request_(std::move(request)), wanted_model_(std::move(wanted_model)) {}
+  Job(uint64_t id, JobRequest request, std::string wanted_model, std::string wanted_refiner)
+      : id_(id),
+        request_(std::move(request)),
+        wanted_model_(std::move(wanted_model)),
+        wanted_refiner_(std::move(wanted_refiner)) {}
   void end(JobState state, std::exception_ptr error);
   bool ended_locked() const {
     return state_ == JobState::kDone || state_ == JobState::kFailed || state_ == JobState::kCancelled;
@@ -74,6 +87,7 @@ class Job {
   const uint64_t id_;
   const JobRequest request_;
   const std::string wanted_model_;  // the catalogue's name for request_.model; empty: the current model
+  const std::string wanted_refiner_;  // the catalogue's name for request_.refiner; empty: none
   std::atomic<bool> cancel_requested_ = false;
   std::atomic<int> steps_done_ = 0, steps_total_ = 0;
   mutable std::mutex mutex_;
@@ -85,9 +99,13 @@ class Job {
   std::optional<std::chrono::steady_clock::time_point> started_, ended_at_;
   GenerationResult result_;
   std::exception_ptr error_;
-  // The worker's: the job's generator (its seed's stream) and its denoising run while it runs.
+  // The worker's: the job's generator (its seed's stream) and its denoising run while it runs; with a
+  // refiner, each model's share, whether the refiner's run has taken over, and the stage times so far.
   std::unique_ptr<TorchCpuGenerator> generator_;
   std::optional<DenoisingRun> run_;
+  std::optional<RefinerShares> shares_;
+  bool refining_ = false;
+  StageTimes times_;
 };
 
 struct EngineOptions {
@@ -111,8 +129,9 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Queues a job. Its parameters are checked here against themselves (GenerationParams' validate) and
-  // its model name against the catalogue; the model's own rules when it starts (the job then fails).
+  // Queues a job. Its parameters are checked here against themselves (GenerationParams' validate), its
+  // model's and refiner's names against the catalogue, the refiner's switch in (0, 1); the models' own
+  // rules when it starts (the job then fails: a refiner of a model that is not SDXL's, say).
   // A full queue or a stopping engine: an Error of kind kBusy.
   std::shared_ptr<Job> submit(JobRequest request);
   // Makes `name` the model of jobs that name none, loading it (and unloading the last) once the running
@@ -146,6 +165,9 @@ class Engine {
     ops::Placement placement;
     std::unique_ptr<StableDiffusion> loaded;  // the worker thread's
     std::string loaded_name;                  // what `loaded` holds (empty: none); under mutex_
+    // A refiner beside it (the worker thread's): kept while jobs ask for it, dropped with `loaded`.
+    std::unique_ptr<StableDiffusion> refiner;
+    std::string refiner_name;
     uint64_t loaded_generation = 0;           // the last select_model it has carried out; under mutex_
     std::vector<std::shared_ptr<Job>> running;  // a copy of its active jobs, for status(); under mutex_
     std::thread thread;
@@ -157,8 +179,17 @@ class Engine {
   bool iterate(Worker& w, std::vector<std::shared_ptr<Job>>& active, std::vector<std::shared_ptr<Job>>& admitted);
   // Admits queued jobs into `active` as the batching rules allow; under mutex_.
   std::vector<std::shared_ptr<Job>> admit_locked(Worker& w, const std::vector<std::shared_ptr<Job>>& active);
-  // The worker's model: loads it when it is not loaded.
+  // The catalogue's `name` loaded on the worker's placement; its errors say which `role` ("model",
+  // "refiner") was loading, and where when there are several workers.
+  std::unique_ptr<StableDiffusion> load(const Worker& w, const std::string& name, const char* role) const;
+  // The worker's model: loads it when it is not loaded (and drops the refiner of the last one).
   const StableDiffusion& model(Worker& w, const std::string& name);
+  // The worker's refiner `name` beside its model (the model itself when it is that): loads it when needed.
+  const StableDiffusion& refiner_model(Worker& w, const std::string& name);
+  // The model a job's run steps on: its refiner once the refiner's share has begun.
+  const StableDiffusion& stepping_model(const Worker& w, const Job& job) const;
+  // The model's share done: the refiner's run starts from its latents. False (the job failed) on error.
+  bool hand_over(Worker& w, const std::shared_ptr<Job>& job);
   void start(Worker& w, const std::shared_ptr<Job>& job);  // encodes its prompt, makes its starting latents
   void step_all(Worker& w, std::vector<std::shared_ptr<Job>>& active);
   void finish(Worker& w, const std::shared_ptr<Job>& job);
@@ -167,9 +198,10 @@ class Engine {
   // Whether a select_model waits for the worker's running jobs to finish (its admission pauses
   // meanwhile); under mutex_.
   bool select_pending_locked(const Worker& w) const { return select_generation_ != w.loaded_generation && !stopping_; }
-  // Whether a worker other than `w` that would take a job of `model` runs fewer UNet rows than `rows` (it
-  // should take the next job rather than w's batch grow); under mutex_.
-  bool lighter_worker_locked(const Worker& w, int64_t rows, const std::string& model) const;
+  // Whether a worker other than `w` that would take a job of `model` and `refiner` runs fewer UNet rows
+  // than `rows` (it should take the next job rather than w's batch grow); under mutex_.
+  bool lighter_worker_locked(const Worker& w, int64_t rows, const std::string& model,
+                             const std::string& refiner) const;
   // Whether some worker has a model change to carry out (admission pauses everywhere until none has).
   bool select_pending_anywhere_locked() const;
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "pipeline/expert_ensemble.h"
 #include "pipeline/run_company.h"
 #include "test_util.h"
 
@@ -32,8 +33,14 @@ GenerationParams job_params(const char* prompt, uint64_t seed, int steps = 4, fl
   return test::company_params(prompt, seed, cfg, SamplerKind::kEulerAncestral, steps, 64);
 }
 
+JobRequest request_of(const GenerationParams& p) {
+  JobRequest r;
+  r.params = p;
+  return r;
+}
+
 JobRequest request(const char* prompt, uint64_t seed, int steps = 4, float cfg = 7.5f) {
-  return JobRequest{"", job_params(prompt, seed, steps, cfg), std::nullopt};
+  return request_of(job_params(prompt, seed, steps, cfg));
 }
 
 std::vector<double> alone(const StableDiffusion& sd, const GenerationParams& p) {
@@ -59,7 +66,7 @@ void check_jobs(bool batch) {
       job_params("a red square", 1, 3), job_params("a blue circle", 2, 4, 1.0f), job_params("", 3, 2),
       job_params("a green triangle", 4, 3, 3.0f)};
   std::vector<std::shared_ptr<Job>> jobs;
-  for (const GenerationParams& p : requests) jobs.push_back(engine.submit(JobRequest{"", p, std::nullopt}));
+  for (const GenerationParams& p : requests) jobs.push_back(engine.submit(request_of(p)));
   for (size_t i = 0; i < jobs.size(); ++i) {
     SCOPED_TRACE("job " + std::to_string(i));
     const GenerationResult& result = jobs[i]->wait();
@@ -193,7 +200,7 @@ TEST(ServeEngine, TwoWorkersShareTheQueueAndGiveWhatEachGivesAlone) {
   for (uint64_t seed = 1; seed <= 4; ++seed)
     requests.push_back(test::company_params("a red square", seed, 7.5f, SamplerKind::kEulerAncestral, 2, 32));
   std::vector<std::shared_ptr<Job>> jobs;
-  for (const GenerationParams& p : requests) jobs.push_back(engine.submit(JobRequest{"", p, std::nullopt}));
+  for (const GenerationParams& p : requests) jobs.push_back(engine.submit(request_of(p)));
   std::set<int> workers;
   for (size_t i = 0; i < jobs.size(); ++i) {
     SCOPED_TRACE("job " + std::to_string(i));
@@ -247,6 +254,91 @@ TEST(ServeEngine, BadRequestsAreRefusedOrFailAlone) {
   const auto fine = engine.submit(request("b", 2, 2));
   expect_error_kind(*failing, ErrorKind::kInvalidInput, "size conditioning");
   EXPECT_EQ(fine->wait().image.view().dim(0), 1);
+}
+
+// SDXL's refiner through the engine: a job with a refiner gives generate_with_refiner's picture, batched
+// with another refiner job (their model shares share UNet batches; the one whose share ends first goes on
+// alone on the refiner) and beside a plain job of the same model, with its progress over both shares.
+TEST(ServeEngine, ARefinerJobGivesTheExpertEnsemblesPicture) {
+  const std::string base_path = kModels + "tiny_sdxl_pipeline", refiner_path = kModels + "tiny_sdxl_refiner";
+  const StableDiffusion base = StableDiffusion::load(base_path, std::nullopt);
+  const StableDiffusion refiner = StableDiffusion::load(refiner_path, std::nullopt);
+  EngineOptions o;
+  o.catalogue = ModelCatalogue::from({base_path, refiner_path, kModels + "tiny_sd1"}, std::nullopt);
+  Engine engine(std::move(o));
+  const auto refined = [](const char* prompt, uint64_t seed, int steps, double switch_at) {
+    JobRequest r = request_of(job_params(prompt, seed, steps));
+    r.refiner = "tiny_sdxl_refiner";
+    r.refiner_switch_at = switch_at;
+    return r;
+  };
+  std::vector<JobRequest> requests;  // (move-only: an init image is an OwnedTensor)
+  requests.push_back(refined("a red square", 1, 5, 0.8));
+  requests.push_back(refined("a blue circle", 2, 4, 0.5));
+  requests.push_back(request("a green triangle", 3, 3));
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const JobRequest& r : requests) {
+    JobRequest copy = request_of(r.params);
+    copy.refiner = r.refiner;
+    copy.refiner_switch_at = r.refiner_switch_at;
+    jobs.push_back(engine.submit(std::move(copy)));
+  }
+  int64_t steps = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SCOPED_TRACE("job " + std::to_string(i));
+    const JobRequest& r = requests[i];
+    const GenerationResult& result = jobs[i]->wait();
+    const bool with_refiner = !r.refiner.empty();
+    const GenerationResult expected =
+        with_refiner ? generate_with_refiner(base, refiner, r.params, r.refiner_switch_at)
+                     : base.generate(r.params);
+    const std::vector<float> v = test::to_vector(expected.image);
+    EXPECT_LT(test::relative_l2(result.image, std::vector<double>(v.begin(), v.end())), 1e-5);
+    EXPECT_EQ(jobs[i]->model_name(), "tiny_sdxl_pipeline");
+    EXPECT_EQ(jobs[i]->refiner_name(), with_refiner ? "tiny_sdxl_refiner" : "");
+    const JobProgress p = jobs[i]->progress();
+    EXPECT_EQ(p.state, JobState::kDone);
+    int total = r.params.steps;
+    if (with_refiner) {
+      const RefinerShares shares = refiner_shares(base, refiner, r.params, r.refiner_switch_at, false);
+      EXPECT_GT(shares.base_steps, 0);
+      EXPECT_GT(shares.refiner_steps, 0);
+      total = shares.base_steps + shares.refiner_steps;
+    }
+    EXPECT_EQ(p.steps_total, total);
+    EXPECT_EQ(p.steps_done, total);
+    steps += total;
+  }
+  // Every step of every job once, two rows each under guidance.
+  EXPECT_EQ(engine.status().unet_rows, uint64_t(2 * steps));
+}
+
+// A refiner's rules: its name from the catalogue and its switch in (0, 1) at submit; a pair of models that
+// is not an SDXL base and its refiner fails that job alone when it starts, naming the rule.
+TEST(ServeEngine, RefinerRequestsThatCannotRunAreRefusedOrFailAlone) {
+  EngineOptions o;
+  o.catalogue = ModelCatalogue::from(
+      {kModels + "tiny_sdxl_pipeline", kModels + "tiny_sdxl_refiner", kModels + "tiny_sd1"}, std::nullopt);
+  Engine engine(std::move(o));
+  const auto with = [](const char* model, const char* refiner, double switch_at = 0.8) {
+    JobRequest r = request("a", 1, 3);
+    r.model = model;
+    r.refiner = refiner;
+    r.refiner_switch_at = switch_at;
+    return r;
+  };
+  test::expect_error_containing([&] { engine.submit(with("", "/etc/passwd")); },
+                                "no model named \"/etc/passwd\"");
+  for (const double edge : {0.0, 1.0})
+    test::expect_error_containing(
+        [&] { engine.submit(with("", "tiny_sdxl_refiner", edge)); },
+        "the refiner's switch (the model's share of the schedule) must be in (0, 1)");
+  const auto sd1 = engine.submit(with("tiny_sd1", "tiny_sdxl_refiner"));
+  const auto swapped = engine.submit(with("tiny_sdxl_refiner", "tiny_sdxl_pipeline"));
+  const auto fine = engine.submit(with("tiny_sdxl_pipeline", "tiny_sdxl_refiner"));
+  expect_error_kind(*sd1, ErrorKind::kInvalidInput, "a base and its refiner are SDXL models");
+  expect_error_kind(*swapped, ErrorKind::kInvalidInput, "the base model is an SDXL refiner");
+  EXPECT_EQ(fine->wait().image.view().dim(1), 64);
 }
 
 TEST(ServeEngine, StopFinishesAcceptedJobsAndRefusesNewOnes) {

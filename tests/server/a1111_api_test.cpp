@@ -153,11 +153,54 @@ TEST(A1111Api, FieldsItCannotHonourAreRefusedByName) {
   test::expect_error_containing([] { read({{"subseed_strength", 0.5}}); }, "variation seeds");
   EXPECT_EQ(read({{"refiner_checkpoint", ""}, {"script_name", ""}, {"infotext", nullptr}}).pictures.size(),
             1u);  // off
+}
+
+// SDXL's refiner: a model name and the switch, which a refiner needs; "None" (A1111's) or "" is none, and
+// a switch without a refiner is checked but changes nothing. Each picture's job carries both.
+TEST(A1111Api, ARefinerNeedsItsSwitchAndReachesEveryJob) {
+  json body = webuiapi_defaults();
+  body["refiner_checkpoint"] = "tiny_sdxl_refiner";
+  body["refiner_switch_at"] = 0.75;
+  const GenerationRequest r = read(body);
+  EXPECT_EQ(r.refiner, "tiny_sdxl_refiner");
+  EXPECT_EQ(r.refiner_switch_at, 0.75);
+  ASSERT_EQ(r.pictures.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const serve::JobRequest job = r.job(i);
+    EXPECT_EQ(job.refiner, "tiny_sdxl_refiner");
+    EXPECT_EQ(job.refiner_switch_at, 0.75);
+    EXPECT_EQ(job.params.seed, 7u + i);
+  }
+  for (const char* none : {"", "None"}) {
+    body["refiner_checkpoint"] = none;
+    EXPECT_TRUE(read(body).refiner.empty()) << none;
+    EXPECT_TRUE(read(body).job(0).refiner.empty()) << none;
+  }
   test::expect_error_containing(
       [] {
         read({{"refiner_checkpoint", "sdxl_refiner.safetensors"}});
       },
-      "a refiner");
+      "refiner_switch_at (the base model's share of the schedule, between 0 and 1) must be given");
+  for (const double edge : {0.0, 1.0}) {
+    test::expect_error_containing(
+        [&] {
+          read({{"refiner_checkpoint", "r"}, {"refiner_switch_at", edge}});
+        },
+        "refiner_switch_at must leave each model a share of the schedule");
+  }
+  for (const char* refiner : {"r", "None"}) {  // the range holds without a refiner too (the OpenAPI schema's)
+    test::expect_error_containing(
+        [&] {
+          read({{"refiner_checkpoint", refiner}, {"refiner_switch_at", 1.5}});
+        },
+        "refiner_switch_at must be between 0 and 1, got 1.5");
+  }
+  EXPECT_TRUE(read({{"refiner_switch_at", 0.3}}).refiner.empty());  // read, and nothing to switch to
+  test::expect_error_containing(
+      [] {
+        read({{"refiner_checkpoint", 3}, {"refiner_switch_at", 0.8}});
+      },
+      "refiner_checkpoint must be a string");
 }
 
 TEST(A1111Api, BadValuesAndLimitsAreClearErrors) {

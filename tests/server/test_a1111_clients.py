@@ -122,3 +122,34 @@ def test_every_route_answers_json_errors_as_a1111_clients_read_them(start_server
         "width": 64, "height": 64, "steps": 2, "denoising_strength": 0.5})
     assert ok.status_code == 200, ok.text
     assert server.process.poll() is None, server.log()
+
+
+def test_a_refiner_request_gets_the_clis_refined_picture(start_server, tmp_path):
+    # SDXL's base and refiner from the server's model folder, named per request as A1111's clients send
+    # them (refiner_checkpoint, refiner_switch_at); the picture is the CLI's --refiner --high-noise-frac one.
+    models = tmp_path / "models"
+    models.mkdir()
+    fixtures = ROOT / "tests" / "fixtures" / "models"
+    for name in ("tiny_sdxl_pipeline", "tiny_sdxl_refiner"):
+        (models / name).symlink_to(fixtures / name)
+    server = start_server("--models-dir", str(models))
+    body = {"prompt": "a red square", "seed": 5, "steps": 4, "width": 64, "height": 64, "cfg_scale": 7.5,
+            "sampler_name": "Euler a", "refiner_checkpoint": "tiny_sdxl_refiner", "refiner_switch_at": 0.5}
+    answer = requests.post(f"{server.url}/sdapi/v1/txt2img", json=body, timeout=300)
+    assert answer.status_code == 200, answer.text
+    image = Image.open(io.BytesIO(base64.b64decode(answer.json()["images"][0])))
+    out = tmp_path / "cli.png"
+    subprocess.run([str(CLI), "generate", "--model", str(fixtures / "tiny_sdxl_pipeline"), "--refiner",
+                    str(fixtures / "tiny_sdxl_refiner"), "--high-noise-frac", "0.5", "--prompt", "a red square",
+                    "--seed", "5", "--steps", "4", "--width", "64", "--height", "64", "--sampler", "euler_a",
+                    "--cfg-scale", "7.5", "--output", str(out)], check=True, capture_output=True)
+    assert np.array_equal(np.asarray(image.convert("RGB")), np.asarray(Image.open(out).convert("RGB")))
+    assert "Refiner: tiny_sdxl_refiner, Refiner switch at: 0.5" in image.info["parameters"]
+    # A refiner needs its switch, and a refiner of a model that is not SDXL's base fails that request alone.
+    del body["refiner_switch_at"]
+    refused = requests.post(f"{server.url}/sdapi/v1/txt2img", json=body, timeout=60)
+    assert refused.status_code == 422 and "refiner_switch_at" in refused.json()["detail"], refused.text
+    swapped = dict(body, refiner_switch_at=0.5, override_settings={"sd_model_checkpoint": "tiny_sdxl_refiner"},
+                   refiner_checkpoint="tiny_sdxl_pipeline")
+    refused = requests.post(f"{server.url}/sdapi/v1/txt2img", json=swapped, timeout=60)
+    assert refused.status_code == 422 and "the base model is an SDXL refiner" in refused.json()["detail"], refused.text

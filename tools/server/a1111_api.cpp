@@ -67,6 +67,8 @@ const std::vector<Field>& fields() {
       {"override_settings", Use::kUsed, kBoth, {}, ""},
       {"send_images", Use::kUsed, kBoth, {}, ""},
       {"init_images", Use::kUsed, kImg2ImgOnly, {}, ""},
+      {"refiner_checkpoint", Use::kUsed, kBoth, {}, ""},
+      {"refiner_switch_at", Use::kUsed, kBoth, {}, ""},  // read only with a refiner
       {"denoising_strength", Use::kUsed, kImg2ImgOnly, {}, ""},
       // ignored: nothing is saved on the server; settings are never changed by a request here
       {"do_not_save_samples", Use::kIgnored, kBoth, {}, ""},
@@ -79,7 +81,6 @@ const std::vector<Field>& fields() {
       {"disable_extra_networks", Use::kIgnored, kBoth, {}, ""},  // prompts with extra networks are refused
       {"force_task_id", Use::kIgnored, kBoth, {}, ""},
       {"user", Use::kIgnored, kBoth, {}, ""},
-      {"refiner_switch_at", Use::kIgnored, kBoth, {}, ""},  // only read with a refiner, which must be off
       // txt2img's hires fix: its fields are read only with enable_hr, which must be off
       {"hr_scale", Use::kIgnored, kTxt2ImgOnly, {}, ""},
       {"hr_upscaler", Use::kIgnored, kTxt2ImgOnly, {}, ""},
@@ -122,8 +123,6 @@ const std::vector<Field>& fields() {
       {"alwayson_scripts", Use::kNeutral, kBoth, empty, "extension scripts (alwayson_scripts)"},
       {"save_images", Use::kNeutral, kBoth, off, "saving images on the server"},
       {"infotext", Use::kNeutral, kBoth, empty, "parameters read from an infotext"},
-      {"refiner_checkpoint", Use::kNeutral, kBoth, [](const json& v) { return empty(v) || v == "None"; },
-       "a refiner"},
       {"enable_hr", Use::kNeutral, kTxt2ImgOnly, off, "hires fix (enable_hr)"},
       {"firstpass_image", Use::kNeutral, kTxt2ImgOnly, empty, "a first-pass image"},
       {"mask", Use::kNeutral, kImg2ImgOnly, empty, "inpainting (a mask)"},
@@ -240,6 +239,25 @@ void check_no_extra_networks(const std::string& prompt, const char* name) {
              "...>), which this server does not apply");
 }
 
+// SDXL's refiner: refiner_checkpoint a catalogue name ("" or A1111's "None": none), and refiner_switch_at
+// the model's share of the schedule, which a refiner needs (A1111 switches by the step's timestep by
+// default, as the engine does: JobRequest).
+void read_refiner(const json& body, GenerationRequest& r) {
+  // Its type and range checked with or without a refiner, as the OpenAPI document states them.
+  const double switch_at = number(body, "refiner_switch_at", 0.8, 0.0, 1.0);
+  const std::string name = text(body, "refiner_checkpoint", "");
+  if (name.empty() || name == "None" || name == "none") return;
+  HD_CHECK(get(body, "refiner_switch_at") != nullptr,
+           "refiner_switch_at (the base model's share of the schedule, between 0 and 1) must be given with a "
+           "refiner_checkpoint");
+  HD_CHECK(
+      switch_at > 0.0 && switch_at < 1.0,
+      "refiner_switch_at must leave each model a share of the schedule: between 0 and 1, exclusive; got ",
+      switch_at);
+  r.refiner = name;
+  r.refiner_switch_at = switch_at;
+}
+
 OwnedTensor init_image(const json& body, const GenerationParams& p) {
   const json* images = get(body, "init_images");
   HD_CHECK(images != nullptr && images->is_array() && images->size() == 1,
@@ -281,6 +299,7 @@ GenerationRequest read_generation(const json& body, Endpoint endpoint, const Req
   check_fields(body, endpoint);
   GenerationRequest r;
   r.model = model_of(body);
+  read_refiner(body, r);
   r.send_images = boolean(body, "send_images", true);
   GenerationParams p;
   p.prompt = text(body, "prompt", "");
@@ -322,8 +341,12 @@ GenerationRequest read_generation(const json& body, Endpoint endpoint, const Req
 }
 
 serve::JobRequest GenerationRequest::job(size_t picture) const {
-  serve::JobRequest job{model, pictures.at(picture), std::nullopt};
+  serve::JobRequest job;
+  job.model = model;
+  job.params = pictures.at(picture);
   if (init_image) job.init_image = OwnedTensor::copy_of(init_image->view());
+  job.refiner = refiner;
+  job.refiner_switch_at = refiner_switch_at;
   return job;
 }
 

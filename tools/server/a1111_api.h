@@ -28,6 +28,8 @@ enum class Endpoint { kTxt2Img, kImg2Img };
 // One request read: a picture's parameters each (A1111's seeds: seed, seed + 1, ...), all of one model.
 struct GenerationRequest {
   std::string model;                       // a catalogue name, or empty: the engine's current model
+  std::string refiner;                     // SDXL's refiner, a catalogue name (empty: none)
+  double refiner_switch_at = 0.8;          // the model's share of the schedule, with a refiner
   std::vector<GenerationParams> pictures;  // one an engine job
   std::optional<OwnedTensor> init_image;   // img2img's, shared by the pictures
   bool send_images = true;

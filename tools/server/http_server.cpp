@@ -191,7 +191,10 @@ class Server {
       try {
         const GenerationResult& result = jobs[i]->wait();
         model = jobs[i]->model_name();
-        std::string text = infotext(request.pictures[i], model);
+        std::optional<InfotextRefiner> refiner;
+        if (!jobs[i]->refiner_name().empty())
+          refiner = InfotextRefiner{jobs[i]->refiner_name(), request.refiner_switch_at};
+        std::string text = infotext(request.pictures[i], model, refiner);
         std::vector<uint8_t> png = encode_png(rgb8_of(result.image, 0), {{"parameters", text}});
         pictures.push_back({i, std::move(png), std::move(text)});
       } catch (const Error& e) {

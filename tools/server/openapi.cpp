@@ -62,6 +62,17 @@ json field_schema(const std::string& name, const RequestLimits& limits) {
                 {"maxItems", 1},
                 {"description", "one base64 PNG of the request's width and height (no resizing)"}};
   if (name == "denoising_strength") return nullable(json{{"type", "number"}, {"minimum", 0}, {"maximum", 1}});
+  if (name == "refiner_checkpoint")
+    return nullable(
+        json{{"type", "string"},
+             {"description", "SDXL's refiner, a model of /sdapi/v1/sd-models (\"\" or \"None\": none)"}});
+  if (name == "refiner_switch_at")
+    return nullable(json{{"type", "number"},
+                         {"minimum", 0},
+                         {"maximum", 1},
+                         {"description",
+                          "with a refiner (required then, exclusive of 0 and 1): the model's share of "
+                          "the schedule by noise level, as A1111 switches by timestep"}});
   // neutral only: the value that leaves the feature off
   if (name == "styles" || name == "script_args") return nullable(json{{"type", "array"}, {"maxItems", 0}});
   if (name == "alwayson_scripts") return nullable(json{{"type", "object"}, {"maxProperties", 0}});
@@ -77,7 +88,6 @@ json field_schema(const std::string& name, const RequestLimits& limits) {
   if (name == "script_name" || name == "infotext" || name == "firstpass_image" || name == "mask" ||
       name == "latent_mask")
     return nullable(json{{"type", "string"}, {"maxLength", 0}});
-  if (name == "refiner_checkpoint") return nullable(json{{"type", "string"}, {"enum", {"", "None"}}});
   return json::object();  // ignored: any value
 }
 
