@@ -12,9 +12,11 @@ fi
 # scikit-build-core (the package's build backend), pytest, diffusers + transformers for the diffusers
 # integration's tests on the fixtures' tiny pipelines (the versions they were checked with), and the
 # clients the server's tests drive it with: webuiapi (A1111's client), schemathesis (its OpenAPI
-# document checked against its answers), requests.
+# document checked against its answers), requests; and MLCommons' LoadGen, which drives the MLPerf-style
+# harness (bench/mlperf_sdxl.py).
 "$venv/bin/pip" install -q --disable-pip-version-check torch==2.15.0 "scikit-build-core>=0.10" pytest numpy \
-  diffusers==0.42.1 transformers==5.24.0 webuiapi==0.9.17 schemathesis==4.32.5 requests pillow
+  diffusers==0.42.1 transformers==5.24.0 webuiapi==0.9.17 schemathesis==4.32.5 requests pillow \
+  mlcommons-loadgen==6.0.17
 # --no-build-isolation: build against the torch just installed, not a second copy in an isolated env.
 "$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation .
 HIPDIFFUSION_TESTS_NEED_DIFFUSERS=1 "$venv/bin/python" -m pytest -q python/tests
@@ -27,3 +29,5 @@ HIPDIFFUSION_TESTS_NEED_DIFFUSERS=1 "$venv/bin/python" -m pytest -q integrations
 # `hipdiffusion serve` with real clients (the CLI the README's command built, build/cpu/hipdiffusion):
 # webuiapi, schemathesis, 32 concurrent clients, authentication and limits, SIGTERM, nginx in front of two.
 "$venv/bin/python" -m pytest -q tests/server
+# The MLPerf-style LoadGen harness on the tiny SDXL fixture, through the C library the README's build made.
+"$venv/bin/python" -m pytest -q tests/bench
