@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "ops/placement.h"
 #include "pipeline/parallel_generation.h"
 #include "pipeline/random_model.h"
@@ -56,11 +57,7 @@ Args parse(int argc, char** argv) {
       a.max_batch_rows = std::stoi(v);
     else if (flag == "--clients") {
       a.clients.clear();
-      for (size_t start = 0; start <= v.size();) {
-        const size_t comma = std::min(v.find(',', start), v.size());
-        a.clients.push_back(std::stoi(v.substr(start, comma - start)));
-        start = comma + 1;
-      }
+      for (const std::string_view item : split_list(v)) a.clients.push_back(std::stoi(std::string(item)));
     } else
       throw Error(ErrorKind::kInvalidInput, "unknown flag " + flag);
   }

@@ -8,6 +8,7 @@
 
 #include "comm/rank_threads.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "ops/ops.h"
 
 namespace hd {
@@ -86,13 +87,9 @@ std::vector<Device> parse_device_list(std::string_view text) {
     return all;
   }
   std::vector<Device> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string_view item = text.substr(start, comma - start);
+  for (const std::string_view item : split_list(text)) {
     HD_CHECK(!item.empty(), "the device list '", text, "' has an empty entry (devices are separated by commas)");
     out.push_back(Device::parse(item));
-    start = comma + 1;
   }
   HD_CHECK(out.size() <= 64, "at most 64 devices, not ", out.size());
   return out;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "ops/tuning/autotuner.h"
 #include "pipeline/stable_diffusion.h"
 #include "tools/cli/commands.h"
@@ -24,15 +25,11 @@ struct Size {
 // "512x512,768x512": widths by heights, comma-separated.
 std::vector<Size> parse_sizes(const std::string& text) {
   std::vector<Size> sizes;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string_view item : split_list(text)) {
     const size_t x = item.find('x');
     HD_CHECK(x != std::string::npos && x > 0 && x + 1 < item.size(), "--size must be WxH[,WxH...], got '", text, "'");
-    sizes.push_back({parse_number<int>("--size", item.substr(0, x)), parse_number<int>("--size", item.substr(x + 1))});
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+    sizes.push_back({parse_number<int>("--size", std::string(item.substr(0, x))),
+                     parse_number<int>("--size", std::string(item.substr(x + 1)))});
   }
   return sizes;
 }

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "io/png.h"
 #include "pipeline/infotext.h"
 #include "pipeline/init_image.h"
@@ -242,16 +243,12 @@ int next_stop_signal(int milliseconds) {
 
 std::vector<std::pair<std::string, std::string>> parse_credentials(const std::string& text) {
   std::vector<std::pair<std::string, std::string>> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string entry = text.substr(start, comma - start);
+  for (const std::string_view entry : split_list(text)) {
     const size_t colon = entry.find(':');
     HD_CHECK(colon != std::string::npos && colon > 0 && colon + 1 < entry.size(),
              "--api-auth takes user:password pairs separated by commas; an entry is \"",
              entry.substr(0, colon), colon == std::string::npos ? "" : ":...", "\"");
     out.emplace_back(entry.substr(0, colon), entry.substr(colon + 1));
-    start = comma + 1;
   }
   return out;
 }
