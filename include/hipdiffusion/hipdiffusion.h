@@ -25,7 +25,8 @@
 extern "C" {
 #endif
 
-#define HD_API_VERSION 1
+/* 2: hd_generation_params gained refiner and refiner_switch_at (a version-1 struct_size still works). */
+#define HD_API_VERSION 2
 
 typedef enum hd_status {
   HD_OK = 0,
@@ -96,6 +97,11 @@ typedef struct hd_generation_params {
   float strength;
   hd_progress_fn progress;
   void* progress_user_data;
+  /* Version 2, read only when struct_size covers them. SDXL's refiner, a model's name (NULL: none): the
+   * model denoises the first refiner_switch_at of the schedule by noise level (diffusers' high_noise_frac,
+   * AUTOMATIC1111's switch by timestep), the refiner the rest; in (0, 1), default 0.8. */
+  const char* refiner;
+  double refiner_switch_at;
 } hd_generation_params;
 
 HD_API void hd_generation_params_init(hd_generation_params* params);

@@ -74,7 +74,8 @@ hd_status guarded(Body&& body) {
 // The sizes of the structs as HD_API_VERSION 1 defines them. A later version appends fields, keeps these
 // as the least a caller's struct_size may say, and reads a new field only when struct_size covers it.
 constexpr size_t kEngineOptionsV1 = sizeof(hd_engine_options);
-constexpr size_t kGenerationParamsV1 = sizeof(hd_generation_params);
+constexpr size_t kGenerationParamsV1 = offsetof(hd_generation_params, refiner);
+constexpr size_t kGenerationParamsV2 = sizeof(hd_generation_params);  // + refiner, refiner_switch_at
 
 template <typename Struct>
 void check_struct(const Struct* s, size_t version1_size, const char* what) {
@@ -113,6 +114,10 @@ hd::serve::JobRequest request_of(const hd_generation_params& c) {
     hd::RgbImage image{c.width, c.height,
                        std::vector<uint8_t>(c.init_image, c.init_image + size_t(c.width) * c.height * 3)};
     r.init_image = hd::init_image_of(image);
+  }
+  if (c.struct_size >= kGenerationParamsV2 && c.refiner != nullptr) {
+    r.refiner = c.refiner;
+    r.refiner_switch_at = c.refiner_switch_at;
   }
   return r;
 }
@@ -217,6 +222,7 @@ void hd_generation_params_init(hd_generation_params* params) {
   params->cfg_scale = 7.5f;
   params->batch = 1;
   params->strength = 0.75f;
+  params->refiner_switch_at = 0.8;
 }
 
 hd_status hd_generate(hd_engine* engine, const hd_generation_params* params, hd_result** result) {

@@ -1,8 +1,12 @@
 /* The C API from C, linked against the installed library (tests/capi/installed_library_test.sh builds it
  * with pkg-config). argv[1]: the tiny SD1.x fixture model; argv[2]: the CLI's PNG for REFERENCE's
- * settings. Checks: the picture is the CLI's, byte for byte; a second generation repeats it; two threads
+ * settings; argv[3], argv[4]: the tiny SDXL base and refiner; argv[5]: the CLI's PNG of REFINED's settings.
+ * Checks: the picture is the CLI's, byte for byte; a second generation repeats it; two threads
  * generating at once (their steps batched together) each get their own picture; progress is reported and
- * can cancel; bad input gives the right status and a message. Exits non-zero on the first failure. */
+ * can cancel; bad input gives the right status and a message; SDXL's refiner (version 2 of the struct)
+ * gives the CLI's refined picture, and a version-1 struct_size keeps the library from reading it. Exits
+ * non-zero after all checks when one failed. */
+#include <stddef.h>
 #include <png.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -109,9 +113,56 @@ static void* generate_in_thread(void* arg) {
   return NULL;
 }
 
+/* REFINED: the CLI's --refiner picture (installed_library_test.sh passes the same settings to it). */
+static void refined_params(hd_generation_params* p) {
+  reference_params(p, 5);
+  p->steps = 4;
+  p->refiner = "tiny_sdxl_refiner";
+  p->refiner_switch_at = 0.5;
+}
+
+static void check_refiner(const char* base, const char* refiner, const char* cli_png) {
+  const char* models[2] = {base, refiner};
+  hd_engine_options options;
+  hd_engine_options_init(&options);
+  options.model_paths = models;
+  options.model_count = 2;
+  CHECK(hd_engine_create(&options, &engine) == HD_OK, "%s", hd_last_error());
+  if (engine == NULL) return;
+  int width = 0, height = 0;
+  unsigned char* cli = read_png_rgb(cli_png, &width, &height);
+  CHECK(cli != NULL && width == 64 && height == 64, "cannot read %s as a 64x64 PNG", cli_png);
+  hd_generation_params p;
+  refined_params(&p);
+  unsigned char* refined = picture(&p, HD_OK);
+  if (cli != NULL && refined != NULL)
+    CHECK(memcmp(refined, cli, 64 * 64 * 3) == 0, "the refined picture differs from the CLI's by up to %d levels",
+          largest_difference(refined, cli, 64 * 64 * 3));
+  /* A version-1 caller's struct ends before the refiner: whatever lies there is never read. */
+  refined_params(&p);
+  p.refiner = "no model of this name";
+  p.struct_size = offsetof(hd_generation_params, refiner);
+  unsigned char* base_only = picture(&p, HD_OK);
+  if (refined != NULL && base_only != NULL)
+    CHECK(largest_difference(refined, base_only, 64 * 64 * 3) > 0, "the refiner changed nothing");
+  refined_params(&p);
+  p.refiner_switch_at = 1.0;
+  picture(&p, HD_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(hd_last_error(), "must be in (0, 1)") != NULL, "message: %s", hd_last_error());
+  refined_params(&p);
+  p.refiner = "nothing";
+  picture(&p, HD_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(hd_last_error(), "no model named") != NULL, "message: %s", hd_last_error());
+  free(cli);
+  free(refined);
+  free(base_only);
+  hd_engine_free(engine);
+  engine = NULL;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s TINY_SD1_MODEL CLI_PNG\n", argv[0]);
+  if (argc != 6) {
+    fprintf(stderr, "usage: %s TINY_SD1_MODEL CLI_PNG TINY_SDXL_BASE TINY_SDXL_REFINER CLI_REFINED_PNG\n", argv[0]);
     return 2;
   }
   CHECK(strlen(hd_version()) > 0, "no version");
@@ -223,6 +274,8 @@ int main(int argc, char** argv) {
   free(first);
   free(again);
   hd_engine_free(engine);
+  engine = NULL;
+  check_refiner(argv[3], argv[4], argv[5]);
   if (failures == 0) printf("C API: all checks passed\n");
   return failures == 0 ? 0 : 1;
 }

@@ -24,7 +24,13 @@ export PKG_CONFIG_PATH=$libdir/pkgconfig
 # shellcheck disable=SC2046,SC2086 # pkg-config's flags are separate words
 cc -std=c11 -Wall -Wextra -Werror $sanitize "$source/tests/capi/c_api_test.c" -o "$work/c_api_test" \
   $(pkg-config --cflags --libs hipdiffusion libpng) -lpthread
-LD_LIBRARY_PATH=$libdir "$work/c_api_test" "$model" "$work/cli.png"
+# SDXL's base and refiner: the CLI's refined picture for the C test's REFINED settings.
+xl=$source/tests/fixtures/models
+"$prefix/bin/hipdiffusion" generate --model "$xl/tiny_sdxl_pipeline" --refiner "$xl/tiny_sdxl_refiner" \
+  --high-noise-frac 0.5 --prompt "a red square" --negative-prompt blurry --seed 5 --steps 4 --width 64 --height 64 \
+  --sampler euler_a --output "$work/refined.png" > /dev/null 2>&1
+LD_LIBRARY_PATH=$libdir "$work/c_api_test" "$model" "$work/cli.png" "$xl/tiny_sdxl_pipeline" \
+  "$xl/tiny_sdxl_refiner" "$work/refined.png"
 
 cmake -S "$source/tests/capi/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_EXE_LINKER_FLAGS="$sanitize" > "$work/consumer.log" \
