@@ -68,7 +68,8 @@ class GenerationParams(ctypes.Structure):
                 ("sampler", ctypes.c_char_p), ("schedule", ctypes.c_char_p), ("seed", ctypes.c_uint64),
                 ("width", ctypes.c_int32), ("height", ctypes.c_int32), ("batch", ctypes.c_int32),
                 ("init_image", ctypes.POINTER(ctypes.c_uint8)), ("strength", ctypes.c_float),
-                ("progress", PROGRESS), ("progress_user_data", ctypes.c_void_p)]
+                ("progress", PROGRESS), ("progress_user_data", ctypes.c_void_p),
+                ("refiner", ctypes.c_char_p), ("refiner_switch_at", ctypes.c_double)]  # version 2
 
 
 class HipDiffusion:
@@ -95,7 +96,7 @@ class HipDiffusion:
     def generate(self, prompt, negative, seed, size, steps, guidance):
         """One picture: its RGB bytes (height x width x 3) and its width and height."""
         p = GenerationParams()
-        self.lib.hd_generation_params_init(ctypes.byref(p))
+        self.lib.hd_generation_params_init_sized(ctypes.byref(p), ctypes.sizeof(p))
         p.prompt, p.negative_prompt = prompt.encode(), negative.encode()
         p.steps, p.cfg_scale, p.seed, p.width, p.height = steps, guidance, seed, size, size
         result = ctypes.c_void_p()

@@ -25,7 +25,8 @@
 extern "C" {
 #endif
 
-/* 2: hd_generation_params gained refiner and refiner_switch_at (a version-1 struct_size still works). */
+/* 2: hd_generation_params gained refiner and refiner_switch_at (a version-1 struct_size still works), and
+ * hd_generation_params_init became a macro over hd_generation_params_init_sized. */
 #define HD_API_VERSION 2
 
 typedef enum hd_status {
@@ -104,7 +105,12 @@ typedef struct hd_generation_params {
   double refiner_switch_at;
 } hd_generation_params;
 
+/* Fills the struct with its defaults and sets struct_size: `size` is the caller's sizeof, so that a
+ * library of a later version writes only the fields the caller's struct has. The macro below passes it;
+ * the function of that name (version 1's, for programs built against it) fills version 1's fields. */
+HD_API void hd_generation_params_init_sized(hd_generation_params* params, size_t size);
 HD_API void hd_generation_params_init(hd_generation_params* params);
+#define hd_generation_params_init(params) hd_generation_params_init_sized((params), sizeof *(params))
 
 typedef struct hd_result hd_result;
 

@@ -1,5 +1,6 @@
 // The C API (include/hipdiffusion/hipdiffusion.h) over the serving engine: every call catches what the
 // engine throws and turns it into a status and this thread's message; nothing C++ leaves this file.
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
@@ -214,15 +215,22 @@ hd_status hd_engine_select_model(hd_engine* engine, const char* name) {
   });
 }
 
-void hd_generation_params_init(hd_generation_params* params) {
-  if (params == nullptr) return;
-  std::memset(params, 0, sizeof *params);
-  params->struct_size = sizeof *params;
+void hd_generation_params_init_sized(hd_generation_params* params, size_t size) {
+  if (params == nullptr || size < kGenerationParamsV1) return;  // not even version 1's: nothing is written
+  size = std::min(size, sizeof *params);  // a later version's struct: the fields this library knows
+  std::memset(params, 0, size);
+  params->struct_size = uint32_t(size);
   params->steps = 20;
   params->cfg_scale = 7.5f;
   params->batch = 1;
   params->strength = 0.75f;
-  params->refiner_switch_at = 0.8;
+  if (size >= kGenerationParamsV2) params->refiner_switch_at = 0.8;
+}
+
+// Version 1's, for programs built against it (this file's header makes the name a macro).
+#undef hd_generation_params_init
+void hd_generation_params_init(hd_generation_params* params) {
+  hd_generation_params_init_sized(params, kGenerationParamsV1);
 }
 
 hd_status hd_generate(hd_engine* engine, const hd_generation_params* params, hd_result** result) {

@@ -138,7 +138,15 @@ static void check_refiner(const char* base, const char* refiner, const char* cli
   if (cli != NULL && refined != NULL)
     CHECK(memcmp(refined, cli, 64 * 64 * 3) == 0, "the refined picture differs from the CLI's by up to %d levels",
           largest_difference(refined, cli, 64 * 64 * 3));
-  /* A version-1 caller's struct ends before the refiner: whatever lies there is never read. */
+  /* A program built against version 1 calls the exported function of that name: it writes version 1's
+   * fields only, and the library never reads the refiner that such a struct does not have. */
+  memset(&p, 0xab, sizeof p);
+  (hd_generation_params_init)(&p);  /* the function, not the header's macro */
+  CHECK(p.struct_size == offsetof(hd_generation_params, refiner) && p.steps == 20,
+        "version 1's init: struct_size %u, steps %d", (unsigned)p.struct_size, p.steps);
+  const unsigned char* tail = (const unsigned char*)&p + offsetof(hd_generation_params, refiner);
+  CHECK(tail[0] == 0xab && tail[sizeof p - offsetof(hd_generation_params, refiner) - 1] == 0xab,
+        "version 1's init wrote past version 1's fields");
   refined_params(&p);
   p.refiner = "no model of this name";
   p.struct_size = offsetof(hd_generation_params, refiner);
