@@ -22,7 +22,7 @@ and random weights (speed does not depend on their values), and the ratios.
 hipDiffusion's side runs once per kernel choice of --kernels (default: all,own): "all" lets the autotuner
 pick NVIDIA's libraries (cuDNN, cuBLASLt) where they win, "own" runs our kernels only, as an AMD GPU
 without a winning vendor library does (issue 21's two columns). Each choice keeps a tuning cache of its
-own ($HD_TUNE_CACHE, else /tmp/hd-compare-tuning-<choice>.tsv). The "hipDiffusion" keys of the JSON
+own ($HD_TUNE_CACHE.<choice>, else /tmp/hd-compare-tuning-<choice>.tsv). The "hipDiffusion" keys of the JSON
 are the first choice's; the others add ", own kernels" (or ", <choice> kernels").
 
 With --json-out PATH, every number above is also written there (tools/plot_stages.py draws the chart of
@@ -185,6 +185,7 @@ def main():
         logging.set_verbosity_error()
         print("device:", torch.cuda.get_device_name(), "torch", torch.__version__)
         report["sdxl"] = sdxl_comparison(args.build, args.compile, args.kernels)
+        del report["arch"], report["steps"]  # the SD1.x comparison's, not run here
         if args.json_out:
             with open(args.json_out, "w") as f:
                 json.dump(report, f, indent=1)

@@ -79,13 +79,18 @@ class HipDiffusion:
         self.lib = ctypes.CDLL(lib)
         self.lib.hd_last_error.restype = ctypes.c_char_p
         self.lib.hd_result_seconds.restype = ctypes.c_double
+        self.lib.hd_generation_params_init_sized.argtypes = [ctypes.POINTER(GenerationParams), ctypes.c_size_t]
+        # The fields of version 2 (the refiner) exist in this struct: the library must know them.
+        self.lib.hd_api_version.restype = ctypes.c_int32
+        if self.lib.hd_api_version() < 2:
+            raise SystemExit(f"{lib} speaks the C API's version {self.lib.hd_api_version()}; this harness needs 2")
         options = EngineOptions()
         self.lib.hd_engine_options_init(ctypes.byref(options))
         self.paths = (ctypes.c_char_p * 1)(model.encode())
         options.model_paths, options.model_count = self.paths, 1
         options.device = device.encode()
         options.max_batch_rows = max_batch_rows
-        options.max_queue = 4096  # LoadGen's Offline scenario issues every query at once
+        options.max_queue = 4096  # LoadGen's Offline scenario queues every query at once (--concurrency run)
         self.engine = ctypes.c_void_p()
         self.check(self.lib.hd_engine_create(ctypes.byref(options), ctypes.byref(self.engine)), "hd_engine_create")
 
@@ -221,16 +226,16 @@ class SystemUnderTest:
                                            a.size, a.steps, a.guidance)
 
     def keep(self, index, rgb, width, height):
+        size = self.args.size
+        if rgb and ((width, height) != (size, size) or len(rgb) != width * height * 3):
+            with self.lock:
+                self.errors.append(f"sample {index}: a {width}x{height} picture for a {size}x{size} query")
         if not self.args.save_images or index >= self.args.save_count or not rgb:
             return
         from PIL import Image
         path = Path(self.args.save_images) / f"{index:05d}.png"
         if not path.exists():
             Image.frombytes("RGB", (width, height), rgb).save(path)
-        size = self.args.size
-        if (width, height) != (size, size):
-            with self.lock:
-                self.errors.append(f"sample {index}: a {width}x{height} picture for a {size}x{size} query")
 
     def close(self):
         for _ in self.threads:

@@ -20,7 +20,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLOURS = {"hipDiffusion": "#c0392b", "diffusers eager": "#7f8c8d", "diffusers + torch.compile": "#2c3e50"}
+COLOURS = {"hipDiffusion": "#c0392b", "hipDiffusion, own kernels": "#e59866", "diffusers eager": "#7f8c8d",
+           "diffusers + torch.compile": "#2c3e50"}
 
 
 def panels(report):

@@ -46,6 +46,9 @@ HD_API const char* hd_status_name(hd_status status);
 HD_API const char* hd_last_error(void);
 /* The library's version, "0.1.0". */
 HD_API const char* hd_version(void);
+/* The HD_API_VERSION the library was built with (2 and later; a version-1 library lacks this call): a
+ * program or binding checks it before setting a later version's fields. */
+HD_API int32_t hd_api_version(void);
 
 typedef struct hd_engine hd_engine;
 
@@ -107,10 +110,12 @@ typedef struct hd_generation_params {
 
 /* Fills the struct with its defaults and sets struct_size: `size` is the caller's sizeof, so that a
  * library of a later version writes only the fields the caller's struct has. The macro below passes it;
- * the function of that name (version 1's, for programs built against it) fills version 1's fields. */
+ * the function of that name (version 1's, for programs built against it, and what a binding that cannot
+ * expand C macros reaches by name) fills version 1's fields only: such a binding calls
+ * hd_generation_params_init_sized itself with its struct's size, or the refiner is never read. */
 HD_API void hd_generation_params_init_sized(hd_generation_params* params, size_t size);
 HD_API void hd_generation_params_init(hd_generation_params* params);
-#define hd_generation_params_init(params) hd_generation_params_init_sized((params), sizeof *(params))
+#define hd_generation_params_init(params) hd_generation_params_init_sized((params), sizeof(hd_generation_params))
 
 typedef struct hd_result hd_result;
 

@@ -215,6 +215,10 @@ hd_status hd_engine_select_model(hd_engine* engine, const char* name) {
   });
 }
 
+int32_t hd_api_version(void) {
+  return HD_API_VERSION;
+}
+
 void hd_generation_params_init_sized(hd_generation_params* params, size_t size) {
   if (params == nullptr || size < kGenerationParamsV1) return;  // not even version 1's: nothing is written
   size = std::min(size, sizeof *params);  // a later version's struct: the fields this library knows

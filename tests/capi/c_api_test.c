@@ -174,6 +174,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   CHECK(strlen(hd_version()) > 0, "no version");
+  CHECK(hd_api_version() == HD_API_VERSION, "API version %d, the header's %d", hd_api_version(), HD_API_VERSION);
+  hd_generation_params_init(NULL); /* nothing to fill, nothing done */
   hd_engine_options options;
   hd_engine_options_init(&options);
   const char* model = argv[1];

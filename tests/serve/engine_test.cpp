@@ -258,7 +258,8 @@ TEST(ServeEngine, BadRequestsAreRefusedOrFailAlone) {
 
 // SDXL's refiner through the engine: a job with a refiner gives generate_with_refiner's picture, batched
 // with another refiner job (their model shares share UNet batches; the one whose share ends first goes on
-// alone on the refiner) and beside a plain job of the same model, with its progress over both shares.
+// alone on the refiner), and a plain job of the same model queued behind them (it waits: a worker batches
+// jobs of one model and refiner) gives the model's, each with its progress over its shares.
 TEST(ServeEngine, ARefinerJobGivesTheExpertEnsemblesPicture) {
   const std::string base_path = kModels + "tiny_sdxl_pipeline", refiner_path = kModels + "tiny_sdxl_refiner";
   const StableDiffusion base = StableDiffusion::load(base_path, std::nullopt);

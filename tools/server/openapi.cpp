@@ -65,7 +65,7 @@ json field_schema(const std::string& name, const RequestLimits& limits) {
   if (name == "refiner_checkpoint")
     return nullable(
         json{{"type", "string"},
-             {"description", "SDXL's refiner, a model of /sdapi/v1/sd-models (\"\" or \"None\": none)"}});
+             {"description", "SDXL's refiner, a model of /sdapi/v1/sd-models (\"\", \"None\" or \"none\": none)"}});
   if (name == "refiner_switch_at")
     return nullable(json{{"type", "number"},
                          {"minimum", 0},
