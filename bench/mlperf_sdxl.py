@@ -28,7 +28,6 @@ CLI's.
 import argparse
 import ctypes
 import json
-import os
 import queue
 import re
 import sys
@@ -78,7 +77,6 @@ class HipDiffusion:
     def __init__(self, lib, model, device, max_batch_rows):
         self.lib = ctypes.CDLL(lib)
         self.lib.hd_last_error.restype = ctypes.c_char_p
-        self.lib.hd_result_seconds.restype = ctypes.c_double
         self.lib.hd_generation_params_init_sized.argtypes = [ctypes.POINTER(GenerationParams), ctypes.c_size_t]
         # The fields of version 2 (the refiner) exist in this struct: the library must know them.
         self.lib.hd_api_version.restype = ctypes.c_int32

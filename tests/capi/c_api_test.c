@@ -77,6 +77,12 @@ static unsigned char* picture(const hd_generation_params* p, hd_status expected)
   return copy;
 }
 
+/* A generation the library refuses as the caller's bad input, with a message that says `text`. */
+static void expect_refused(const hd_generation_params* p, const char* text) {
+  CHECK(picture(p, HD_ERROR_INVALID_ARGUMENT) == NULL, "a refused generation gave a picture");
+  CHECK(strstr(hd_last_error(), text) != NULL, "expected \"%s\" in the message: %s", text, hd_last_error());
+}
+
 static int largest_difference(const unsigned char* a, const unsigned char* b, size_t n) {
   int largest = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -155,12 +161,10 @@ static void check_refiner(const char* base, const char* refiner, const char* cli
     CHECK(largest_difference(refined, base_only, 64 * 64 * 3) > 0, "the refiner changed nothing");
   refined_params(&p);
   p.refiner_switch_at = 1.0;
-  picture(&p, HD_ERROR_INVALID_ARGUMENT);
-  CHECK(strstr(hd_last_error(), "must be in (0, 1)") != NULL, "message: %s", hd_last_error());
+  expect_refused(&p, "must be in (0, 1)");
   refined_params(&p);
   p.refiner = "nothing";
-  picture(&p, HD_ERROR_INVALID_ARGUMENT);
-  CHECK(strstr(hd_last_error(), "no model named") != NULL, "message: %s", hd_last_error());
+  expect_refused(&p, "no model named");
   free(cli);
   free(refined);
   free(base_only);
@@ -239,20 +243,16 @@ int main(int argc, char** argv) {
   /* Bad input: a status and a message saying what is wrong. */
   reference_params(&p, 7);
   p.steps = 0;
-  picture(&p, HD_ERROR_INVALID_ARGUMENT);
-  CHECK(strstr(hd_last_error(), "steps must be between 1 and 1000") != NULL, "message: %s", hd_last_error());
+  expect_refused(&p, "steps must be between 1 and 1000");
   reference_params(&p, 7);
   p.model = "../../etc/passwd";
-  picture(&p, HD_ERROR_INVALID_ARGUMENT);
-  CHECK(strstr(hd_last_error(), "no model named") != NULL, "message: %s", hd_last_error());
+  expect_refused(&p, "no model named");
   reference_params(&p, 7);
   p.sampler = "heun";
-  picture(&p, HD_ERROR_INVALID_ARGUMENT);
-  CHECK(strstr(hd_last_error(), "heun") != NULL, "message: %s", hd_last_error());
+  expect_refused(&p, "heun");
   reference_params(&p, 7);
   p.struct_size = 8;
-  picture(&p, HD_ERROR_INVALID_ARGUMENT);
-  CHECK(strstr(hd_last_error(), "struct_size") != NULL, "message: %s", hd_last_error());
+  expect_refused(&p, "struct_size");
   CHECK(hd_generate(engine, NULL, NULL) == HD_ERROR_INVALID_ARGUMENT, "NULL pointers");
   CHECK(hd_engine_select_model(engine, "nothing") == HD_ERROR_INVALID_ARGUMENT, "an unknown model selected");
   hd_engine* other = NULL;
