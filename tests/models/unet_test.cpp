@@ -115,7 +115,10 @@ TEST(Unet, ImageSplitGivesTheWholeForwardsRows) {
         const OwnedTensor expected = test::rows_of(whole, rank * rows, rows);
         const double err = test::relative_l2(part, test::as_reference(expected));
         std::printf("%s UNet, strip %d of %d: relative L2 %.3g against the whole forward\n", family, rank, ranks, err);
-        EXPECT_LE(err, 1e-6);
+        // f32 rounding only: the strips' GroupNorm statistics are combined by Chan's formula and their
+        // GEMMs block fewer rows (720 strips measured 0.53e-6 to 1.13e-6; CI once saw 1.08e-6 against
+        // the old bound of 1e-6). A wrong halo row or a missed exchange gives 1e-2 and more.
+        EXPECT_LE(err, 3e-6);
       });
     }
     // A strip whose rows do not line up with the downsampling is refused before anything is exchanged.
