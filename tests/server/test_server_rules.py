@@ -1,7 +1,9 @@
 """The server's own rules with a real process: authentication on every route, the queue's limit, A1111's
-interrupt and skip, and SIGTERM (the accepted generations finish and are answered, new ones get 503)."""
+interrupt and skip, a client that leaves (its pictures cancelled), and SIGTERM (the accepted generations
+finish and are answered, new ones get 503)."""
 import json
 import signal
+import socket
 import threading
 import time
 
@@ -149,6 +151,27 @@ def test_interrupt_stops_the_requests_in_progress_and_skip_one_picture(start_ser
     assert result["answer"].status_code == 200
     assert len(result["answer"].json()["images"]) == 1
     assert requests.get(f"{server.url}/sdapi/v1/progress").json()["state"]["job_count"] == 0
+
+
+def test_a_client_that_closes_its_connection_gets_nothing_more_made(start_server):
+    server = start_server("--model", str(TINY))
+    payload = json.dumps(generation(150, n_iter=3)).encode()  # about 15 s of work on one core
+    client = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    client.sendall(b"POST /sdapi/v1/txt2img HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+    deadline = time.time() + 120
+    while requests.get(f"{server.url}/sdapi/v1/progress").json()["state"]["sampling_step"] < 1:
+        assert time.time() < deadline, "no step within the time"
+        time.sleep(0.01)
+    client.close()
+    closed = time.time()
+    # Cancelled before its next step (the server looks every 100 ms): nothing queued or running within 3 s.
+    while requests.get(f"{server.url}/sdapi/v1/progress").json()["state"]["job_count"]:
+        assert time.time() - closed < 3, "the pictures of a closed connection are still being made"
+        time.sleep(0.05)
+    assert "closed its connection: its request's unfinished pictures are cancelled" in server.log()
+    answer = requests.post(f"{server.url}/sdapi/v1/txt2img", json=generation(2), timeout=120)
+    assert answer.status_code == 200 and picture_seeds(answer.json()) == [1]
 
 
 def test_sigterm_answers_the_accepted_generations_and_refuses_new_ones(start_server):

@@ -22,6 +22,7 @@
 #include "pipeline/infotext.h"
 #include "pipeline/init_image.h"
 #include "tools/server/base64.h"
+#include "tools/server/client_connection.h"
 #include "tools/server/openapi.h"
 
 namespace hd::server {
@@ -138,6 +139,9 @@ class Requests {
   std::list<Jobs> requests_;
 };
 
+// How often a handler waiting for its pictures looks whether its client is still there.
+constexpr std::chrono::milliseconds kClientCheckInterval{100};
+
 class Server {
  public:
   Server(serve::Engine& engine, const ServerOptions& options) : engine_(engine), options_(options) {}
@@ -188,7 +192,16 @@ class Server {
     std::vector<Delivered> pictures;
     std::string model;
     bool interrupted = false;
+    // A client that closes its connection gets nothing more made: its pictures are cancelled (by the
+    // entry, as this handler leaves) before their next step, and the queue moves on.
+    const ClientConnection client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     for (size_t i = 0; i < jobs.size(); ++i) {
+      while (!jobs[i]->wait_for(kClientCheckInterval)) {
+        if (!client.gone()) continue;
+        std::fprintf(stderr, "%s:%d closed its connection: its request's unfinished pictures are cancelled\n",
+                     req.remote_addr.c_str(), req.remote_port);
+        return reply_error(res, 499, "the client closed its connection");  // nginx's code; nobody reads it
+      }
       try {
         const GenerationResult& result = jobs[i]->wait();
         model = jobs[i]->model_name();

@@ -1,8 +1,9 @@
 // `hipdiffusion serve`'s HTTP side: AUTOMATIC1111's API (a1111_api.h) over cpp-httplib, on one serving
 // engine. Loopback unless told otherwise; HTTP basic authentication on every request when credentials are
 // given; limits on the body, the picture, the steps, the pictures per request and the queue, each a clear
-// 4xx; errors as A1111's clients read them ({"detail": "..."}). SIGTERM or SIGINT: new generations get
-// 503, the accepted ones finish and are answered, then the server ends.
+// 4xx; errors as A1111's clients read them ({"detail": "..."}). A client that closes its connection
+// before its answer gets its unfinished pictures cancelled. SIGTERM or SIGINT: new generations get 503,
+// the accepted ones finish and are answered, then the server ends.
 #pragma once
 
 #include <cstddef>
