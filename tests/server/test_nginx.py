@@ -1,6 +1,9 @@
 """Scaling past one process: two servers behind nginx (Debian's package) on loopback, the arrangement the
 README shows. One server is killed mid-run; nginx's retry on the other answers every request, because a
-server keeps nothing between requests that another would need."""
+server keeps nothing between requests that another would need. A client that leaves nginx gets its
+pictures cancelled on the server behind it too."""
+import contextlib
+import json
 import os
 import shutil
 import signal
@@ -58,13 +61,13 @@ http {{
 """
 
 
-def test_nginx_in_front_of_two_servers_serves_every_request_when_one_dies(start_server, tmp_path):
+@contextlib.contextmanager
+def nginx_in_front(tmp_path, upstreams: list[int]):
+    """nginx with the README's arrangement in front of `upstreams`, up and answering: its URL."""
     if not os.path.exists(NGINX):
         pytest.fail("nginx is missing: tools/install_deps.sh installs Debian's nginx-light")
-    first = start_server("--model", str(TINY))
-    second = start_server("--model", str(TINY))
     port = free_port()
-    (tmp_path / "nginx.conf").write_text(nginx_config(tmp_path, port, [first.port, second.port]))
+    (tmp_path / "nginx.conf").write_text(nginx_config(tmp_path, port, upstreams))
     nginx = subprocess.Popen([NGINX, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -78,6 +81,19 @@ def test_nginx_in_front_of_two_servers_serves_every_request_when_one_dies(start_
                 pass
             assert time.time() < deadline and nginx.poll() is None, "nginx did not come up: " + nginx.stderr.read()
             time.sleep(0.1)
+        yield url
+    finally:
+        nginx.send_signal(signal.SIGQUIT)
+        try:
+            nginx.wait(20)
+        except subprocess.TimeoutExpired:
+            nginx.kill()
+
+
+def test_nginx_in_front_of_two_servers_serves_every_request_when_one_dies(start_server, tmp_path):
+    first = start_server("--model", str(TINY))
+    second = start_server("--model", str(TINY))
+    with nginx_in_front(tmp_path, [first.port, second.port]) as url:
         answers, errors = {}, []
 
         def client(c: int) -> None:
@@ -107,9 +123,26 @@ def test_nginx_in_front_of_two_servers_serves_every_request_when_one_dies(start_
             assert picture_seeds(answer.json()) == [seed]
         assert first.process.wait(10) == -signal.SIGKILL
         assert second.process.poll() is None, second.log()
-    finally:
-        nginx.send_signal(signal.SIGQUIT)
-        try:
-            nginx.wait(20)
-        except subprocess.TimeoutExpired:
-            nginx.kill()
+
+
+def test_a_client_that_leaves_nginx_gets_its_pictures_cancelled_behind_it(start_server, tmp_path):
+    server = start_server("--model", str(TINY))
+    with nginx_in_front(tmp_path, [server.port]) as url:
+        host, port = url.removeprefix("http://").split(":")
+        payload = json.dumps({"prompt": "a red square", "steps": 150, "n_iter": 3, "width": 32, "height": 32,
+                              "seed": 1}).encode()  # about 15 s of work on one core
+        client = socket.create_connection((host, int(port)), timeout=30)
+        client.sendall(b"POST /sdapi/v1/txt2img HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+        deadline = time.time() + 120
+        while requests.get(f"{server.url}/sdapi/v1/progress").json()["state"]["sampling_step"] < 1:
+            assert time.time() < deadline, "no step within the time"
+            time.sleep(0.01)
+        client.close()
+        closed = time.time()
+        # nginx closes its connection to the server (proxy_ignore_client_abort is off), and the server
+        # cancels: nothing queued or running within 3 s.
+        while requests.get(f"{server.url}/sdapi/v1/progress").json()["state"]["job_count"]:
+            assert time.time() - closed < 3, "the pictures of a client who left are still being made"
+            time.sleep(0.05)
+        assert "closed its connection: its request's unfinished pictures are cancelled" in server.log()
