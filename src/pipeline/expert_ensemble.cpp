@@ -34,8 +34,16 @@ RefinerShares refiner_shares(const StableDiffusion& base, const StableDiffusion&
   // Every check before the first step: each model's rules and each share's steps.
   base.validate(shares.base, from_init_image);
   refiner.validate(shares.refiner, true);
-  const StepRange base_steps = base.steps_of(shares.base, from_init_image);
-  const StepRange refiner_steps = refiner.steps_of(shares.refiner, false);
+  StepRange base_steps = base.step_range(shares.base, from_init_image);
+  if (from_init_image && base_steps.empty()) {
+    // The strength starts the image below the switch: the base has no step of its own, and the refiner
+    // makes the picture alone as the img2img of the init image that it is (A1111 does the same).
+    shares.refiner.denoising_start.reset();
+    base_steps = {};
+  } else {
+    base_steps = base.steps_of(shares.base, from_init_image);  // its error, when txt2img leaves none
+  }
+  const StepRange refiner_steps = refiner.steps_of(shares.refiner, base_steps.empty());
   shares.base_steps = base_steps.end - base_steps.first;
   shares.refiner_steps = refiner_steps.end - refiner_steps.first;
   return shares;
@@ -54,6 +62,11 @@ GenerationResult generate_with_refiner(const StableDiffusion& base, const Stable
     if (!progress) return {};
     return [&progress, offset, total](int done, int) { progress(offset + done, total); };
   };
+  if (shares.base_steps == 0) {  // img2img starting below the switch: the refiner's alone
+    OwnedTensor latents =
+        refiner.denoise(shares.refiner, generator, &times, DenoiseStart{init_image, nullptr, {}}, reported(0));
+    return refiner.finish(shares.refiner, std::move(latents), std::move(times), start);
+  }
   const OwnedTensor handed =
       base.denoise(shares.base, generator, &times, DenoiseStart{init_image, nullptr, {}}, reported(0));
   OwnedTensor latents =

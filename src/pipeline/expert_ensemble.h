@@ -11,15 +11,18 @@ namespace hd {
 // one generator, seeded with params.seed, draws for both (the noise, then every ancestral step's), and the
 // refiner's VAE decodes. From `init_image` the base starts as img2img does (params.strength). Each model
 // takes its own share of `params`: the size conditioning the base's, the original size, crop and aesthetic
-// scores the refiner's (a refiner has no target size). Throws before any work when the pair or a share is
-// wrong: a refiner as the base, latents of different spaces, a fraction that leaves either model no step.
+// scores the refiner's (a refiner has no target size). An img2img whose strength starts below the switch
+// leaves the base no step: the refiner then makes the picture alone, as an img2img of `init_image` with
+// params.strength (A1111 does the same). Throws before any work when the pair or a share is wrong: a
+// refiner as the base, latents of different spaces, a fraction that leaves either model no step otherwise.
 GenerationResult generate_with_refiner(const StableDiffusion& base, const StableDiffusion& refiner,
                                        const GenerationParams& params, double high_noise_frac,
                                        const ProgressCallback& progress = {}, const Tensor* init_image = nullptr);
 
 // Each model's share of a request with a refiner, every check of generate_with_refiner made (they throw
 // before any work): the base's parameters (denoising_end) and the refiner's (denoising_start), and the
-// steps each takes. A server steps the two runs itself (serve::Engine).
+// steps each takes (the base none when the refiner makes an img2img alone: the refiner's share is then a
+// plain img2img of the init image). A server steps the two runs itself (serve::Engine).
 struct RefinerShares {
   GenerationParams base, refiner;
   int base_steps = 0, refiner_steps = 0;

@@ -47,7 +47,7 @@ int img2img_first_step(const GenerationParams& p) {
   return p.steps - noised_steps;
 }
 
-StepRange denoising_steps(const GenerationParams& p, const std::vector<float>& timesteps, int num_train_timesteps,
+StepRange denoising_range(const GenerationParams& p, const std::vector<float>& timesteps, int num_train_timesteps,
                           bool img2img) {
   const int steps = int(timesteps.size());
   // diffusers: int(round(T - fraction * T)) in Python floats (round half to even, as nearbyint).
@@ -65,7 +65,14 @@ StepRange denoising_steps(const GenerationParams& p, const std::vector<float>& t
     const double c = cutoff(*p.denoising_end);
     r.end = r.first + int(std::count_if(timesteps.begin() + r.first, timesteps.end(), [&](float t) { return double(t) >= c; }));
   }
-  HD_CHECK(r.end > r.first, "of the ", steps, " steps, none lies ",
+  return r;
+}
+
+StepRange denoising_steps(const GenerationParams& p, const std::vector<float>& timesteps, int num_train_timesteps,
+                          bool img2img) {
+  const StepRange r = denoising_range(p, timesteps, num_train_timesteps, img2img);
+  const size_t steps = timesteps.size();
+  HD_CHECK(!r.empty(), "of the ", steps, " steps, none lies ",
            p.denoising_start && p.denoising_end ? "between the denoising start and end"
            : p.denoising_start                  ? "after the denoising start"
                                                 : "before the denoising end",

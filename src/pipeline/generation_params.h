@@ -71,8 +71,12 @@ int img2img_first_step(const GenerationParams& p);
 // and "Apply denoising_end", cutoff = round(T - fraction * T)). Throws when no step is left.
 struct StepRange {
   int first = 0, end = 0;
+  bool empty() const { return end <= first; }
 };
 StepRange denoising_steps(const GenerationParams& p, const std::vector<float>& timesteps, int num_train_timesteps,
+                          bool img2img);
+// The same range, empty rather than an error when no step is left (strength's own rule still throws).
+StepRange denoising_range(const GenerationParams& p, const std::vector<float>& timesteps, int num_train_timesteps,
                           bool img2img);
 
 // Wall-clock milliseconds of a generation's stages, each ended by waiting for the device.

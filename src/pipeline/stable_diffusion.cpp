@@ -264,6 +264,10 @@ StepRange StableDiffusion::steps_of(const GenerationParams& p, bool img2img) con
   return denoising_steps(p, sampler_for(p)->timesteps(), scheduler_config_.num_train_timesteps, img2img);
 }
 
+StepRange StableDiffusion::step_range(const GenerationParams& p, bool img2img) const {
+  return denoising_range(p, sampler_for(p)->timesteps(), scheduler_config_.num_train_timesteps, img2img);
+}
+
 GenerationResult StableDiffusion::finish(const GenerationParams& p, OwnedTensor latents, StageTimes times,
                                          std::chrono::steady_clock::time_point start,
                                          comm::ImageSplit* decode_split) const {

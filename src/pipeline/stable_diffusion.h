@@ -150,6 +150,8 @@ class StableDiffusion {
   void step(std::span<DenoisingRun* const> runs) const;
   // The steps `denoise` would run for `params`.
   StepRange steps_of(const GenerationParams& params, bool img2img) const;
+  // The same, empty rather than an error when the denoising start or end leaves no step.
+  StepRange step_range(const GenerationParams& params, bool img2img) const;
   // The image of final latents (as denoise returns them): decoded, in [0, 1]; stage times completed.
   // With `decode_split` (every rank of its group holding the same latents), each rank decodes its strip
   // and every rank gets the whole picture (see decode).

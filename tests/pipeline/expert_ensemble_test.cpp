@@ -97,6 +97,38 @@ TEST(ExpertEnsemble, DenoisingStepsSplitTheScheduleAtTheCutoff) {
   EXPECT_THROW(denoising_steps(p, leading10, 1000, false), Error);
 }
 
+// An img2img whose strength starts the image below the switch leaves the base no step: the picture is
+// the refiner's img2img of the init image alone (which TinyRefinerMatchesDiffusers holds to diffusers).
+TEST(ExpertEnsemble, Img2ImgStartingBelowTheSwitchIsTheRefinersAlone) {
+  const StableDiffusion base = StableDiffusion::load(kBase, std::nullopt);
+  const StableDiffusion refiner = StableDiffusion::load(kRefiner, std::nullopt);
+  const OwnedTensor init = init_image_of(read_png(kModels + "img2img_init.png"));  // 24x32
+  GenerationParams p;
+  p.prompt = "a red square";
+  p.width = 24;
+  p.height = 32;
+  p.steps = 10;
+  p.seed = 7;
+  p.strength = 0.15;  // one step, from below 0.8 of the schedule's noise
+  const RefinerShares shares = refiner_shares(base, refiner, p, 0.8, true);
+  EXPECT_EQ(shares.base_steps, 0);
+  EXPECT_EQ(shares.refiner_steps, 1);
+  EXPECT_FALSE(shares.refiner.denoising_start.has_value());
+  int last_done = 0, total = 0;
+  const GenerationResult ensemble = generate_with_refiner(
+      base, refiner, p, 0.8, [&](int done, int all) { last_done = done, total = all; }, &init.view());
+  const GenerationResult alone = refiner.generate(shares.refiner, {}, &init.view());
+  EXPECT_LT(test::relative_l2(ensemble.image, test::as_reference(alone.image)), 1e-7);
+  EXPECT_EQ(last_done, 1);
+  EXPECT_EQ(total, 1);
+  // A strength that starts above the switch leaves the base its share, and txt2img is refused as before.
+  p.strength = 0.5;
+  EXPECT_GT(refiner_shares(base, refiner, p, 0.8, true).base_steps, 0);
+  // (cutoff round(1000 - 0.1) = 1000: every timestep lies below it)
+  test::expect_error_containing([&] { (void)refiner_shares(base, refiner, p, 0.0001, false); },
+                                "before the denoising end");
+}
+
 TEST(ExpertEnsemble, BadPairsAndParametersAreClearErrors) {
   const StableDiffusion base = StableDiffusion::load(kBase, std::nullopt);
   const StableDiffusion refiner = StableDiffusion::load(kRefiner, std::nullopt);
