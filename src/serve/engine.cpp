@@ -85,6 +85,7 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   HD_CHECK(options_.max_queue >= 1, "the queue must hold at least one job");
   HD_CHECK(options_.max_batch_rows >= 1, "a UNet batch holds at least one row, got ",
            options_.max_batch_rows);
+  HD_CHECK(options_.keep_models >= 1, "a worker keeps at least one model loaded, got ", options_.keep_models);
   options_.placement.validate();
   const std::vector<Device> devices =
       options_.devices.empty() ? std::vector<Device>{options_.placement.device} : options_.devices;
@@ -175,10 +176,11 @@ std::string Engine::current_model() const {
 
 Engine::Status Engine::status() const {
   std::lock_guard lock(mutex_);
-  Status s{queue_.size(), {}, finished_, unet_calls_, unet_rows_, {}};
+  Status s{queue_.size(), {}, finished_, unet_calls_, unet_rows_, {}, {}, model_loads_};
   for (const auto& w : workers_) {
     s.running.insert(s.running.end(), w->running.begin(), w->running.end());
     s.loaded.push_back(w->loaded_name);
+    s.held.push_back(w->held_names);
   }
   // In the order they started, across the workers (A1111's skip takes the first).
   std::sort(s.running.begin(), s.running.end(), [](const auto& a, const auto& b) { return a->id() < b->id(); });
@@ -276,8 +278,9 @@ bool Engine::iterate(Worker& w, std::vector<std::shared_ptr<Job>>& active,
   }
   if (!admitted.empty()) {
     try {  // once for all admitted jobs: they share one model and refiner (admit_locked)
-      model(w, admitted.front()->model_name());
-      if (!admitted.front()->refiner_name().empty()) refiner_model(w, admitted.front()->refiner_name());
+      const std::string& refiner = admitted.front()->refiner_name();
+      model(w, admitted.front()->model_name(), refiner);
+      if (!refiner.empty()) refiner_model(w, refiner);
     } catch (...) {
       for (const auto& job : admitted) end(job, JobState::kFailed, std::current_exception());
       admitted.clear();
@@ -364,7 +367,10 @@ std::unique_ptr<StableDiffusion> Engine::load(const Worker& w, const std::string
                                               const char* role) const {
   const CatalogueEntry& entry = options_.catalogue.find(name);
   return std::make_unique<StableDiffusion>(
-      with_context([&] { return StableDiffusion::load(entry.path, std::nullopt, std::nullopt, w.placement); },
+      with_context([&] {
+        return options_.loader ? options_.loader(entry, w.placement)
+                               : StableDiffusion::load(entry.path, std::nullopt, std::nullopt, w.placement);
+      },
                    [&] {
                      return workers_.size() == 1 ? str_cat("while loading the ", role, " ", entry.name)
                                                  : str_cat("while loading the ", role, " ", entry.name,
@@ -372,35 +378,78 @@ std::unique_ptr<StableDiffusion> Engine::load(const Worker& w, const std::string
                    }));
 }
 
-const StableDiffusion& Engine::model(Worker& w, const std::string& name) {
-  if (w.loaded && w.loaded_name == name) return *w.loaded;
-  // The last model goes first, and its refiner: their memory is what the next one needs.
-  w.refiner.reset();
-  w.refiner_name.clear();
-  w.loaded.reset();
+StableDiffusion* Engine::find_held(const Worker& w, const std::string& name) {
+  for (const HeldModel& h : w.held)
+    if (h.name == name) return h.model.get();
+  return nullptr;
+}
+
+const StableDiffusion& Engine::hold(Worker& w, const std::string& name, const char* role,
+                                    const std::string& beside) {
+  const auto publish = [&] {  // held_names, most recently used first
+    std::vector<const HeldModel*> order;
+    for (const HeldModel& h : w.held) order.push_back(&h);
+    std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) { return a->last_used > b->last_used; });
+    std::lock_guard lock(mutex_);
+    w.held_names.clear();
+    for (const HeldModel* h : order) w.held_names.push_back(h->name);
+  };
+  for (HeldModel& h : w.held) {
+    if (h.name != name) continue;
+    h.last_used = ++w.uses;
+    publish();
+    return *h.model;
+  }
+  // The least recently used that the batch does not need, until `keep` others remain (or none may go).
+  const auto drop_until = [&](size_t keep) {
+    for (;;) {
+      size_t oldest = w.held.size();
+      for (size_t i = 0; i < w.held.size(); ++i)
+        if (w.held[i].name != beside && (oldest == w.held.size() || w.held[i].last_used < w.held[oldest].last_used))
+          oldest = i;
+      if (w.held.size() <= keep || oldest == w.held.size()) break;
+      w.held.erase(w.held.begin() + std::ptrdiff_t(oldest));
+    }
+    publish();
+  };
+  drop_until(size_t(options_.keep_models) - 1);  // their memory is what the next one needs
+  std::unique_ptr<StableDiffusion> loaded;
+  try {
+    loaded = load(w, name, role);
+  } catch (const Error& e) {
+    const bool others = std::any_of(w.held.begin(), w.held.end(), [&](const auto& h) { return h.name != beside; });
+    if (e.kind() != ErrorKind::kOutOfMemory || !others) throw;
+    drop_until(0);  // the kept models took the room: only the batch's own stay
+    loaded = load(w, name, role);
+  }
+  w.held.push_back({name, std::move(loaded), ++w.uses});
   {
     std::lock_guard lock(mutex_);
-    w.loaded_name.clear();
+    ++model_loads_;
   }
-  w.loaded = load(w, name, "model");
+  publish();
+  return *w.held.back().model;
+}
+
+const StableDiffusion& Engine::model(Worker& w, const std::string& name, const std::string& refiner) {
+  if (name != w.loaded_name) {  // (written by this worker's thread only)
+    std::lock_guard lock(mutex_);
+    w.loaded_name.clear();  // until it is held
+  }
+  const StableDiffusion& sd = hold(w, name, "model", refiner);
   std::lock_guard lock(mutex_);
   w.loaded_name = name;
-  return *w.loaded;
+  return sd;
 }
 
 const StableDiffusion& Engine::refiner_model(Worker& w, const std::string& name) {
-  if (name == w.loaded_name) return *w.loaded;  // (written by this worker's thread only)
-  if (w.refiner && w.refiner_name == name) return *w.refiner;
-  w.refiner.reset();  // the last refiner's memory first
-  w.refiner_name.clear();
-  w.refiner = load(w, name, "refiner");
-  w.refiner_name = name;
-  return *w.refiner;
+  return hold(w, name, name == w.loaded_name ? "model" : "refiner", w.loaded_name);
 }
 
 const StableDiffusion& Engine::stepping_model(const Worker& w, const Job& job) const {
-  if (!job.refining_) return *w.loaded;
-  return job.wanted_refiner_ == w.loaded_name ? *w.loaded : *w.refiner;
+  const StableDiffusion* sd = find_held(w, job.refining_ ? job.wanted_refiner_ : w.loaded_name);
+  HD_CHECK_KIND(sd != nullptr, ErrorKind::kRuntime, "the worker dropped the model of a running job");
+  return *sd;
 }
 
 bool Engine::hand_over(Worker& w, const std::shared_ptr<Job>& job) {
@@ -420,7 +469,7 @@ bool Engine::hand_over(Worker& w, const std::shared_ptr<Job>& job) {
 void Engine::start(Worker& w, const std::shared_ptr<Job>& job) {
   if (job->cancel_requested()) return end(job, JobState::kCancelled, cancelled_error());
   try {
-    const StableDiffusion& sd = *w.loaded;  // the job's model (iterate loaded it)
+    const StableDiffusion& sd = stepping_model(w, *job);  // the job's model (iterate loaded it)
     {
       std::lock_guard lock(job->mutex_);
       job->state_ = JobState::kRunning;
@@ -432,8 +481,13 @@ void Engine::start(Worker& w, const std::shared_ptr<Job>& job) {
       job->shares_ = refiner_shares(sd, refiner_model(w, job->wanted_refiner_), p,
                                     job->request_.refiner_switch_at, init != nullptr);
     job->generator_ = std::make_unique<TorchCpuGenerator>(p.seed);
-    job->run_.emplace(sd.start_denoising(job->shares_ ? job->shares_->base : p, *job->generator_,
-                                         DenoiseStart{init, nullptr, {}}));
+    // An img2img that starts below the refiner's switch is the refiner's alone (refiner_shares).
+    job->refining_ = job->shares_ && job->shares_->base_steps == 0;
+    const StableDiffusion& first = job->refining_ ? refiner_model(w, job->wanted_refiner_) : sd;
+    job->run_.emplace(first.start_denoising(job->shares_ && !job->refining_ ? job->shares_->base
+                                            : job->shares_                  ? job->shares_->refiner
+                                                                            : p,
+                                            *job->generator_, DenoiseStart{init, nullptr, {}}));
     job->steps_total_ =
         job->shares_ ? job->shares_->base_steps + job->shares_->refiner_steps : job->run_->steps_total();
   } catch (...) {

@@ -7,7 +7,9 @@
 // requests). Each job has its own progress and can be cancelled; stop() finishes what was accepted and
 // refuses the rest. A job may name SDXL's refiner: the worker then holds it beside its model, steps the
 // job's model share in the model's batches and its refiner share in the refiner's, and the refiner's VAE
-// decodes (the expert ensemble of generate_with_refiner, batched across requests).
+// decodes (the expert ensemble of generate_with_refiner, batched across requests). A worker keeps up to
+// keep_models models loaded (the least recently used goes first), so that requests alternating between
+// models do not load them again each time.
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -119,6 +122,13 @@ struct EngineOptions {
   // larger than this runs alone. Off (batch_across_jobs false): one job at a time, in order.
   int max_batch_rows = 16;
   bool batch_across_jobs = true;
+  // Models each worker keeps loaded (A1111's sd_checkpoints_limit): when a job needs one more, the least
+  // recently used goes first. The model and refiner a batch needs are kept together beyond it. A load
+  // that runs out of device memory drops every model the batch does not need, then tries once more.
+  int keep_models = 1;
+  // How a worker loads a model (empty: StableDiffusion::load of the entry's path on the placement). Tests
+  // count loads or make them fail through it.
+  std::function<StableDiffusion(const CatalogueEntry&, const ops::Placement&)> loader;
 };
 
 class Engine {
@@ -134,8 +144,9 @@ class Engine {
   // rules when it starts (the job then fails: a refiner of a model that is not SDXL's, say).
   // A full queue or a stopping engine: an Error of kind kBusy.
   std::shared_ptr<Job> submit(JobRequest request);
-  // Makes `name` the model of jobs that name none, loading it (and unloading the last) once the running
-  // jobs of the last one have finished. Blocks until it is loaded; throws its load error.
+  // Makes `name` the model of jobs that name none, loading it (and unloading the least recently used past
+  // keep_models) once the running jobs of the last one have finished. Blocks until it is loaded; throws
+  // its load error.
   void select_model(const std::string& name);
   // The catalogue name of the model that jobs naming none run on.
   std::string current_model() const;
@@ -150,7 +161,10 @@ class Engine {
     uint64_t finished = 0;                      // jobs that ended, whatever their end
     // UNet calls the worker made, and the rows they held (rows / calls: how well jobs were batched).
     uint64_t unet_calls = 0, unet_rows = 0;
-    std::vector<std::string> loaded;  // the model each device's worker holds (empty: none), in device order
+    std::vector<std::string> loaded;  // the model each device's worker runs (empty: none), in device order
+    // Every model each device's worker holds (its refiner and kept ones too), most recently used first.
+    std::vector<std::vector<std::string>> held;
+    uint64_t model_loads = 0;  // models loaded so far, on every worker together
   };
   Status status() const;
   // Cancels every running and queued job (A1111's /interrupt).
@@ -159,16 +173,21 @@ class Engine {
   void stop();
 
  private:
-  // A device's worker: its thread, its model, and what the others and the callers see of it.
+  // A model a worker holds, and when it last served a batch (the least recently used is dropped first).
+  struct HeldModel {
+    std::string name;
+    std::unique_ptr<StableDiffusion> model;
+    uint64_t last_used = 0;
+  };
+  // A device's worker: its thread, its models, and what the others and the callers see of it.
   struct Worker {
     int index = 0;
     ops::Placement placement;
-    std::unique_ptr<StableDiffusion> loaded;  // the worker thread's
-    std::string loaded_name;                  // what `loaded` holds (empty: none); under mutex_
-    // A refiner beside it (the worker thread's): kept while jobs ask for it, dropped with `loaded`.
-    std::unique_ptr<StableDiffusion> refiner;
-    std::string refiner_name;
-    uint64_t loaded_generation = 0;           // the last select_model it has carried out; under mutex_
+    std::vector<HeldModel> held;  // the worker thread's: its model, a refiner, the kept ones
+    uint64_t uses = 0;            // the clock of last_used
+    std::string loaded_name;      // the model its jobs run on, one of `held` (empty: none); under mutex_
+    std::vector<std::string> held_names;  // `held`'s names, most recently used first; under mutex_
+    uint64_t loaded_generation = 0;       // the last select_model it has carried out; under mutex_
     std::vector<std::shared_ptr<Job>> running;  // a copy of its active jobs, for status(); under mutex_
     std::thread thread;
   };
@@ -182,9 +201,14 @@ class Engine {
   // The catalogue's `name` loaded on the worker's placement; its errors say which `role` ("model",
   // "refiner") was loading, and where when there are several workers.
   std::unique_ptr<StableDiffusion> load(const Worker& w, const std::string& name, const char* role) const;
-  // The worker's model: loads it when it is not loaded (and drops the refiner of the last one).
-  const StableDiffusion& model(Worker& w, const std::string& name);
-  // The worker's refiner `name` beside its model (the model itself when it is that): loads it when needed.
+  // The worker's held model `name`, or nullptr.
+  static StableDiffusion* find_held(const Worker& w, const std::string& name);
+  // Model `name` held by the worker, marked used: loaded when it is not held, after dropping the least
+  // recently used others past keep_models (never `beside`, the other model its batch needs).
+  const StableDiffusion& hold(Worker& w, const std::string& name, const char* role, const std::string& beside);
+  // The worker's model for its jobs, held or loaded; `refiner`: the refiner they need beside it (kept).
+  const StableDiffusion& model(Worker& w, const std::string& name, const std::string& refiner = "");
+  // The worker's refiner `name` beside its model (the model itself when it is that): held or loaded.
   const StableDiffusion& refiner_model(Worker& w, const std::string& name);
   // The model a job's run steps on: its refiner once the refiner's share has begun.
   const StableDiffusion& stepping_model(const Worker& w, const Job& job) const;
@@ -213,7 +237,7 @@ class Engine {
   std::string current_model_;        // jobs naming none run on it
   std::exception_ptr select_error_;  // a select_model's load error (the first worker's to fail)
   uint64_t select_generation_ = 0, select_error_generation_ = 0;  // the select select_error_ belongs to
-  uint64_t next_id_ = 1, finished_ = 0, unet_calls_ = 0, unet_rows_ = 0;
+  uint64_t next_id_ = 1, finished_ = 0, unet_calls_ = 0, unet_rows_ = 0, model_loads_ = 0;
   bool stopping_ = false;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::once_flag joined_;

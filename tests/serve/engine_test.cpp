@@ -5,11 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <set>
 #include <thread>
 
 #include "core/error.h"
+#include "fixture_util.h"
+#include "io/png.h"
 #include "pipeline/expert_ensemble.h"
+#include "pipeline/init_image.h"
 #include "pipeline/run_company.h"
 #include "test_util.h"
 
@@ -314,6 +318,31 @@ TEST(ServeEngine, ARefinerJobGivesTheExpertEnsemblesPicture) {
   EXPECT_EQ(engine.status().unet_rows, uint64_t(2 * steps));
 }
 
+// An img2img refiner job whose strength starts below the switch: the refiner's alone, as
+// generate_with_refiner makes it, with the refiner's steps only.
+TEST(ServeEngine, ARefinerImg2ImgBelowTheSwitchIsTheRefinersAlone) {
+  const std::string base_path = kModels + "tiny_sdxl_pipeline", refiner_path = kModels + "tiny_sdxl_refiner";
+  const StableDiffusion base = StableDiffusion::load(base_path, std::nullopt);
+  const StableDiffusion refiner = StableDiffusion::load(refiner_path, std::nullopt);
+  EngineOptions o;
+  o.catalogue = ModelCatalogue::from({base_path, refiner_path}, std::nullopt);
+  Engine engine(std::move(o));
+  OwnedTensor init = init_image_of(read_png(kModels + "img2img_init.png"));  // 24x32
+  GenerationParams p = job_params("a red square", 3, 10);
+  p.width = 24;
+  p.height = 32;
+  p.strength = 0.25;
+  const GenerationResult expected = generate_with_refiner(base, refiner, p, 0.8, {}, &init.view());
+  JobRequest r = request_of(p);
+  r.init_image = std::move(init);
+  r.refiner = "tiny_sdxl_refiner";
+  r.refiner_switch_at = 0.8;
+  const auto job = engine.submit(std::move(r));
+  EXPECT_LT(test::relative_l2(job->wait().image, test::as_reference(expected.image)), 1e-5);
+  EXPECT_EQ(job->progress().steps_total, 2);
+  EXPECT_EQ(job->progress().steps_done, 2);
+}
+
 // A refiner's rules: its name from the catalogue and its switch in (0, 1) at submit; a pair of models that
 // is not an SDXL base and its refiner fails that job alone when it starts, naming the rule.
 TEST(ServeEngine, RefinerRequestsThatCannotRunAreRefusedOrFailAlone) {
@@ -340,6 +369,94 @@ TEST(ServeEngine, RefinerRequestsThatCannotRunAreRefusedOrFailAlone) {
   expect_error_kind(*sd1, ErrorKind::kInvalidInput, "a base and its refiner are SDXL models");
   expect_error_kind(*swapped, ErrorKind::kInvalidInput, "the base model is an SDXL refiner");
   EXPECT_EQ(fine->wait().image.view().dim(1), 64);
+}
+
+// keep_models: requests alternating between models load each once while they fit, the least recently
+// used goes when another is needed, a refiner stays with its model, and the pictures are those of a
+// worker that loads each model afresh.
+TEST(ServeEngine, KeptModelsAreLoadedOnceAndTheLeastRecentlyUsedGoesFirst) {
+  const StableDiffusion sd1 = StableDiffusion::load(kModels + "tiny_sd1", std::nullopt);
+  const StableDiffusion sd2 = StableDiffusion::load(kModels + "tiny_sd2", std::nullopt);
+  const auto run_on = [](Engine& engine, const char* model, uint64_t seed) {
+    JobRequest r = request("a red square", seed, 2);
+    r.model = model;
+    const auto job = engine.submit(std::move(r));
+    job->wait();
+    return job;
+  };
+  const auto picture = [](const std::shared_ptr<Job>& job) { return job->wait().image.view(); };
+  for (const int keep : {1, 2}) {
+    SCOPED_TRACE(testing::Message() << "keep_models " << keep);
+    EngineOptions o = options();
+    o.catalogue = ModelCatalogue::from({kModels + "tiny_sd1", kModels + "tiny_sd2", kModels + "tiny_sdxl_pipeline",
+                                        kModels + "tiny_sdxl_refiner"},
+                                       std::nullopt);
+    o.keep_models = keep;
+    Engine engine(std::move(o));
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      const bool first = seed % 2 == 1;
+      const auto job = run_on(engine, first ? "tiny_sd1" : "tiny_sd2", seed);
+      const GenerationParams p = job_params("a red square", seed, 2);
+      EXPECT_LT(test::relative_l2(picture(job), alone(first ? sd1 : sd2, p)), 1e-5) << "seed " << seed;
+    }
+    EXPECT_EQ(engine.status().model_loads, keep == 1 ? 4u : 2u);
+    using Names = std::vector<std::string>;
+    EXPECT_EQ(engine.status().held[0], (keep == 1 ? Names{"tiny_sd2"} : Names{"tiny_sd2", "tiny_sd1"}));
+    // sd1 used last: the next model needs room and sd2 goes.
+    run_on(engine, "tiny_sd1", 5);
+    run_on(engine, "tiny_sdxl_pipeline", 6);
+    EXPECT_EQ(engine.status().held[0],
+              (keep == 1 ? Names{"tiny_sdxl_pipeline"} : Names{"tiny_sdxl_pipeline", "tiny_sd1"}));
+    // A refiner joins its model beyond the limit, and the model it displaces is one the batch does not need.
+    JobRequest refined = request("a blue circle", 7, 4);
+    refined.model = "tiny_sdxl_pipeline";
+    refined.refiner = "tiny_sdxl_refiner";
+    engine.submit(std::move(refined))->wait();
+    EXPECT_EQ(engine.status().held[0], (Names{"tiny_sdxl_refiner", "tiny_sdxl_pipeline"}));
+    EXPECT_EQ(engine.status().loaded[0], "tiny_sdxl_pipeline");
+    EXPECT_EQ(engine.status().model_loads, keep == 1 ? 7u : 4u);
+  }
+  EngineOptions none = options();
+  none.keep_models = 0;
+  test::expect_error_containing([&] { Engine engine(std::move(none)); }, "keeps at least one model loaded");
+}
+
+// A load that runs out of memory while other models are kept drops them (never the batch's refiner) and
+// tries once more; with nothing left to drop, the job fails with the out-of-memory error.
+TEST(ServeEngine, ALoadOutOfMemoryDropsTheKeptModelsAndTriesOnceMore) {
+  EngineOptions o = options();
+  o.catalogue = ModelCatalogue::from({kModels + "tiny_sd1", kModels + "tiny_sd2", kModels + "tiny_sdxl_pipeline"},
+                                     std::nullopt);
+  o.keep_models = 3;
+  // A device with room for `room` models: a load fails while that many are held.
+  std::atomic<int> room = 2, attempts = 0;
+  Engine* engine_of_loader = nullptr;
+  o.loader = [&](const CatalogueEntry& entry, const ops::Placement& placement) {
+    ++attempts;
+    HD_CHECK_KIND(int(engine_of_loader->status().held[0].size()) < room, ErrorKind::kOutOfMemory,
+                  "out of device memory (the test's room for ", int(room), ")");
+    return StableDiffusion::load(entry.path, std::nullopt, std::nullopt, placement);
+  };
+  Engine engine(std::move(o));
+  engine_of_loader = &engine;
+  const auto run_on = [&](const char* model) {
+    JobRequest r = request("a", 1, 2);
+    r.model = model;
+    return engine.submit(std::move(r));
+  };
+  const auto held = [&] { return engine.status().held[0]; };
+  run_on("tiny_sd1")->wait();
+  run_on("tiny_sd2")->wait();
+  EXPECT_EQ(held(), (std::vector<std::string>{"tiny_sd2", "tiny_sd1"}));
+  EXPECT_EQ(run_on("tiny_sdxl_pipeline")->wait().image.view().dim(1), 64);
+  EXPECT_EQ(attempts, 4) << "the third load was not tried again";
+  EXPECT_EQ(held(), (std::vector<std::string>{"tiny_sdxl_pipeline"})) << "the kept models were not dropped";
+  // No room even alone: the error reaches the job, and the engine goes on.
+  room = 0;
+  expect_error_kind(*run_on("tiny_sd1"), ErrorKind::kOutOfMemory, "while loading the model tiny_sd1");
+  EXPECT_EQ(attempts, 6);
+  room = 2;
+  EXPECT_EQ(run_on("tiny_sd1")->wait().image.view().dim(1), 64);
 }
 
 TEST(ServeEngine, StopFinishesAcceptedJobsAndRefusesNewOnes) {

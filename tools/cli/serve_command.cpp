@@ -23,7 +23,7 @@ int run_serve(std::span<const std::string_view> args) {
       "serve", args,
       {"--model", "--models-dir", "--host", "--port", "--device", "--devices", "--dtype", "--api-auth", "--max-queue",
        "--max-batch-rows", "--max-body-mb", "--max-pixels", "--max-steps", "--max-images", "--tune",
-       "--tune-cache", "--kernels", "--max-device-memory", "--threads"},
+       "--tune-cache", "--kernels", "--max-device-memory", "--threads", "--keep-models"},
       {"--no-batching"});
   serve::EngineOptions engine;
   std::vector<std::string> models;
@@ -47,6 +47,9 @@ int run_serve(std::span<const std::string_view> args) {
   if (auto v = flags.get("--max-batch-rows"))
     engine.max_batch_rows = parse_number<int>("--max-batch-rows", *v);
   engine.batch_across_jobs = !flags.has("--no-batching");
+  if (auto v = flags.get("--keep-models")) engine.keep_models = parse_number<int>("--keep-models", *v);
+  HD_CHECK(engine.keep_models >= 1 && engine.keep_models <= 64, "--keep-models must be between 1 and 64, got ",
+           engine.keep_models);
   if (auto v = flags.get("--threads")) ThreadPool::set_global_threads(parse_number<int>("--threads", *v));
 
   server::ServerOptions http;
