@@ -88,7 +88,6 @@ DenoisingRun StableDiffusion::start_denoising(const GenerationParams& p, TorchCp
   const BatchShare& share = from.share;
   HD_CHECK(share.rows == 0 || (share.first >= 0 && share.rows > 0 && share.first + share.rows <= p.batch),
            "rows ", share.first, " to ", share.first + share.rows, " are not a share of a batch of ", p.batch);
-  HD_CHECK(share.rows == 0 || from.handed == nullptr, "handed-over latents are not split into shares");
   const int64_t n = share.rows == 0 ? p.batch : share.rows, c = unet_.config().in_channels;
   const int64_t h = p.height / vae_scale_factor(), w = p.width / vae_scale_factor();
   run.batch_ = n, run.height_ = h, run.width_ = w, run.channels_ = c;

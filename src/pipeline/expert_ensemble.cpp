@@ -54,25 +54,26 @@ GenerationResult generate_with_refiner(const StableDiffusion& base, const Stable
                                        const ProgressCallback& progress, const Tensor* init_image) {
   const auto start = std::chrono::steady_clock::now();
   const RefinerShares shares = refiner_shares(base, refiner, params, high_noise_frac, init_image != nullptr);
-  const int total = shares.base_steps + shares.refiner_steps;
-
   TorchCpuGenerator generator(params.seed);
   StageTimes times;
+  OwnedTensor latents = denoise_with_refiner(base, refiner, shares, generator, &times, init_image, {}, progress);
+  return refiner.finish(shares.refiner, std::move(latents), std::move(times), start);
+}
+
+OwnedTensor denoise_with_refiner(const StableDiffusion& base, const StableDiffusion& refiner,
+                                 const RefinerShares& shares, TorchCpuGenerator& generator, StageTimes* times,
+                                 const Tensor* init_image, BatchShare share, const ProgressCallback& progress) {
+  const int total = shares.base_steps + shares.refiner_steps;
   const auto reported = [&](int offset) -> ProgressCallback {
     if (!progress) return {};
     return [&progress, offset, total](int done, int) { progress(offset + done, total); };
   };
-  if (shares.base_steps == 0) {  // img2img starting below the switch: the refiner's alone
-    OwnedTensor latents =
-        refiner.denoise(shares.refiner, generator, &times, DenoiseStart{init_image, nullptr, {}}, reported(0));
-    return refiner.finish(shares.refiner, std::move(latents), std::move(times), start);
-  }
+  if (shares.base_steps == 0)  // img2img starting below the switch: the refiner's alone
+    return refiner.denoise(shares.refiner, generator, times, DenoiseStart{init_image, nullptr, share}, reported(0));
   const OwnedTensor handed =
-      base.denoise(shares.base, generator, &times, DenoiseStart{init_image, nullptr, {}}, reported(0));
-  OwnedTensor latents =
-      refiner.denoise(shares.refiner, generator, &times, DenoiseStart{nullptr, &handed.view(), {}},
-                      reported(shares.base_steps));
-  return refiner.finish(shares.refiner, std::move(latents), std::move(times), start);
+      base.denoise(shares.base, generator, times, DenoiseStart{init_image, nullptr, share}, reported(0));
+  return refiner.denoise(shares.refiner, generator, times, DenoiseStart{nullptr, &handed.view(), share},
+                         reported(shares.base_steps));
 }
 
 }  // namespace hd

@@ -30,4 +30,14 @@ struct RefinerShares {
 RefinerShares refiner_shares(const StableDiffusion& base, const StableDiffusion& refiner,
                              const GenerationParams& params, double high_noise_frac, bool from_init_image);
 
+// The ensemble's denoising of rows `share` of the batch (all of them by default): the base's share from
+// noise or `init_image` (none when the img2img leaves it none), then the refiner's from the base's
+// latents, one generator drawing for both. Returns the final latents, as StableDiffusion::denoise does;
+// `progress` hears the steps of both, counted over both. Each model computes as it is set (a rank of
+// several devices: split_guidance, split_image).
+OwnedTensor denoise_with_refiner(const StableDiffusion& base, const StableDiffusion& refiner,
+                                 const RefinerShares& shares, TorchCpuGenerator& generator, StageTimes* times,
+                                 const Tensor* init_image, BatchShare share = {},
+                                 const ProgressCallback& progress = {});
+
 }  // namespace hd

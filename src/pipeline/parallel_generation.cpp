@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <numeric>
 
 #include "comm/rank_threads.h"
 #include "core/error.h"
@@ -106,7 +107,9 @@ ParallelStableDiffusion& ParallelStableDiffusion::operator=(ParallelStableDiffus
 ParallelStableDiffusion::~ParallelStableDiffusion() {
   // The models first (their graphs hold the splits' buffers), then the splits: their memory is freed while
   // the exchanges' libraries are still there.
+  refiners_.clear();
   models_.clear();
+  refiner_splits_.clear();
   splits_.clear();
 }
 
@@ -162,8 +165,23 @@ void ParallelStableDiffusion::run(const std::function<void(int rank)>& work, boo
   comm::run_ranks(size(), work, fail, watchdog);
 }
 
+void ParallelStableDiffusion::load_refiner(const std::string& path, const std::optional<std::string>& vocab_dir) {
+  std::vector<std::unique_ptr<StableDiffusion>> loaded(static_cast<size_t>(size()));
+  run([&](int rank) {
+    const StableDiffusion& model = *models_[size_t(rank)];
+    loaded[size_t(rank)] = std::make_unique<StableDiffusion>(
+        StableDiffusion::load(path, vocab_dir, std::nullopt, model.placement()));
+  }, false);
+  refiners_ = std::move(loaded);  // the last refiner's graphs go before the splits they hold
+  refiner_splits_.clear();
+  refiner_splits_.resize(size_t(size()));
+}
+
 void ParallelStableDiffusion::use_vae(const std::string& path) {
-  run([&](int rank) { models_[size_t(rank)]->use_vae(path); }, false);
+  run([&](int rank) {
+    models_[size_t(rank)]->use_vae(path);
+    if (has_refiner()) refiners_[size_t(rank)]->use_vae(path);
+  }, false);
 }
 
 std::string ParallelStableDiffusion::exchange_name() const {
@@ -195,8 +213,13 @@ int ParallelStableDiffusion::strips(const GenerationParams& p) const {
   return cfg_halves(p) ? size() / 2 : size();
 }
 
-bool ParallelStableDiffusion::splits(const GenerationParams& p) const {
-  return p.height % models_[0]->split_height_multiple(strips(p)) == 0;
+int64_t ParallelStableDiffusion::split_multiple(int strips, bool with_refiner) const {
+  const int64_t model = models_[0]->split_height_multiple(strips);
+  return with_refiner ? std::lcm(model, refiners_[0]->split_height_multiple(strips)) : model;
+}
+
+bool ParallelStableDiffusion::splits(const GenerationParams& p, bool with_refiner) const {
+  return p.height % split_multiple(strips(p), with_refiner) == 0;
 }
 
 void ParallelStableDiffusion::make_cfg_halves() {
@@ -212,15 +235,17 @@ void ParallelStableDiffusion::make_cfg_halves() {
   }
 }
 
-ParallelMode ParallelStableDiffusion::resolve(ParallelMode mode, const GenerationParams& p) const {
+ParallelMode ParallelStableDiffusion::resolve(ParallelMode mode, const GenerationParams& p,
+                                              bool with_refiner) const {
+  HD_CHECK(!with_refiner || has_refiner(), "no refiner is loaded on these devices");
   const int devices = size();
   if (mode == ParallelMode::kAuto) {
     if (p.batch >= devices || devices == 1) return ParallelMode::kData;
     if (devices == 2 && guided(p)) return ParallelMode::kCfg;
-    HD_CHECK(splits(p), "a batch of ", p.batch, " on ", devices,
+    HD_CHECK(splits(p, with_refiner), "a batch of ", p.batch, " on ", devices,
              " devices: data parallel needs a picture per device, CFG parallel a guided request (cfg scale "
              "above 1) on 2 devices, the image split a height that is a multiple of ",
-             models_[0]->split_height_multiple(devices), " pixels");
+             split_multiple(devices, with_refiner), " pixels");
     return ParallelMode::kSplit;
   }
   if (mode == ParallelMode::kData) {
@@ -231,9 +256,10 @@ ParallelMode ParallelStableDiffusion::resolve(ParallelMode mode, const Generatio
                   " (CFG parallel with data parallel or the image split over 4 or more is not built yet)");
     HD_CHECK(guided(p), "CFG parallel needs classifier-free guidance: a cfg scale above 1, not ", p.cfg_scale);
   } else {
-    HD_CHECK(splits(p), "an image split into ", strips(p), " strips", cfg_halves(p) ? " per guidance half" : "",
-             " needs a height that is a multiple of ", models_[0]->split_height_multiple(strips(p)),
-             " pixels, not ", p.height);
+    HD_CHECK(splits(p, with_refiner), "an image split into ", strips(p), " strips",
+             cfg_halves(p) ? " per guidance half" : "", " needs a height that is a multiple of ",
+             split_multiple(strips(p), with_refiner), " pixels", with_refiner ? " (the model's and the refiner's)" : "",
+             ", not ", p.height);
   }
   return mode;
 }
@@ -243,12 +269,25 @@ GenerationResult ParallelStableDiffusion::generate(const GenerationParams& p, Pa
   models_[0]->validate(p, init_image != nullptr);
   const ParallelMode resolved = resolve(mode, p);
   decode_counts_ = {};  // a data parallel request decodes on each device alone
-  if (resolved == ParallelMode::kData) return generate_data(p, progress, init_image);
-  return generate_lockstep(p, resolved, progress, init_image);
+  if (resolved == ParallelMode::kData) return generate_data(p, nullptr, progress, init_image);
+  return generate_lockstep(p, nullptr, resolved, progress, init_image);
 }
 
-GenerationResult ParallelStableDiffusion::generate_data(const GenerationParams& p, const ProgressCallback& progress,
-                                                        const Tensor* init) {
+GenerationResult ParallelStableDiffusion::generate_with_refiner(const GenerationParams& p, double high_noise_frac,
+                                                                ParallelMode mode, const ProgressCallback& progress,
+                                                                const Tensor* init_image) {
+  HD_CHECK(has_refiner(), "no refiner is loaded on these devices");
+  // Every check of both shares before any work (the same on every rank: the models are the same).
+  const RefinerShares shares =
+      refiner_shares(*models_[0], *refiners_[0], p, high_noise_frac, init_image != nullptr);
+  const ParallelMode resolved = resolve(mode, p, true);
+  decode_counts_ = {};
+  if (resolved == ParallelMode::kData) return generate_data(p, &shares, progress, init_image);
+  return generate_lockstep(p, &shares, resolved, progress, init_image);
+}
+
+GenerationResult ParallelStableDiffusion::generate_data(const GenerationParams& p, const RefinerShares* shares,
+                                                        const ProgressCallback& progress, const Tensor* init) {
   // Every rank a row at least (resolve's rule): a share of no rows would mean the whole batch.
   HD_ASSERT(p.batch >= size());
   const auto start = std::chrono::steady_clock::now();
@@ -258,8 +297,14 @@ GenerationResult ParallelStableDiffusion::generate_data(const GenerationParams& 
     const StableDiffusion& sd = *models_[size_t(rank)];
     TorchCpuGenerator generator(p.seed);
     StageTimes times;
-    OwnedTensor latents = sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, share},
-                                     rank == 0 ? progress : ProgressCallback{});
+    const ProgressCallback& heard = rank == 0 ? progress : ProgressCallback{};
+    if (shares != nullptr) {  // the ensemble: the refiner's VAE decodes
+      const StableDiffusion& refiner = *refiners_[size_t(rank)];
+      OwnedTensor latents = denoise_with_refiner(sd, refiner, *shares, generator, &times, init, share, heard);
+      parts[size_t(rank)] = refiner.finish(shares->refiner, std::move(latents), std::move(times), start);
+      return;
+    }
+    OwnedTensor latents = sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, share}, heard);
     parts[size_t(rank)] = sd.finish(p, std::move(latents), std::move(times), start);
   }, false);
   std::vector<const Tensor*> latents, images;
@@ -278,8 +323,9 @@ GenerationResult ParallelStableDiffusion::generate_data(const GenerationParams& 
   return out;
 }
 
-GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationParams& p, ParallelMode mode,
-                                                            const ProgressCallback& progress, const Tensor* init) {
+GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationParams& p, const RefinerShares* shares,
+                                                            ParallelMode mode, const ProgressCallback& progress,
+                                                            const Tensor* init) {
   const bool image = mode != ParallelMode::kCfg, halves = image && cfg_halves(p);
   const bool displaced = mode == ParallelMode::kDisplaced;
   if (halves) make_cfg_halves();
@@ -292,38 +338,48 @@ GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationPara
   const bool split_decode = p.vae_tiling == VaeTiling::kAuto && latent_rows % size() == 0;
   run([&](int rank) {
     StableDiffusion& sd = *models_[size_t(rank)];
+    StableDiffusion* refiner = shares != nullptr ? refiners_[size_t(rank)].get() : nullptr;
     comm::Communicator* pair = mode == ParallelMode::kCfg ? &group_->rank(rank) : nullptr;
-    comm::ImageSplit* split = nullptr;
-    if (image) {
+    // Each model's own splits: made on first use and kept, since its captured graphs hold their buffers.
+    const auto split_of = [&](std::vector<RankSplits>& all) -> comm::ImageSplit* {
+      if (!image) return nullptr;
       const int strips = size() / 2;
-      if (halves) pair = &pair_groups_[size_t(rank % strips)]->rank(rank / strips);
       comm::Communicator& strip_group = halves ? half_groups_[size_t(rank / strips)]->rank(rank % strips) : group_->rank(rank);
-      RankSplits& mine = splits_[size_t(rank)];
+      RankSplits& mine = all[size_t(rank)];
       std::unique_ptr<comm::ImageSplit>& kept =
           halves ? (displaced ? mine.half_displaced : mine.half_exact) : (displaced ? mine.displaced : mine.exact);
       if (!kept) kept = std::make_unique<comm::ImageSplit>(strip_group, /*keeps_sites=*/displaced);
-      split = kept.get();
-    }
-    const Lockstep lockstep(sd, pair, split, displaced ? displaced_warmup_ : -1);
+      return kept.get();
+    };
+    if (halves) pair = &pair_groups_[size_t(rank % (size() / 2))]->rank(rank / (size() / 2));
+    const int displaced_from = displaced ? displaced_warmup_ : -1;
+    const Lockstep lockstep(sd, pair, split_of(splits_), displaced_from);
+    std::optional<Lockstep> refiner_lockstep;  // the refiner's run warms up afresh when displaced
+    if (refiner != nullptr) refiner_lockstep.emplace(*refiner, pair, split_of(refiner_splits_), displaced_from);
     TorchCpuGenerator generator(p.seed);
     StageTimes times;
-    OwnedTensor latents =
-        sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, {}}, rank == 0 ? progress : ProgressCallback{});
+    const ProgressCallback& heard = rank == 0 ? progress : ProgressCallback{};
+    OwnedTensor latents = refiner != nullptr
+                              ? denoise_with_refiner(sd, *refiner, *shares, generator, &times, init, {}, heard)
+                              : sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, {}}, heard);
+    // With a refiner, its VAE decodes (generate_with_refiner).
+    StableDiffusion& decoder = refiner != nullptr ? *refiner : sd;
+    const GenerationParams& decoded = refiner != nullptr ? shares->refiner : p;
     comm::ImageSplit* decode_split = nullptr;
     if (split_decode) {
-      std::unique_ptr<comm::ImageSplit>& whole_group = splits_[size_t(rank)].exact;
+      std::unique_ptr<comm::ImageSplit>& whole_group = (refiner != nullptr ? refiner_splits_ : splits_)[size_t(rank)].exact;
       if (!whole_group) whole_group = std::make_unique<comm::ImageSplit>(group_->rank(rank));
       decode_split = whole_group.get();
     }
     const comm::ExchangeCounts before = rank == 0 ? counts() : comm::ExchangeCounts{};
     GenerationResult mine;
-    if (decode_split) mine = sd.finish(p, std::move(latents), std::move(times), start, decode_split);
+    if (decode_split) mine = decoder.finish(decoded, std::move(latents), std::move(times), start, decode_split);
     // The exchanges are over once the device has run them (a GPU's host queues ahead of it); a decode on
     // the first device alone, however long, is no business of the watchdog's.
     ops::synchronize(sd.placement().device);
     exchanging.fetch_sub(1);
     if (rank != 0) return;
-    if (!decode_split) mine = sd.finish(p, std::move(latents), std::move(times), start);
+    if (!decode_split) mine = decoder.finish(decoded, std::move(latents), std::move(times), start);
     const comm::ExchangeCounts after = counts();  // the same as before when the first decoded alone
     decode_counts_ = {after.bytes_sent - before.bytes_sent, after.bytes_received - before.bytes_received,
                       after.collectives - before.collectives};

@@ -6,7 +6,8 @@
 // a warm-up of exact steps, each exchange then taking the other strips' values of the step
 // before, overlapped with compute: DistriFusion). The same seed gives the same pictures as one device, up
 // to the order of sums inside kernels of other shapes; the displaced split's differ a little more. Modes
-// that end with the same latents on every device decode in strips over all of them.
+// that end with the same latents on every device decode in strips over all of them. With SDXL's refiner
+// loaded beside the model on every device, the ensemble of expert denoisers runs in the same modes.
 #pragma once
 
 #include <atomic>
@@ -21,6 +22,7 @@
 #include "comm/communicator.h"
 #include "comm/device_group.h"
 #include "comm/image_split.h"
+#include "pipeline/expert_ensemble.h"
 #include "pipeline/stable_diffusion.h"
 
 namespace hd {
@@ -51,24 +53,33 @@ class ParallelStableDiffusion {
 
   int size() const { return int(models_.size()); }
   const StableDiffusion& model(int rank) const { return *models_[size_t(rank)]; }
-  void use_vae(const std::string& path);  // on every device
+  // SDXL's refiner beside the model on every device, for generate_with_refiner.
+  void load_refiner(const std::string& path, const std::optional<std::string>& vocab_dir);
+  bool has_refiner() const { return !refiners_.empty(); }
+  const StableDiffusion& refiner(int rank) const { return *refiners_[size_t(rank)]; }
+  void use_vae(const std::string& path);  // on every device, the refiner's too
   // How the exchanges travel: "NCCL 2.28.3", "in-process group".
   std::string exchange_name() const;
 
   // The mode a request runs in. kAuto: data parallel when the batch has a row for every device, else CFG
   // parallel for a guided request on two devices, else the image split where the height allows it. An
   // explicit mode the request cannot take is an error about the request. The split of a guided request
-  // on an even number of devices, 4 or more, is combined with CFG parallel (cfg_halves).
-  ParallelMode resolve(ParallelMode mode, const GenerationParams& p) const;
+  // on an even number of devices, 4 or more, is combined with CFG parallel (cfg_halves). `with_refiner`:
+  // the request is the ensemble's (an image split then suits both models' downsampling).
+  ParallelMode resolve(ParallelMode mode, const GenerationParams& p, bool with_refiner = false) const;
   // Whether the image split of `p` runs on two halves of the devices, the first computing the
   // unconditional rows and the second the conditional, each half split into size() / 2 strips.
   bool cfg_halves(const GenerationParams& p) const;
-  // The strips `p`'s image splits into, and whether its height allows them.
+  // The strips `p`'s image splits into, and whether its height allows them (for the refiner's UNet too).
   int strips(const GenerationParams& p) const;
-  bool splits(const GenerationParams& p) const;
+  bool splits(const GenerationParams& p, bool with_refiner = false) const;
   // As StableDiffusion::generate, in `mode` (resolved first); `progress` hears rank 0's steps.
   GenerationResult generate(const GenerationParams& p, ParallelMode mode, const ProgressCallback& progress = {},
                             const Tensor* init_image = nullptr);
+  // As hd::generate_with_refiner (load_refiner first), in `mode`: each rank runs the base's share and then
+  // the refiner's, both models computing the rank's part (rows of the batch, a guidance half, a strip).
+  GenerationResult generate_with_refiner(const GenerationParams& p, double high_noise_frac, ParallelMode mode,
+                                         const ProgressCallback& progress = {}, const Tensor* init_image = nullptr);
   // What rank 0 has exchanged so far, in every group it belongs to.
   comm::ExchangeCounts counts() const;
   // Of that, what it exchanged decoding the last request: CFG parallel and the image split end with the
@@ -82,10 +93,14 @@ class ParallelStableDiffusion {
 
  private:
   ParallelStableDiffusion() = default;
-  GenerationResult generate_data(const GenerationParams& p, const ProgressCallback& progress, const Tensor* init);
+  // The height an image split into `strips` needs a multiple of: the model's, and the refiner's with it.
+  int64_t split_multiple(int strips, bool with_refiner) const;
+  // `shares`: the ensemble's (generate_with_refiner), or nullptr for the model alone.
+  GenerationResult generate_data(const GenerationParams& p, const RefinerShares* shares,
+                                 const ProgressCallback& progress, const Tensor* init);
   // CFG parallel or the image split: every rank runs every step, holding the whole latents; rank 0 decodes.
-  GenerationResult generate_lockstep(const GenerationParams& p, ParallelMode mode, const ProgressCallback& progress,
-                                     const Tensor* init);
+  GenerationResult generate_lockstep(const GenerationParams& p, const RefinerShares* shares, ParallelMode mode,
+                                     const ProgressCallback& progress, const Tensor* init);
   // CFG parallel x image split: made on first use.
   void make_cfg_halves();
   // work(rank) on a thread per rank. `exchanges`: the ranks exchange, so one that fails ends the others'
@@ -96,6 +111,7 @@ class ParallelStableDiffusion {
 
   std::vector<Device> devices_;
   std::vector<std::unique_ptr<StableDiffusion>> models_;
+  std::vector<std::unique_ptr<StableDiffusion>> refiners_;  // empty: none loaded
   std::unique_ptr<comm::DeviceGroup> group_;
   // CFG parallel x image split: the strips of each guidance half (devices [0, S) the unconditional half's,
   // [S, 2S) the conditional's) and, for each strip, the pair of its two halves.
@@ -107,6 +123,7 @@ class ParallelStableDiffusion {
     std::unique_ptr<comm::ImageSplit> exact, displaced, half_exact, half_displaced;
   };
   std::vector<RankSplits> splits_;
+  std::vector<RankSplits> refiner_splits_;  // the refiner's own (its graphs hold their buffers too)
   int displaced_warmup_ = kDisplacedWarmupSteps;
   comm::ExchangeCounts decode_counts_;  // rank 0's, decoding the last lockstep request
   std::string broken_;  // why the group ended (a rank failed while exchanging); empty while usable

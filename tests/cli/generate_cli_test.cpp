@@ -123,27 +123,34 @@ TEST(GenerateCli, SdxlWithSizeConditioningMatchesDiffusers) {
 // (tiny_sdxl_refiner_runs.safetensors, case euler_discrete_f0.8), and the PNG says which refiner took over where.
 TEST(GenerateCli, SdxlWithRefinerMatchesDiffusers) {
   test::TempDir dir;
-  const auto png = dir.path() / "out.png";
-  const auto latents = dir.path() / "latents.safetensors";
   const std::string models = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/";
-  const auto r = test::run_cli(
-      "generate --model " + models + "tiny_sdxl_pipeline --refiner " + models + "tiny_sdxl_refiner --high-noise-frac 0.8 "
-      "--prompt 'a red circle on a blue background' --negative-prompt 'blurry, green' --steps 10 --cfg-scale 5 "
-      "--width 32 --height 24 --seed 93 --timestep-spacing leading --output " + test::quoted(png) + " --save-latents " +
-      test::quoted(latents));
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("SDXL refiner"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("step 10/10"), std::string::npos) << r.out;  // the base's 8 and the refiner's 2 in one count
-  const auto text = read_png_text(png.string());
-  ASSERT_EQ(text.size(), 1u);
-  EXPECT_NE(text[0].second.find("Refiner: " + models + "tiny_sdxl_refiner, Refiner switch at: 0.8"), std::string::npos)
-      << text[0].second;
-  const auto st = SafetensorsFile::open(latents.string());
-  const OwnedTensor saved = st.load(st.at("latents"), DType::kF32);
-  const std::vector<float> got(saved.ptr<float>(), saved.ptr<float>() + saved.view().numel());
   const std::vector<float> expected =
       test::Fixture("models/tiny_sdxl_refiner_runs.safetensors").floats("euler_discrete_f0.8.latents");
-  EXPECT_LT(test::relative_l2(got, std::vector<double>(expected.begin(), expected.end())), 1e-3);
+  // On one device, and on two (CFG parallel: each computes one guidance half of both models' steps).
+  for (const std::string devices : {"", "--devices cpu,cpu "}) {
+    SCOPED_TRACE(devices);
+    const auto png = dir.path() / "out.png";
+    const auto latents = dir.path() / "latents.safetensors";
+    const auto r = test::run_cli(
+        "generate --model " + models + "tiny_sdxl_pipeline --refiner " + models + "tiny_sdxl_refiner --high-noise-frac 0.8 "
+        "--prompt 'a red circle on a blue background' --negative-prompt 'blurry, green' --steps 10 --cfg-scale 5 "
+        "--width 32 --height 24 --seed 93 --timestep-spacing leading " + devices + "--output " + test::quoted(png) +
+        " --save-latents " + test::quoted(latents));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("SDXL refiner"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("step 10/10"), std::string::npos) << r.out;  // the base's 8 and the refiner's 2 in one count
+    if (!devices.empty()) {
+      EXPECT_NE(r.out.find("devices: 2, CFG parallel"), std::string::npos) << r.out;
+    }
+    const auto text = read_png_text(png.string());
+    ASSERT_EQ(text.size(), 1u);
+    EXPECT_NE(text[0].second.find("Refiner: " + models + "tiny_sdxl_refiner, Refiner switch at: 0.8"), std::string::npos)
+        << text[0].second;
+    const auto st = SafetensorsFile::open(latents.string());
+    const OwnedTensor saved = st.load(st.at("latents"), DType::kF32);
+    const std::vector<float> got(saved.ptr<float>(), saved.ptr<float>() + saved.view().numel());
+    EXPECT_LT(test::relative_l2(got, std::vector<double>(expected.begin(), expected.end())), 1e-3);
+  }
 
   // The refiner alone starts from an image, not from noise; the fraction needs a refiner.
   const auto alone = test::run_cli("generate --model " + models + "tiny_sdxl_refiner --prompt x --steps 2");
@@ -235,7 +242,7 @@ TEST(GenerateCli, BadInputsAreOneLineErrors) {
       {"--prompt x --devices cpu,cpu --parallel split --displaced-warmup 2", "applies to --parallel displaced only"},
       {"--prompt x --devices cpu,cpu --height 64 --parallel displaced --displaced-warmup 0",
        "warm-up is 1 or more exact steps"},
-      {"--prompt x --devices cpu,cpu --refiner " + kModel, "--refiner with --devices is not built yet"},
+      {"--prompt x --devices cpu,cpu --refiner " + kModel, "a base and its refiner are SDXL models"},
   };
   for (const auto& [args, expected] : cases) {
     const auto r = test::run_cli(base + args);

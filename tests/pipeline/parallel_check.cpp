@@ -8,17 +8,34 @@
 namespace hd::test {
 
 ParallelOutcome compare_with_one_device(const std::string& model, const std::vector<Device>& devices, DType dtype,
-                                        const GenerationParams& p, ParallelMode mode, const Tensor* init_image) {
+                                        const GenerationParams& p, ParallelMode mode, const Tensor* init_image,
+                                        const std::optional<RefinerChoice>& refiner) {
   const ops::Placement one{devices[0], devices[0].is_cpu() ? DType::kF32 : dtype};
   const StableDiffusion alone = StableDiffusion::load(model, std::nullopt, std::nullopt, one);
-  const GenerationResult reference = alone.generate(p, {}, init_image);
+  std::optional<StableDiffusion> refiner_alone;
+  if (refiner) refiner_alone = StableDiffusion::load(refiner->path, std::nullopt, std::nullopt, one);
+  const GenerationResult reference =
+      refiner ? generate_with_refiner(alone, *refiner_alone, p, refiner->high_noise_frac, {}, init_image)
+              : alone.generate(p, {}, init_image);
   ParallelStableDiffusion several = ParallelStableDiffusion::load(model, std::nullopt, std::nullopt, devices, dtype);
+  if (refiner) several.load_refiner(refiner->path, std::nullopt);
   const comm::ExchangeCounts before = several.counts();
-  int progress_calls = 0;
+  int progress_calls = 0, last_total = 0;
+  const auto heard = [&](int, int total) { ++progress_calls, last_total = total; };
   const GenerationResult result =
-      several.generate(p, mode, [&](int, int) { ++progress_calls; }, init_image);
-  const StepRange steps = alone.steps_of(p, init_image != nullptr);
-  EXPECT_EQ(progress_calls, steps.end - steps.first) << "rank 0's steps, each once";
+      refiner ? several.generate_with_refiner(p, refiner->high_noise_frac, mode, heard, init_image)
+              : several.generate(p, mode, heard, init_image);
+  int steps = 0;
+  if (refiner) {
+    const RefinerShares shares =
+        refiner_shares(alone, *refiner_alone, p, refiner->high_noise_frac, init_image != nullptr);
+    steps = shares.base_steps + shares.refiner_steps;
+  } else {
+    const StepRange range = alone.steps_of(p, init_image != nullptr);
+    steps = range.end - range.first;
+  }
+  EXPECT_EQ(progress_calls, steps) << "rank 0's steps, each once";
+  EXPECT_EQ(last_total, steps);
   EXPECT_EQ(result.latents.view().shape, reference.latents.view().shape);
   EXPECT_EQ(result.image.view().shape, reference.image.view().shape);
   ParallelOutcome out;

@@ -2,6 +2,7 @@
 // test and the GPU test share it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,16 @@ struct ParallelOutcome {
   uint64_t latents_bytes = 0;      // the final latents' in f32
 };
 
+// SDXL's refiner for the ensemble of expert denoisers: its path, and the base's share of the schedule.
+struct RefinerChoice {
+  std::string path;
+  double high_noise_frac = 0.8;
+};
+
 // `p` on `devices` in `mode` and on devices[0] alone (a model of its own, same dtype): the pictures
-// and final latents of both, compared.
+// and final latents of both, compared. With `refiner`, both run the ensemble (generate_with_refiner).
 ParallelOutcome compare_with_one_device(const std::string& model, const std::vector<Device>& devices, DType dtype,
-                                        const GenerationParams& p, ParallelMode mode, const Tensor* init_image = nullptr);
+                                        const GenerationParams& p, ParallelMode mode, const Tensor* init_image = nullptr,
+                                        const std::optional<RefinerChoice>& refiner = std::nullopt);
 
 }  // namespace hd::test

@@ -105,6 +105,21 @@ void check_four_in_turn(const std::vector<Device>& devices) {
   EXPECT_LE(test::relative_l2(again.latents, test::as_reference(first.latents)), 1e-6);
 }
 
+// SDXL's base and refiner on two GPUs, each running both models' shares in the mode: the ensemble's
+// picture on one GPU, within the same tolerance.
+void check_refiner(const std::vector<Device>& devices) {
+  const test::RefinerChoice refiner{kModels + "tiny_sdxl_refiner", 0.6};
+  GenerationParams p = company_params("a red square", 5, 7.5f, SamplerKind::kEulerAncestral, 5, 64);
+  for (ParallelMode mode : {ParallelMode::kCfg, ParallelMode::kSplit, ParallelMode::kData}) {
+    p.batch = mode == ParallelMode::kData ? 3 : 1;
+    const test::ParallelOutcome o = test::compare_with_one_device(kModels + "tiny_sdxl_pipeline", devices,
+                                                                  DType::kF16, p, mode, nullptr, refiner);
+    std::printf("refiner ensemble on %zu GPUs, %s: relative L2 %.3g\n", devices.size(),
+                std::string(parallel_mode_name(mode)).c_str(), o.latents_relative_l2);
+    EXPECT_LE(o.latents_relative_l2, kTolerance);
+  }
+}
+
 TEST(GpuParallelGeneration, AGpuTakesOneRank) {
   const std::vector<Device> twice = {test::gpu0(), test::gpu0()};
   test::expect_error_containing(
@@ -118,6 +133,7 @@ TEST(GpuParallelGeneration, OneRankPerGpuThroughNccl) {
   if (all.size() < 2) GTEST_SKIP() << "one GPU: the several-GPU case needs a machine with two or more";
   check_modes({all[0], all[1]});
   check_splits_in_turn({all[0], all[1]});
+  check_refiner({all[0], all[1]});
 }
 
 TEST(GpuParallelGeneration, FourGpusThroughNccl) {

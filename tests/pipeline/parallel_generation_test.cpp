@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
@@ -167,6 +168,59 @@ TEST(ParallelGeneration, DataParallelImg2ImgKeepsEachRowsNoise) {
   const test::ParallelOutcome o = test::compare_with_one_device(kModels + "tiny_sd1", cpus(2), DType::kF32, p,
                                                                 ParallelMode::kData, &image.view());
   EXPECT_LE(o.latents_relative_l2, kTolerance);
+}
+
+// SDXL's base and refiner on several ranks: each rank runs the base's share and then the refiner's in the
+// request's mode, and the picture is the ensemble's on one device; so is an img2img whose strength leaves
+// the base no step (the refiner's alone), from random pixels.
+TEST(ParallelGeneration, TheRefinerEnsembleGivesWhatOneDeviceGivesInEachMode) {
+  const test::RefinerChoice refiner{kModels + "tiny_sdxl_refiner", 0.6};
+  struct Case {
+    ParallelMode mode;
+    int ranks, batch;
+    float cfg;
+  };
+  for (const Case c : {Case{ParallelMode::kData, 2, 3, 7.5f}, Case{ParallelMode::kCfg, 2, 1, 7.5f},
+                       Case{ParallelMode::kSplit, 2, 1, 1.0f}, Case{ParallelMode::kSplit, 4, 1, 7.5f}}) {
+    SCOPED_TRACE(testing::Message() << parallel_mode_name(c.mode) << " on " << c.ranks << " ranks");
+    GenerationParams p = company_params("a red square", 5, c.cfg, SamplerKind::kEulerAncestral, 5, 64);
+    p.batch = c.batch;
+    const test::ParallelOutcome o = test::compare_with_one_device(kModels + "tiny_sdxl_pipeline", cpus(c.ranks),
+                                                                  DType::kF32, p, c.mode, nullptr, refiner);
+    std::printf("refiner ensemble, %s on %d ranks: latents relative L2 %.3g, image PSNR %.1f dB, %llu collectives\n",
+                std::string(parallel_mode_name(c.mode)).c_str(), c.ranks, o.latents_relative_l2, o.image_psnr,
+                static_cast<unsigned long long>(o.counts.collectives));
+    EXPECT_LE(o.latents_relative_l2, kTolerance);
+    EXPECT_GE(o.image_psnr, 80.0);
+    EXPECT_EQ(o.counts.collectives == 0, c.mode == ParallelMode::kData);
+  }
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  OwnedTensor image = test::random_tensor(rng, Shape{1, 64, 64, 3}, 0.5f);
+  GenerationParams p = company_params("a green triangle", 4, 7.5f, SamplerKind::kEuler, 10, 64);
+  p.batch = 2;
+  p.strength = 0.3f;  // starts below 0.6 of the schedule: the refiner's three steps alone
+  const test::ParallelOutcome o = test::compare_with_one_device(kModels + "tiny_sdxl_pipeline", cpus(2), DType::kF32,
+                                                                p, ParallelMode::kData, &image.view(), refiner);
+  EXPECT_LE(o.latents_relative_l2, kTolerance);
+}
+
+// A refiner's request whose mode its models cannot take is refused before any work, naming both models.
+TEST(ParallelGeneration, TheRefinerEnsembleIsRefusedWhereItCannotRun) {
+  ParallelStableDiffusion several =
+      ParallelStableDiffusion::load(kModels + "tiny_sdxl_pipeline", std::nullopt, std::nullopt, cpus(2), DType::kF32);
+  GenerationParams p = company_params("a red square", 5, 7.5f, SamplerKind::kEuler, 4, 64);
+  test::expect_error_containing([&] { several.generate_with_refiner(p, 0.8, ParallelMode::kCfg); },
+                                "no refiner is loaded");
+  several.load_refiner(kModels + "tiny_sdxl_refiner", std::nullopt);
+  // A height that does not split into strips of both UNets (SDXL's refiner downsamples once more than its
+  // base; the tiny pair downsample alike, so this checks the rule's message, not their difference).
+  const int64_t multiple = std::lcm(several.model(0).split_height_multiple(2), several.refiner(0).split_height_multiple(2));
+  p.height = int(multiple) + 8;
+  test::expect_error_containing([&] { several.generate_with_refiner(p, 0.8, ParallelMode::kSplit); },
+                                "(the model's and the refiner's)");
+  test::expect_error_containing([&] { several.generate_with_refiner(p, 1.0, ParallelMode::kCfg); },
+                                "must be in (0, 1)");
 }
 
 TEST(ParallelGeneration, AutoPicksDataForABatchCfgForOneGuidedPictureElseTheSplit) {

@@ -152,8 +152,6 @@ int run_generate(std::span<const std::string_view> args) {
   // then the refiner.
   std::optional<InfotextRefiner> refiner_choice;  // the refiner's path and high-noise fraction
   HD_CHECK(!get("--high-noise-frac") || get("--refiner"), "--high-noise-frac applies to --refiner only");
-  HD_CHECK_KIND(devices.empty() || !get("--refiner"), ErrorKind::kUnsupported,
-                "--refiner with --devices is not built yet: give the ensemble one --device");
   if (auto path = get("--refiner")) {
     refiner_choice = InfotextRefiner{*path, 0.8};
     if (auto v = get("--high-noise-frac")) refiner_choice->switch_at = parse_number<double>("--high-noise-frac", *v);
@@ -173,25 +171,31 @@ int run_generate(std::span<const std::string_view> args) {
     if (auto v = get("--displaced-warmup")) several->set_displaced_warmup(parse_number<int>("--displaced-warmup", *v));
   }
   const StableDiffusion& sd = single ? *single : several->model(0);
-  std::optional<StableDiffusion> refiner;
-  if (refiner_choice) refiner = StableDiffusion::load(refiner_choice->path, get("--vocab"), std::nullopt, placement);
+  // The refiner beside the model (on every device with --devices).
+  std::optional<StableDiffusion> single_refiner;
+  if (refiner_choice && single)
+    single_refiner = StableDiffusion::load(refiner_choice->path, get("--vocab"), std::nullopt, placement);
+  if (refiner_choice && several) several->load_refiner(refiner_choice->path, get("--vocab"));
+  const StableDiffusion* refiner = single_refiner ? &*single_refiner
+                                   : refiner_choice ? &several->refiner(0)
+                                                    : nullptr;
   // --vae replaces the VAE of both (the refiner's decodes an ensemble's image).
   if (auto path = get("--vae")) {
     if (single) single->use_vae(*path);
     else several->use_vae(*path);
-    if (refiner) refiner->use_vae(*path);
+    if (single_refiner) single_refiner->use_vae(*path);
   }
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   // Without --width/--height (and no init image), the size the model was trained for.
   if (!get("--width") && !init_image) p.width = sd.default_image_size();
   if (!get("--height") && !init_image) p.height = sd.default_image_size();
-  // Every rule of the request before any work (the ensemble checks both models' shares itself).
+  // Every rule of the request before any work (the ensemble's: both models' shares).
   if (refiner) {
-    validate(p, sd.vae_scale_factor());
+    (void)refiner_shares(sd, *refiner, p, refiner_choice->switch_at, init_image.has_value());
   } else {
     sd.validate(p, init_image.has_value());
   }
-  const ParallelMode mode = several ? several->resolve(parallel, p) : ParallelMode::kData;
+  const ParallelMode mode = several ? several->resolve(parallel, p, refiner != nullptr) : ParallelMode::kData;
   const std::string where =
       several ? str_cat(device_list_name(devices), " ", dtype_name(sd.placement().dtype)) : placement.to_string();
   std::fprintf(stderr, "model: %s, %s, loaded in %.2f s; %dx%d, %d steps of %s on %s\n", model.c_str(),
@@ -212,9 +216,11 @@ int run_generate(std::span<const std::string_view> args) {
   ProgressBar bar;
   const ops::TuningStats tuned_before = ops::tuning_stats();
   const Tensor* init = init_image ? &init_image->view() : nullptr;
-  const GenerationResult result = refiner   ? generate_with_refiner(sd, *refiner, p, refiner_choice->switch_at, std::ref(bar), init)
-                                  : several ? several->generate(p, mode, std::ref(bar), init)
-                                            : sd.generate(p, std::ref(bar), init);
+  const GenerationResult result =
+      several && refiner ? several->generate_with_refiner(p, refiner_choice->switch_at, mode, std::ref(bar), init)
+      : refiner          ? generate_with_refiner(sd, *refiner, p, refiner_choice->switch_at, std::ref(bar), init)
+      : several          ? several->generate(p, mode, std::ref(bar), init)
+                         : sd.generate(p, std::ref(bar), init);
   startup_mark("generated");
   const StageTimes& t = result.times;
   const ops::TuningStats tuned = ops::tuning_since(tuned_before);
