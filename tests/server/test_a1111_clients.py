@@ -3,6 +3,7 @@ pictures as the CLI for the same seed and settings, and schemathesis holds the s
 document (no 5xx, every answer documented and of its documented shape, bad input refused)."""
 import base64
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,10 @@ def test_every_route_answers_json_errors_as_a1111_clients_read_them(start_server
         "init_images": ["data:image/png;base64," + base64.b64encode(png.getvalue()).decode()],
         "width": 64, "height": 64, "steps": 2, "denoising_strength": 0.5})
     assert ok.status_code == 200, ok.text
+    quiet = requests.post(f"{server.url}/sdapi/v1/txt2img", json={
+        "prompt": "a", "width": 32, "height": 32, "steps": 2, "seed": 5, "send_images": False})
+    assert quiet.status_code == 200 and quiet.json()["images"] == [], quiet.text
+    assert json.loads(quiet.json()["info"])["all_seeds"] == [5]
     assert server.process.poll() is None, server.log()
 
 

@@ -53,7 +53,7 @@ GenerationRequest read_generation(const nlohmann::json& body, Endpoint endpoint,
 // One picture made: which of the request's, its PNG file and its infotext.
 struct Delivered {
   size_t index;
-  std::vector<uint8_t> png;
+  std::vector<uint8_t> png;  // empty when the request does not send its images
   std::string infotext;
 };
 

@@ -209,7 +209,9 @@ class Server {
         if (!jobs[i]->refiner_name().empty())
           refiner = InfotextRefiner{jobs[i]->refiner_name(), request.refiner_switch_at};
         std::string text = infotext(request.pictures[i], model, refiner);
-        std::vector<uint8_t> png = encode_png(rgb8_of(result.image, 0), {{"parameters", text}});
+        // Encoded only to be sent (14 ms for a 512x512 picture on the development machine).
+        std::vector<uint8_t> png;
+        if (request.send_images) png = encode_png(rgb8_of(result.image, 0), {{"parameters", text}});
         pictures.push_back({i, std::move(png), std::move(text)});
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::kCancelled) throw;  // the request fails; the entry cancels its rest
