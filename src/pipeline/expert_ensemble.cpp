@@ -6,6 +6,12 @@
 
 namespace hd {
 
+void check_refiner_switch(double high_noise_frac) {
+  HD_CHECK(high_noise_frac > 0.0 && high_noise_frac < 1.0,
+           "the refiner's switch (the base model's share of the schedule) must be in (0, 1), leaving each model a "
+           "share; got ", high_noise_frac);
+}
+
 RefinerShares refiner_shares(const StableDiffusion& base, const StableDiffusion& refiner,
                              const GenerationParams& params, double high_noise_frac, bool from_init_image) {
   HD_CHECK(base.family() == ModelFamily::kSDXL && refiner.family() == ModelFamily::kSDXL,
@@ -17,8 +23,7 @@ RefinerShares refiner_shares(const StableDiffusion& base, const StableDiffusion&
   base.check_same_latent_space(refiner);
   HD_CHECK(!params.denoising_start && !params.denoising_end,
            "with a refiner, the high-noise fraction says where the base stops and the refiner starts");
-  HD_CHECK(high_noise_frac > 0.0 && high_noise_frac < 1.0, "the high-noise fraction (the base's share of the "
-           "schedule) must be in (0, 1), got ", high_noise_frac);
+  check_refiner_switch(high_noise_frac);
 
   RefinerShares shares{params, params, 0, 0};
   shares.base.denoising_end = high_noise_frac;

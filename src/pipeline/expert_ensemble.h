@@ -19,6 +19,11 @@ GenerationResult generate_with_refiner(const StableDiffusion& base, const Stable
                                        const GenerationParams& params, double high_noise_frac,
                                        const ProgressCallback& progress = {}, const Tensor* init_image = nullptr);
 
+// The refiner's switch, the base's share of the schedule by noise level (diffusers' high_noise_frac,
+// A1111's refiner_switch_at): in (0, 1), so that each model has a share. The one check of it; every front
+// end calls it before loading anything.
+void check_refiner_switch(double high_noise_frac);
+
 // Each model's share of a request with a refiner, every check of generate_with_refiner made (they throw
 // before any work): the base's parameters (denoising_end) and the refiner's (denoising_start), and the
 // steps each takes (the base none when the refiner makes an img2img alone: the refiner's share is then a

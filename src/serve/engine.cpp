@@ -129,9 +129,7 @@ std::shared_ptr<Job> Engine::submit(JobRequest request) {
   validate(request.params, 8);  // the model's own rules (its scale factor, SDXL's) when the job starts
   std::string wanted = request.model.empty() ? "" : options_.catalogue.find(request.model).name;
   std::string refiner = request.refiner.empty() ? "" : options_.catalogue.find(request.refiner).name;
-  HD_CHECK(refiner.empty() || (request.refiner_switch_at > 0.0 && request.refiner_switch_at < 1.0),
-           "the refiner's switch (the model's share of the schedule) must be in (0, 1), got ",
-           request.refiner_switch_at);
+  if (!refiner.empty()) check_refiner_switch(request.refiner_switch_at);
   std::lock_guard lock(mutex_);
   HD_CHECK_KIND(!stopping_, ErrorKind::kBusy, "the server is stopping and takes no new generations");
   HD_CHECK_KIND(queue_.size() < options_.max_queue, ErrorKind::kBusy, "the queue is full (",

@@ -362,7 +362,7 @@ TEST(ServeEngine, RefinerRequestsThatCannotRunAreRefusedOrFailAlone) {
   for (const double edge : {0.0, 1.0})
     test::expect_error_containing(
         [&] { engine.submit(with("", "tiny_sdxl_refiner", edge)); },
-        "the refiner's switch (the model's share of the schedule) must be in (0, 1)");
+        "the refiner's switch (the base model's share of the schedule) must be in (0, 1)");
   const auto sd1 = engine.submit(with("tiny_sd1", "tiny_sdxl_refiner"));
   const auto swapped = engine.submit(with("tiny_sdxl_refiner", "tiny_sdxl_pipeline"));
   const auto fine = engine.submit(with("tiny_sdxl_pipeline", "tiny_sdxl_refiner"));

@@ -186,7 +186,8 @@ TEST(A1111Api, ARefinerNeedsItsSwitchAndReachesEveryJob) {
         [&] {
           read({{"refiner_checkpoint", "r"}, {"refiner_switch_at", edge}});
         },
-        "refiner_switch_at must leave each model a share of the schedule");
+        std::string("must be in (0, 1), leaving each model a share; got ") + (edge == 0.0 ? "0" : "1") +
+            " (refiner_switch_at)");
   }
   for (const char* refiner : {"r", "None"}) {  // the range holds without a refiner too (the OpenAPI schema's)
     test::expect_error_containing(

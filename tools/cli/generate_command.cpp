@@ -155,8 +155,7 @@ int run_generate(std::span<const std::string_view> args) {
   if (auto path = get("--refiner")) {
     refiner_choice = InfotextRefiner{*path, 0.8};
     if (auto v = get("--high-noise-frac")) refiner_choice->switch_at = parse_number<double>("--high-noise-frac", *v);
-    HD_CHECK(refiner_choice->switch_at > 0.0 && refiner_choice->switch_at < 1.0,
-             "--high-noise-frac must be in (0, 1), got ", refiner_choice->switch_at);
+    with_context([&] { check_refiner_switch(refiner_choice->switch_at); }, [] { return "--high-noise-frac"; });
   }
 
   const std::string model = get("--model") ? *get("--model") : default_model_folder();

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/png.h"
+#include "pipeline/expert_ensemble.h"
 #include "pipeline/infotext.h"
 #include "pipeline/init_image.h"
 #include "tools/server/base64.h"
@@ -250,10 +251,7 @@ void read_refiner(const json& body, GenerationRequest& r) {
   HD_CHECK(get(body, "refiner_switch_at") != nullptr,
            "refiner_switch_at (the base model's share of the schedule, between 0 and 1) must be given with a "
            "refiner_checkpoint");
-  HD_CHECK(
-      switch_at > 0.0 && switch_at < 1.0,
-      "refiner_switch_at must leave each model a share of the schedule: between 0 and 1, exclusive; got ",
-      switch_at);
+  with_context([&] { check_refiner_switch(switch_at); }, [] { return "refiner_switch_at"; });
   r.refiner = name;
   r.refiner_switch_at = switch_at;
 }
