@@ -1,6 +1,7 @@
 // Several GPUs against one, in the same run on the same machine: a guided picture on one GPU against CFG
 // parallel on two and the exact and displaced image split over all of them (per guidance half on 4 or
-// more; an unguided picture then splits over all), latency; and a batch of pictures on one GPU against
+// more; an unguided picture then splits over all), and a guided picture per pair of GPUs (CFG x data
+// parallel, on 4 or more), latency; and a batch of pictures on one GPU against
 // data parallel over all of them, throughput. Whole generations (prompt encoding, every
 // step, the VAE decode, in strips over the GPUs where every GPU ends with the same latents), and the
 // denoising loop alone, medians of --repeats after a warm-up, with what rank 0 exchanged per step and per
@@ -109,6 +110,25 @@ void cfg_row(const Bench& b, ParallelStableDiffusion& pair, const GenerationPara
                      {"kib_sent_per_step", per_step}, {"decode_mib_sent", decode_mib}};
 }
 
+// A guided picture for every pair of GPUs: CFG x data parallel (each pair one picture, each GPU one
+// guidance half of it) against one GPU making the batch, latency. Only on 4 or more, an even number.
+void cfg_pairs_row(const Bench& b, ParallelStableDiffusion& all, GenerationParams p) {
+  const int n = all.size();
+  if (n < 4 || n % 2 != 0) return;
+  p.batch = n / 2;
+  const double alone = median_seconds(b.args.repeats, [&] { return b.one.generate(p, ParallelMode::kData); });
+  const comm::ExchangeCounts before = all.counts();
+  const double parallel = median_seconds(b.args.repeats, [&] { return all.generate(p, ParallelMode::kCfg); });
+  const Exchanged sent = exchanged_since(before, all, b.args.repeats + 1, p.steps);
+  const double per_step = sent.bytes_per_step / 1024.0, decode_mib = sent.decode_bytes / (1024.0 * 1024.0);
+  std::printf("| %d guided pictures, CFG x data parallel (%d pairs) (s) | %.3f | %.3f | %.2fx | %.0f KiB sent; "
+              "decode %.1f MiB |\n",
+              p.batch, n / 2, alone, parallel, alone / parallel, per_step, decode_mib);
+  b.report["cfg_pairs"] = {{"devices", n}, {"batch", p.batch}, {"one_gpu_s", alone}, {"parallel_s", parallel},
+                           {"speedup", alone / parallel}, {"kib_sent_per_step", per_step},
+                           {"decode_mib_sent", decode_mib}};
+}
+
 // One picture, the exact and the displaced image split over every GPU of `all` (per guidance half where
 // the picture is guided and the GPUs pair up) against one GPU; reported under `key`.
 void split_rows(const Bench& b, ParallelStableDiffusion& all, const GenerationParams& p, const std::string& key) {
@@ -199,6 +219,7 @@ int run(const Args& a) {
   std::printf("| case | 1 GPU | %d GPUs | speed-up | per step exchanged (rank 0) |\n| --- | --- | --- | --- | --- |\n", n);
   cfg_row(b, first_two ? *first_two : all, p);
   first_two.reset();  // a third copy of the model on the first GPU, not needed past its row
+  cfg_pairs_row(b, all, p);
   split_rows(b, all, p, "split");
   if (all.cfg_halves(p)) {
     // Guided pictures pair the GPUs up; an unguided one (CFG 1, as distilled models run) splits over all.

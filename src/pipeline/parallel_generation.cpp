@@ -37,6 +37,25 @@ OwnedTensor concatenated(const std::vector<const Tensor*>& parts) {
   return out;
 }
 
+// The pictures of the batch's shares, in order, as one result; its times the first share's, but for the
+// total since `start`.
+GenerationResult joined(std::vector<GenerationResult>& parts, std::chrono::steady_clock::time_point start) {
+  std::vector<const Tensor*> latents, images;
+  GenerationResult out;
+  for (const GenerationResult& part : parts) {
+    latents.push_back(&part.latents.view());
+    images.push_back(&part.image.view());
+    out.vae_retried_in_bf16 = out.vae_retried_in_bf16 || part.vae_retried_in_bf16;
+    out.vae_tiled = out.vae_tiled || part.vae_tiled;
+    out.decode_extra_device_memory = std::max(out.decode_extra_device_memory, part.decode_extra_device_memory);
+  }
+  out.latents = concatenated(latents);
+  out.image = concatenated(images);
+  out.times = std::move(parts[0].times);
+  out.times.total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
 // While one lives, `model` computes its rank's part of every step in lockstep with the other ranks: half of
 // each guided batch (`pair`: CFG parallel), its strip of the image (`split`: exact or displaced from
 // `displaced_from`), or its strip of its half (both).
@@ -241,7 +260,7 @@ ParallelMode ParallelStableDiffusion::resolve(ParallelMode mode, const Generatio
   const int devices = size();
   if (mode == ParallelMode::kAuto) {
     if (p.batch >= devices || devices == 1) return ParallelMode::kData;
-    if (devices == 2 && guided(p)) return ParallelMode::kCfg;
+    if (guided(p) && devices % 2 == 0 && p.batch >= devices / 2) return ParallelMode::kCfg;
     HD_CHECK(splits(p, with_refiner), "a batch of ", p.batch, " on ", devices,
              " devices: data parallel needs a picture per device, CFG parallel a guided request (cfg scale "
              "above 1) on 2 devices, the image split a height that is a multiple of ",
@@ -252,9 +271,12 @@ ParallelMode ParallelStableDiffusion::resolve(ParallelMode mode, const Generatio
     HD_CHECK(p.batch >= devices, "data parallel over ", devices, " devices needs a batch of at least ", devices,
              ", not ", p.batch);
   } else if (mode == ParallelMode::kCfg) {
-    HD_CHECK_KIND(devices == 2, ErrorKind::kUnsupported, "CFG parallel runs on 2 devices, not ", devices,
-                  " (CFG parallel with data parallel or the image split over 4 or more is not built yet)");
+    HD_CHECK_KIND(devices % 2 == 0, ErrorKind::kUnsupported, "CFG parallel pairs the devices: an even number, not ",
+                  devices);
     HD_CHECK(guided(p), "CFG parallel needs classifier-free guidance: a cfg scale above 1, not ", p.cfg_scale);
+    HD_CHECK(p.batch >= devices / 2, "CFG parallel over ", devices, " devices makes ", devices / 2,
+             " pairs, each with a share of the batch: a batch of at least ", devices / 2, ", not ", p.batch,
+             " (the image split takes a guided picture on 4 or more)");
   } else {
     HD_CHECK(splits(p, with_refiner), "an image split into ", strips(p), " strips",
              cfg_halves(p) ? " per guidance half" : "", " needs a height that is a multiple of ",
@@ -307,39 +329,34 @@ GenerationResult ParallelStableDiffusion::generate_data(const GenerationParams& 
     OwnedTensor latents = sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, share}, heard);
     parts[size_t(rank)] = sd.finish(p, std::move(latents), std::move(times), start);
   }, false);
-  std::vector<const Tensor*> latents, images;
-  GenerationResult out;
-  for (const GenerationResult& part : parts) {
-    latents.push_back(&part.latents.view());
-    images.push_back(&part.image.view());
-    out.vae_retried_in_bf16 = out.vae_retried_in_bf16 || part.vae_retried_in_bf16;
-    out.vae_tiled = out.vae_tiled || part.vae_tiled;
-    out.decode_extra_device_memory = std::max(out.decode_extra_device_memory, part.decode_extra_device_memory);
-  }
-  out.latents = concatenated(latents);
-  out.image = concatenated(images);
-  out.times = std::move(parts[0].times);
-  out.times.total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return out;
+  return joined(parts, start);
 }
 
 GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationParams& p, const RefinerShares* shares,
                                                             ParallelMode mode, const ProgressCallback& progress,
                                                             const Tensor* init) {
   const bool image = mode != ParallelMode::kCfg, halves = image && cfg_halves(p);
+  // CFG parallel x data parallel: pair i (ranks i and i + size/2) makes share i of the batch.
+  const bool pairs = mode == ParallelMode::kCfg && size() > 2;
   const bool displaced = mode == ParallelMode::kDisplaced;
-  if (halves) make_cfg_halves();
+  if (halves || pairs) make_cfg_halves();
+  const int half_size = size() / 2;
   const auto start = std::chrono::steady_clock::now();
   GenerationResult out;
+  std::vector<GenerationResult> pair_parts(pairs ? size_t(half_size) : 0);  // each pair's first rank's
   std::atomic<int> exchanging{size()};  // ranks not yet past their last exchange (the watchdog's view)
-  // Every rank ends with the same latents: each decodes a strip of them over the whole group, unless the
-  // request asks for tiles or the latent's rows do not split evenly (then the first decodes alone).
+  // The ranks that end with the same latents (all of them, or a pair) decode a strip of them each, unless
+  // the request asks for tiles or the latent's rows do not split evenly (then the first decodes alone).
   const int64_t latent_rows = p.height / models_[0]->vae_scale_factor();
-  const bool split_decode = p.vae_tiling == VaeTiling::kAuto && latent_rows % size() == 0;
+  const int decoders = pairs ? 2 : size();
+  const bool split_decode = p.vae_tiling == VaeTiling::kAuto && latent_rows % decoders == 0;
   run([&](int rank) {
     StableDiffusion& sd = *models_[size_t(rank)];
     StableDiffusion* refiner = shares != nullptr ? refiners_[size_t(rank)].get() : nullptr;
+    const int strip = rank % std::max(half_size, 1), half = rank / std::max(half_size, 1);
     comm::Communicator* pair = mode == ParallelMode::kCfg ? &group_->rank(rank) : nullptr;
+    if (halves || pairs) pair = &pair_groups_[size_t(strip)]->rank(half);
+    const BatchShare share = pairs ? share_of(p.batch, strip, half_size) : BatchShare{};
     // Each model's own splits: made on first use and kept, since its captured graphs hold their buffers.
     const auto split_of = [&](std::vector<RankSplits>& all) -> comm::ImageSplit* {
       if (!image) return nullptr;
@@ -351,7 +368,6 @@ GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationPara
       if (!kept) kept = std::make_unique<comm::ImageSplit>(strip_group, /*keeps_sites=*/displaced);
       return kept.get();
     };
-    if (halves) pair = &pair_groups_[size_t(rank % (size() / 2))]->rank(rank / (size() / 2));
     const int displaced_from = displaced ? displaced_warmup_ : -1;
     const Lockstep lockstep(sd, pair, split_of(splits_), displaced_from);
     std::optional<Lockstep> refiner_lockstep;  // the refiner's run warms up afresh when displaced
@@ -360,16 +376,17 @@ GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationPara
     StageTimes times;
     const ProgressCallback& heard = rank == 0 ? progress : ProgressCallback{};
     OwnedTensor latents = refiner != nullptr
-                              ? denoise_with_refiner(sd, *refiner, *shares, generator, &times, init, {}, heard)
-                              : sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, {}}, heard);
+                              ? denoise_with_refiner(sd, *refiner, *shares, generator, &times, init, share, heard)
+                              : sd.denoise(p, generator, &times, DenoiseStart{init, nullptr, share}, heard);
     // With a refiner, its VAE decodes (generate_with_refiner).
     StableDiffusion& decoder = refiner != nullptr ? *refiner : sd;
     const GenerationParams& decoded = refiner != nullptr ? shares->refiner : p;
     comm::ImageSplit* decode_split = nullptr;
     if (split_decode) {
-      std::unique_ptr<comm::ImageSplit>& whole_group = (refiner != nullptr ? refiner_splits_ : splits_)[size_t(rank)].exact;
-      if (!whole_group) whole_group = std::make_unique<comm::ImageSplit>(group_->rank(rank));
-      decode_split = whole_group.get();
+      RankSplits& mine = (refiner != nullptr ? refiner_splits_ : splits_)[size_t(rank)];
+      std::unique_ptr<comm::ImageSplit>& kept = pairs ? mine.pair_exact : mine.exact;
+      if (!kept) kept = std::make_unique<comm::ImageSplit>(pairs ? *pair : group_->rank(rank));
+      decode_split = kept.get();
     }
     const comm::ExchangeCounts before = rank == 0 ? counts() : comm::ExchangeCounts{};
     GenerationResult mine;
@@ -378,14 +395,20 @@ GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationPara
     // the first device alone, however long, is no business of the watchdog's.
     ops::synchronize(sd.placement().device);
     exchanging.fetch_sub(1);
-    if (rank != 0) return;
+    if (pairs ? half != 0 : rank != 0) return;
     if (!decode_split) mine = decoder.finish(decoded, std::move(latents), std::move(times), start);
-    const comm::ExchangeCounts after = counts();  // the same as before when the first decoded alone
-    decode_counts_ = {after.bytes_sent - before.bytes_sent, after.bytes_received - before.bytes_received,
-                      after.collectives - before.collectives};
-    out = std::move(mine);
+    if (rank == 0) {
+      const comm::ExchangeCounts after = counts();  // the same as before when the first decoded alone
+      decode_counts_ = {after.bytes_sent - before.bytes_sent, after.bytes_received - before.bytes_received,
+                        after.collectives - before.collectives};
+    }
+    if (pairs) {
+      pair_parts[size_t(strip)] = std::move(mine);
+    } else {
+      out = std::move(mine);
+    }
   }, true, &exchanging);
-  return out;
+  return pairs ? joined(pair_parts, start) : std::move(out);
 }
 
 }  // namespace hd

@@ -1,6 +1,7 @@
 // One request on several devices, each holding its own copy of the model: data parallel (the batch's
 // rows spread over the devices), CFG parallel (two devices, each computing one half of every guided
-// UNet batch and gathering the other's: StableDiffusion::split_guidance), or an exact image split (each
+// UNet batch and gathering the other's: StableDiffusion::split_guidance; on 2N devices, N pairs, each
+// with a share of the batch: CFG x data parallel), or an exact image split (each
 // device a strip of the latent's rows, exchanging halos, GroupNorm statistics and attention's keys and
 // values inside every UNet forward: StableDiffusion::split_image), or the displaced split (the same after
 // a warm-up of exact steps, each exchange then taking the other strips' values of the step
@@ -62,7 +63,8 @@ class ParallelStableDiffusion {
   std::string exchange_name() const;
 
   // The mode a request runs in. kAuto: data parallel when the batch has a row for every device, else CFG
-  // parallel for a guided request on two devices, else the image split where the height allows it. An
+  // parallel for a guided request on an even number of devices with a picture for every pair (one on
+  // two), else the image split where the height allows it. An
   // explicit mode the request cannot take is an error about the request. The split of a guided request
   // on an even number of devices, 4 or more, is combined with CFG parallel (cfg_halves). `with_refiner`:
   // the request is the ensemble's (an image split then suits both models' downsampling).
@@ -121,6 +123,7 @@ class ParallelStableDiffusion {
   // buffers' addresses.
   struct RankSplits {
     std::unique_ptr<comm::ImageSplit> exact, displaced, half_exact, half_displaced;
+    std::unique_ptr<comm::ImageSplit> pair_exact;  // CFG x data parallel: the pair's split decode
   };
   std::vector<RankSplits> splits_;
   std::vector<RankSplits> refiner_splits_;  // the refiner's own (its graphs hold their buffers too)

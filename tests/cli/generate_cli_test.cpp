@@ -188,6 +188,18 @@ TEST(GenerateCli, DevicesSpreadTheBatchTheGuidanceOrTheImageAndDrawTheSamePictur
   ASSERT_EQ(cfg.exit_code, 0) << cfg.out;
   EXPECT_NE(cfg.out.find("devices: 2, CFG parallel"), std::string::npos) << cfg.out;
   EXPECT_TRUE(within_a_level(read_png((dir.path() / "cfg.png").string()), read_png((dir.path() / "alone.png").string())));
+  // Two guided pictures on four: a pair each (CFG x data parallel), against one device's batch of two.
+  const auto two = test::run_cli(base + "--batch 2 --output " + test::quoted(dir.path() / "two.png"));
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  const auto pairs = test::run_cli(base + "--batch 2 --devices cpu,cpu,cpu,cpu --output " +
+                                   test::quoted(dir.path() / "pairs.png"));
+  ASSERT_EQ(pairs.exit_code, 0) << pairs.out;
+  EXPECT_NE(pairs.out.find("devices: 4, CFG x data parallel (2 pairs"), std::string::npos) << pairs.out;
+  for (int i = 1; i <= 2; ++i) {
+    const std::string n = std::to_string(i);
+    EXPECT_TRUE(within_a_level(read_png((dir.path() / ("pairs-" + n + ".png")).string()),
+                               read_png((dir.path() / ("two-" + n + ".png")).string()))) << "picture " << n;
+  }
   const auto split = test::run_cli(base + "--devices cpu,cpu,cpu,cpu --parallel split --output " +
                                    test::quoted(dir.path() / "split.png"));
   ASSERT_EQ(split.exit_code, 0) << split.out;

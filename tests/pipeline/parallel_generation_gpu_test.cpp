@@ -66,6 +66,14 @@ void check_modes(const std::vector<Device>& devices) {
                 longer.steps, displaced.latents_relative_l2, displaced.image_psnr);
     EXPECT_LE(displaced.latents_relative_l2, 0.05);
     EXPECT_GE(displaced.image_psnr, 35.0);
+    if (n >= 4) {  // a guided picture per pair of GPUs: CFG x data parallel
+      GenerationParams pairs = p;
+      pairs.batch = int(n / 2);
+      const test::ParallelOutcome cfg_pairs =
+          test::compare_with_one_device(kModels + model, devices, DType::kF16, pairs, ParallelMode::kCfg);
+      std::printf("%s on %zu GPUs, CFG x data parallel: relative L2 %.3g\n", model, n, cfg_pairs.latents_relative_l2);
+      EXPECT_LE(cfg_pairs.latents_relative_l2, kTolerance);
+    }
     p.batch = int(n) + 1;
     const test::ParallelOutcome data =
         test::compare_with_one_device(kModels + model, devices, DType::kF16, p, ParallelMode::kData);

@@ -54,6 +54,27 @@ TEST(ParallelGeneration, CfgParallelGivesWhatOneDeviceGives) {
   }
 }
 
+// CFG x data parallel: on 4 and 6 ranks, pair i (ranks i and i + n/2) makes share i of the batch, each
+// rank one guidance half of it; the pictures are one device's, and each pair decodes its share in strips.
+TEST(ParallelGeneration, CfgParallelPairsShareTheBatch) {
+  for (const int ranks : {4, 6}) {
+    for (const int batch : {ranks / 2, ranks / 2 + 1}) {
+      SCOPED_TRACE(testing::Message() << ranks << " ranks, a batch of " << batch);
+      GenerationParams p = company_params("a red square", 5, 7.5f, SamplerKind::kEulerAncestral, 3, 32);
+      p.batch = batch;
+      const test::ParallelOutcome o =
+          test::compare_with_one_device(kModels + "tiny_sd1", cpus(ranks), DType::kF32, p, ParallelMode::kCfg);
+      std::printf("CFG x data parallel, %d ranks, batch %d: latents relative L2 %.3g, %llu collectives\n", ranks,
+                  batch, o.latents_relative_l2, static_cast<unsigned long long>(o.counts.collectives));
+      EXPECT_LE(o.latents_relative_l2, kTolerance);
+      EXPECT_GE(o.image_psnr, 80.0);
+      // Rank 0's pair: one all-gather of its share's half prediction a step.
+      EXPECT_EQ(o.counts.collectives, 3u);
+      EXPECT_GT(o.decode_counts.collectives, 0u) << "the pair did not decode in strips";
+    }
+  }
+}
+
 TEST(ParallelGeneration, ImageSplitGivesWhatOneDeviceGives) {
   // Strips of the latent's rows at 2 and 4 ranks, guided (the strips compute both halves) and an unguided
   // batch of two, with an ancestral sampler: every rank draws the whole latents' noise and takes the same
@@ -181,7 +202,8 @@ TEST(ParallelGeneration, TheRefinerEnsembleGivesWhatOneDeviceGivesInEachMode) {
     float cfg;
   };
   for (const Case c : {Case{ParallelMode::kData, 2, 3, 7.5f}, Case{ParallelMode::kCfg, 2, 1, 7.5f},
-                       Case{ParallelMode::kSplit, 2, 1, 1.0f}, Case{ParallelMode::kSplit, 4, 1, 7.5f}}) {
+                       Case{ParallelMode::kSplit, 2, 1, 1.0f}, Case{ParallelMode::kSplit, 4, 1, 7.5f},
+                       Case{ParallelMode::kCfg, 4, 2, 7.5f}}) {
     SCOPED_TRACE(testing::Message() << parallel_mode_name(c.mode) << " on " << c.ranks << " ranks");
     GenerationParams p = company_params("a red square", 5, c.cfg, SamplerKind::kEulerAncestral, 5, 64);
     p.batch = c.batch;
@@ -248,13 +270,20 @@ TEST(ParallelGeneration, AutoPicksDataForABatchCfgForOneGuidedPictureElseTheSpli
                                 "an image split into 3 strips needs a height that is a multiple of 12 pixels, not 32");
   p.cfg_scale = 7.5f;
   test::expect_error_containing([&] { (void)three.resolve(ParallelMode::kCfg, p); },
-                                "CFG parallel runs on 2 devices, not 3");
+                                "CFG parallel pairs the devices: an even number, not 3");
   // A guided picture on 4: the split into 2 strips per guidance half, whose height multiple is 2 strips'.
   ParallelStableDiffusion four =
       ParallelStableDiffusion::load(kModels + "tiny_sd1", std::nullopt, std::nullopt, cpus(4), DType::kF32);
   p.height = 40;
   EXPECT_TRUE(four.cfg_halves(p));
   EXPECT_EQ(four.resolve(ParallelMode::kAuto, p), ParallelMode::kSplit);
+  test::expect_error_containing([&] { (void)four.resolve(ParallelMode::kCfg, p); },
+                                "CFG parallel over 4 devices makes 2 pairs, each with a share of the batch: a batch "
+                                "of at least 2, not 1");
+  // Two guided pictures on 4: a pair each (CFG x data parallel).
+  p.batch = 2;
+  EXPECT_EQ(four.resolve(ParallelMode::kAuto, p), ParallelMode::kCfg);
+  p.batch = 1;
   p.cfg_scale = 1.0f;
   EXPECT_FALSE(four.cfg_halves(p));
   test::expect_error_containing([&] { (void)four.resolve(ParallelMode::kSplit, p); },

@@ -43,10 +43,14 @@ std::vector<std::string> generate_flags() {
 }
 
 // How the devices share a request, for the log.
-std::string mode_description(ParallelMode mode, int displaced_warmup) {
+std::string mode_description(ParallelMode mode, int devices, int displaced_warmup) {
   switch (mode) {
     case ParallelMode::kData: return "data parallel (the batch's pictures spread over them)";
-    case ParallelMode::kCfg: return "CFG parallel (each computes one half of the guided batch)";
+    case ParallelMode::kCfg:
+      if (devices > 2)
+        return str_cat("CFG x data parallel (", devices / 2,
+                       " pairs, each with a share of the batch, each device one half of its guided batch)");
+      return "CFG parallel (each computes one half of the guided batch)";
     case ParallelMode::kSplit: return "image split (each computes a strip of the latent's rows)";
     case ParallelMode::kDisplaced:
       return str_cat("displaced image split (each computes a strip; after ", displaced_warmup,
@@ -202,7 +206,8 @@ int run_generate(std::span<const std::string_view> args) {
                std::string(sampler_name(p.sampler)).c_str(), where.c_str());
   if (several && devices.size() > 1)
     std::fprintf(stderr, "devices: %zu, %s, exchanging through %s\n", devices.size(),
-                 mode_description(mode, several->displaced_warmup()).c_str(), several->exchange_name().c_str());
+                 mode_description(mode, several->size(), several->displaced_warmup()).c_str(),
+                 several->exchange_name().c_str());
   if (refiner)
     std::fprintf(stderr, "refiner: %s, %s, from %g of the schedule\n", refiner_choice->path.c_str(),
                  refiner->description().c_str(), refiner_choice->switch_at);
