@@ -26,8 +26,10 @@ extern "C" {
 #endif
 
 /* 2: hd_generation_params gained refiner and refiner_switch_at (a version-1 struct_size still works), and
- * hd_generation_params_init became a macro over hd_generation_params_init_sized. */
-#define HD_API_VERSION 2
+ * hd_generation_params_init became a macro over hd_generation_params_init_sized.
+ * 3: hd_engine_options gained keep_models (an earlier struct_size still works), and hd_engine_options_init
+ * became a macro over hd_engine_options_init_sized. */
+#define HD_API_VERSION 3
 
 typedef enum hd_status {
   HD_OK = 0,
@@ -64,9 +66,17 @@ typedef struct hd_engine_options {
   uint32_t max_queue;      /* generations waiting to start before HD_ERROR_BUSY (default 64) */
   uint32_t max_batch_rows; /* UNet rows one step may hold across generations (default 16) */
   int32_t batch_across_generations; /* nonzero (default): generations share UNet batches */
+  /* Version 3, read only when struct_size covers it. Models the engine keeps loaded on each device, at
+   * most 64 (default 1; 0 means the default): generations that alternate between models load each once,
+   * and when one more is needed the least recently used goes first. */
+  size_t keep_models;
 } hd_engine_options;
 
+/* Fills the struct with its defaults and sets struct_size from `size`, the caller's sizeof (as
+ * hd_generation_params_init_sized does; the function of the old name fills versions 1 and 2's fields). */
+HD_API void hd_engine_options_init_sized(hd_engine_options* options, size_t size);
 HD_API void hd_engine_options_init(hd_engine_options* options);
+#define hd_engine_options_init(options) hd_engine_options_init_sized((options), sizeof(hd_engine_options))
 /* Checks the options and the models' paths; loads no model until a generation (or
  * hd_engine_select_model) needs one. */
 HD_API hd_status hd_engine_create(const hd_engine_options* options, hd_engine** engine);
@@ -76,7 +86,7 @@ HD_API void hd_engine_free(hd_engine* engine);
 /* The engine's models: how many, and the name of model `index` (valid while the engine lives). */
 HD_API size_t hd_engine_model_count(const hd_engine* engine);
 HD_API const char* hd_engine_model_name(const hd_engine* engine, size_t index);
-/* Loads model `name` (unloading the last) for generations that name none. */
+/* Loads model `name` for generations that name none (unloading the least recently used past keep_models). */
 HD_API hd_status hd_engine_select_model(hd_engine* engine, const char* name);
 
 /* Called on the thread that called hd_generate, about every 20 ms while it runs: steps done and in all.

@@ -74,7 +74,8 @@ hd_status guarded(Body&& body) {
 
 // The sizes of the structs as HD_API_VERSION 1 defines them. A later version appends fields, keeps these
 // as the least a caller's struct_size may say, and reads a new field only when struct_size covers it.
-constexpr size_t kEngineOptionsV1 = sizeof(hd_engine_options);
+constexpr size_t kEngineOptionsV1 = offsetof(hd_engine_options, keep_models);  // versions 1 and 2
+constexpr size_t kEngineOptionsV3 = sizeof(hd_engine_options);                    // + keep_models
 constexpr size_t kGenerationParamsV1 = offsetof(hd_generation_params, refiner);
 constexpr size_t kGenerationParamsV2 = sizeof(hd_generation_params);  // + refiner, refiner_switch_at
 
@@ -157,13 +158,21 @@ const char* hd_version(void) {
   return HD_VERSION;
 }
 
-void hd_engine_options_init(hd_engine_options* options) {
-  if (options == nullptr) return;
-  std::memset(options, 0, sizeof *options);
-  options->struct_size = sizeof *options;
+void hd_engine_options_init_sized(hd_engine_options* options, size_t size) {
+  if (options == nullptr || size < kEngineOptionsV1) return;  // not even version 1's: nothing is written
+  size = std::min(size, sizeof *options);  // a later version's struct: the fields this library knows
+  std::memset(options, 0, size);
+  options->struct_size = uint32_t(size);
   options->max_queue = 64;
   options->max_batch_rows = 16;
   options->batch_across_generations = 1;
+  if (size >= kEngineOptionsV3) options->keep_models = 1;
+}
+
+// Versions 1 and 2's, for programs built against them (this file's header makes the name a macro).
+#undef hd_engine_options_init
+void hd_engine_options_init(hd_engine_options* options) {
+  hd_engine_options_init_sized(options, kEngineOptionsV1);
 }
 
 hd_status hd_engine_create(const hd_engine_options* options, hd_engine** engine) {
@@ -189,6 +198,10 @@ hd_status hd_engine_create(const hd_engine_options* options, hd_engine** engine)
     o.max_queue = options->max_queue;
     o.max_batch_rows = int(options->max_batch_rows);
     o.batch_across_jobs = options->batch_across_generations != 0;
+    if (options->struct_size >= kEngineOptionsV3 && options->keep_models != 0) {
+      HD_CHECK(options->keep_models <= 64, "keep_models must be between 1 and 64, got ", options->keep_models);
+      o.keep_models = int(options->keep_models);
+    }
     auto made = std::make_unique<hd_engine>();
     made->engine = std::make_unique<hd::serve::Engine>(std::move(o));
     *engine = made.release();

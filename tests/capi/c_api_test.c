@@ -4,8 +4,10 @@
  * Checks: the picture is the CLI's, byte for byte; a second generation repeats it; two threads
  * generating at once (their steps batched together) each get their own picture; progress is reported and
  * can cancel; bad input gives the right status and a message; SDXL's refiner (version 2 of the struct)
- * gives the CLI's refined picture, and a version-1 struct_size keeps the library from reading it. Exits
- * non-zero after all checks when one failed. */
+ * gives the CLI's refined picture, and a version-1 struct_size keeps the library from reading it; kept
+ * models (version 3 of the engine options) serve generations that alternate between models, and an
+ * earlier struct_size keeps the library from reading the field. Exits non-zero after all checks when one
+ * failed. */
 #include <stddef.h>
 #include <png.h>
 #include <pthread.h>
@@ -172,6 +174,57 @@ static void check_refiner(const char* base, const char* refiner, const char* cli
   engine = NULL;
 }
 
+/* keep_models (version 3): two models kept serve alternating generations, each the same picture each time;
+ * out of range refused; the old init writes versions 1 and 2's fields only, and such a struct's garbage
+ * beyond them is never read. */
+static void check_kept_models(const char* sd1, const char* sdxl_base) {
+  const char* models[2] = {sd1, sdxl_base};
+  hd_engine_options options;
+  hd_engine_options_init(&options);
+  CHECK(options.keep_models == 1 && options.struct_size == sizeof options, "version 3's init: keep_models %zu",
+        options.keep_models);
+  options.model_paths = models;
+  options.model_count = 2;
+  options.keep_models = 65;
+  CHECK(hd_engine_create(&options, &engine) == HD_ERROR_INVALID_ARGUMENT && strstr(hd_last_error(), "keep_models"),
+        "65 kept models: %s", hd_last_error());
+  options.keep_models = 2;
+  CHECK(hd_engine_create(&options, &engine) == HD_OK, "%s", hd_last_error());
+  if (engine == NULL) return;
+  unsigned char* first[2] = {NULL, NULL};
+  const char* names[2] = {"tiny_sd1", "tiny_sdxl_pipeline"};
+  for (int round = 0; round < 2; ++round) {
+    for (int m = 0; m < 2; ++m) {
+      hd_generation_params p;
+      reference_params(&p, 5);
+      p.model = names[m];
+      unsigned char* got = picture(&p, HD_OK);
+      if (round == 0) {
+        first[m] = got;
+      } else {
+        if (got != NULL && first[m] != NULL)
+          CHECK(memcmp(got, first[m], 64 * 64 * 3) == 0, "%s's picture changed between rounds", names[m]);
+        free(got);
+      }
+    }
+  }
+  free(first[0]);
+  free(first[1]);
+  hd_engine_free(engine);
+  engine = NULL;
+  memset(&options, 0xab, sizeof options);
+  (hd_engine_options_init)(&options); /* the function, not the header's macro */
+  CHECK(options.struct_size == offsetof(hd_engine_options, keep_models) && options.max_queue == 64,
+        "versions 1 and 2's init: struct_size %u", (unsigned)options.struct_size);
+  const unsigned char* tail = (const unsigned char*)&options + offsetof(hd_engine_options, keep_models);
+  CHECK(tail[0] == 0xab, "the old init wrote past its fields");
+  options.model_paths = models;
+  options.model_count = 1;
+  CHECK(hd_engine_create(&options, &engine) == HD_OK, "an old struct's garbage was read: %s", hd_last_error());
+  hd_engine_free(engine);
+  engine = NULL;
+}
+
 int main(int argc, char** argv) {
   if (argc != 6) {
     fprintf(stderr, "usage: %s TINY_SD1_MODEL CLI_PNG TINY_SDXL_BASE TINY_SDXL_REFINER CLI_REFINED_PNG\n", argv[0]);
@@ -286,6 +339,7 @@ int main(int argc, char** argv) {
   hd_engine_free(engine);
   engine = NULL;
   check_refiner(argv[3], argv[4], argv[5]);
+  check_kept_models(argv[1], argv[3]);
   if (failures == 0) printf("C API: all checks passed\n");
   return failures == 0 ? 0 : 1;
 }
