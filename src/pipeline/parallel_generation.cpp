@@ -263,8 +263,8 @@ ParallelMode ParallelStableDiffusion::resolve(ParallelMode mode, const Generatio
     if (guided(p) && devices % 2 == 0 && p.batch >= devices / 2) return ParallelMode::kCfg;
     HD_CHECK(splits(p, with_refiner), "a batch of ", p.batch, " on ", devices,
              " devices: data parallel needs a picture per device, CFG parallel a guided request (cfg scale "
-             "above 1) on 2 devices, the image split a height that is a multiple of ",
-             split_multiple(devices, with_refiner), " pixels");
+             "above 1) with a picture per pair of devices (an even number of them), the image split a height "
+             "that is a multiple of ", split_multiple(strips(p), with_refiner), " pixels");
     return ParallelMode::kSplit;
   }
   if (mode == ParallelMode::kData) {

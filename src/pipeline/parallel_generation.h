@@ -85,8 +85,9 @@ class ParallelStableDiffusion {
   // What rank 0 has exchanged so far, in every group it belongs to.
   comm::ExchangeCounts counts() const;
   // Of that, what it exchanged decoding the last request: CFG parallel and the image split end with the
-  // same latents on every rank, and each decodes a strip of them (zero where the first decoded alone: a
-  // tiled decode asked for, or a latent height that does not split evenly over the devices).
+  // same latents on every rank (on each pair's two, with CFG x data parallel), and each decodes a strip
+  // of them (zero where the first decoded alone: a tiled decode asked for, or a latent height that does
+  // not split evenly over the ranks).
   const comm::ExchangeCounts& decode_counts() const { return decode_counts_; }
   // The displaced split's exact steps first: more keeps the picture nearer the exact split's, fewer
   // overlaps more of the exchanges. At least 1 (a displaced step reads the values of the step before).
@@ -100,7 +101,8 @@ class ParallelStableDiffusion {
   // `shares`: the ensemble's (generate_with_refiner), or nullptr for the model alone.
   GenerationResult generate_data(const GenerationParams& p, const RefinerShares* shares,
                                  const ProgressCallback& progress, const Tensor* init);
-  // CFG parallel or the image split: every rank runs every step, holding the whole latents; rank 0 decodes.
+  // CFG parallel or the image split: every rank runs every step, holding the whole latents (with CFG x
+  // data parallel, its pair's share of them); the ranks that hold the same latents decode them in strips.
   GenerationResult generate_lockstep(const GenerationParams& p, const RefinerShares* shares, ParallelMode mode,
                                      const ProgressCallback& progress, const Tensor* init);
   // CFG parallel x image split: made on first use.

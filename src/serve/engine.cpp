@@ -411,12 +411,18 @@ const StableDiffusion& Engine::hold(Worker& w, const std::string& name, const ch
     publish();
   };
   drop_until(size_t(options_.keep_models) - 1);  // their memory is what the next one needs
+  const auto others = [&] {
+    return std::any_of(w.held.begin(), w.held.end(), [&](const auto& h) { return h.name != beside; });
+  };
   std::unique_ptr<StableDiffusion> loaded;
   try {
     loaded = load(w, name, role);
-  } catch (const Error& e) {
-    const bool others = std::any_of(w.held.begin(), w.held.end(), [&](const auto& h) { return h.name != beside; });
-    if (e.kind() != ErrorKind::kOutOfMemory || !others) throw;
+  } catch (const Error& e) {  // device or host memory (core's buffers say kOutOfMemory for both)
+    if (e.kind() != ErrorKind::kOutOfMemory || !others()) throw;
+  } catch (const std::bad_alloc&) {
+    if (!others()) throw;
+  }
+  if (!loaded) {
     drop_until(0);  // the kept models took the room: only the batch's own stay
     loaded = load(w, name, role);
   }

@@ -1,5 +1,5 @@
 // The serving engine behind the HTTP server and the C API: models kept loaded between requests (a model
-// is loaded once and serves every job until another is asked for), a bounded queue of jobs, and one
+// is loaded once and serves every job while it is kept: keep_models), a bounded queue of jobs, and one
 // worker per device that steps every job it runs together (StableDiffusion::step). Jobs of the same model
 // and size share each UNet batch even when they arrived at different times and stand at different steps
 // (continuous batching); a lone job runs at once and alone. With several devices each worker holds its
@@ -124,7 +124,8 @@ struct EngineOptions {
   bool batch_across_jobs = true;
   // Models each worker keeps loaded (A1111's sd_checkpoints_limit): when a job needs one more, the least
   // recently used goes first. The model and refiner a batch needs are kept together beyond it. A load
-  // that runs out of device memory drops every model the batch does not need, then tries once more.
+  // that runs out of memory (device or host) drops every model the batch does not need, then tries once
+  // more.
   int keep_models = 1;
   // How a worker loads a model (empty: StableDiffusion::load of the entry's path on the placement). Tests
   // count loads or make them fail through it.

@@ -196,6 +196,8 @@ TEST(ParallelGeneration, DataParallelImg2ImgKeepsEachRowsNoise) {
 // the base no step (the refiner's alone), from random pixels.
 TEST(ParallelGeneration, TheRefinerEnsembleGivesWhatOneDeviceGivesInEachMode) {
   const test::RefinerChoice refiner{kModels + "tiny_sdxl_refiner", 0.6};
+  const StableDiffusion base_model = StableDiffusion::load(kModels + "tiny_sdxl_pipeline", std::nullopt);
+  const StableDiffusion refiner_model = StableDiffusion::load(refiner.path, std::nullopt);
   struct Case {
     ParallelMode mode;
     int ranks, batch;
@@ -215,7 +217,23 @@ TEST(ParallelGeneration, TheRefinerEnsembleGivesWhatOneDeviceGivesInEachMode) {
     EXPECT_LE(o.latents_relative_l2, kTolerance);
     EXPECT_GE(o.image_psnr, 80.0);
     EXPECT_EQ(o.counts.collectives == 0, c.mode == ParallelMode::kData);
+    if (c.mode == ParallelMode::kCfg) {  // one all-gather a step of both models: the refiner's pair is set
+      const RefinerShares shares = refiner_shares(base_model, refiner_model, p, refiner.high_noise_frac, false);
+      EXPECT_EQ(o.counts.collectives, uint64_t(shares.base_steps + shares.refiner_steps));
+    }
   }
+  // Displaced: each model's run warms up afresh (4 exact steps), then takes the other strip's values of
+  // the step before; near the exact picture, bounded as the model alone is (DisplacedSplitIsExact...).
+  GenerationParams displaced = company_params("a red square", 5, 7.5f, SamplerKind::kEuler, 14, 64);
+  const RefinerShares shares = refiner_shares(base_model, refiner_model, displaced, refiner.high_noise_frac, false);
+  ASSERT_GT(shares.refiner_steps, kDisplacedWarmupSteps) << "the refiner would take no displaced step";
+  const test::ParallelOutcome d = test::compare_with_one_device(kModels + "tiny_sdxl_pipeline", cpus(2), DType::kF32,
+                                                                displaced, ParallelMode::kDisplaced, nullptr, refiner);
+  std::printf("refiner ensemble, displaced on 2 ranks (%d + %d steps): latents relative L2 %.3g, PSNR %.1f dB\n",
+              shares.base_steps, shares.refiner_steps, d.latents_relative_l2, d.image_psnr);
+  EXPECT_GT(d.latents_relative_l2, kTolerance) << "no displaced step changed anything";
+  EXPECT_LE(d.latents_relative_l2, 0.05);
+  EXPECT_GE(d.image_psnr, 40.0);
   test::Rng rng;
   HD_SEED_TRACE(rng);
   OwnedTensor image = test::random_tensor(rng, Shape{1, 64, 64, 3}, 0.5f);

@@ -425,7 +425,8 @@ TEST(ServeEngine, KeptModelsAreLoadedOnceAndTheLeastRecentlyUsedGoesFirst) {
 // tries once more; with nothing left to drop, the job fails with the out-of-memory error.
 TEST(ServeEngine, ALoadOutOfMemoryDropsTheKeptModelsAndTriesOnceMore) {
   EngineOptions o = options();
-  o.catalogue = ModelCatalogue::from({kModels + "tiny_sd1", kModels + "tiny_sd2", kModels + "tiny_sdxl_pipeline"},
+  o.catalogue = ModelCatalogue::from({kModels + "tiny_sd1", kModels + "tiny_sd2", kModels + "tiny_sdxl_pipeline",
+                                      kModels + "tiny_sdxl_refiner"},
                                      std::nullopt);
   o.keep_models = 3;
   // A device with room for `room` models: a load fails while that many are held.
@@ -457,6 +458,15 @@ TEST(ServeEngine, ALoadOutOfMemoryDropsTheKeptModelsAndTriesOnceMore) {
   EXPECT_EQ(attempts, 6);
   room = 2;
   EXPECT_EQ(run_on("tiny_sd1")->wait().image.view().dim(1), 64);
+  // A refiner that finds no room beside its model and a kept one: the kept one goes, never the model.
+  EXPECT_EQ(run_on("tiny_sdxl_pipeline")->wait().image.view().dim(1), 64);
+  EXPECT_EQ(held(), (std::vector<std::string>{"tiny_sdxl_pipeline", "tiny_sd1"}));
+  JobRequest refined = request("a", 1, 4);
+  refined.model = "tiny_sdxl_pipeline";
+  refined.refiner = "tiny_sdxl_refiner";
+  EXPECT_EQ(engine.submit(std::move(refined))->wait().image.view().dim(1), 64);
+  EXPECT_EQ(attempts, 10);
+  EXPECT_EQ(held(), (std::vector<std::string>{"tiny_sdxl_refiner", "tiny_sdxl_pipeline"}));
 }
 
 TEST(ServeEngine, StopFinishesAcceptedJobsAndRefusesNewOnes) {

@@ -15,7 +15,9 @@ class ClientConnection {
                    int remote_port);
   bool found() const { return fd_ >= 0; }
   // The peer closed or reset the connection (an end of stream is waiting to be read, or an error). Data
-  // waiting (a pipelined request) is not an end. Never true when the socket was not found.
+  // waiting (a pipelined request) is not an end. A client that shuts only its sending side and still
+  // reads counts as gone too, as nginx takes it (HTTP clients do not half-close). Never true when the
+  // socket was not found.
   bool gone() const;
 
  private:

@@ -195,6 +195,13 @@ class Server {
     // A client that closes its connection gets nothing more made: its pictures are cancelled (by the
     // entry, as this handler leaves) before their next step, and the queue moves on.
     const ClientConnection client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    if (!client.found()) {
+      static std::once_flag said;
+      std::call_once(said, [] {
+        std::fprintf(stderr, "warning: a request's connection was not found among this process's sockets: "
+                             "a client that leaves is not noticed, and its pictures are made\n");
+      });
+    }
     for (size_t i = 0; i < jobs.size(); ++i) {
       while (!jobs[i]->wait_for(kClientCheckInterval)) {
         if (!client.gone()) continue;
