@@ -86,6 +86,18 @@ void check_struct(const Struct* s, size_t version1_size, const char* what) {
            version1_size, ": set it with its _init function");
 }
 
+// An _init_sized function's common part: the fields both the caller's struct (`size` bytes) and this
+// library's have, zeroed, and struct_size set. Returns that size, or 0 (nothing written) when `size` is
+// below version 1's.
+template <typename Struct>
+size_t zero_known_fields(Struct* s, size_t size, size_t version1_size) {
+  if (s == nullptr || size < version1_size) return 0;
+  size = std::min(size, sizeof *s);  // a later version's struct: the fields this library knows
+  std::memset(s, 0, size);
+  s->struct_size = uint32_t(size);
+  return size;
+}
+
 std::string text_or(const char* s, const char* fallback = "") {
   return s != nullptr ? s : fallback;
 }
@@ -159,10 +171,8 @@ const char* hd_version(void) {
 }
 
 void hd_engine_options_init_sized(hd_engine_options* options, size_t size) {
-  if (options == nullptr || size < kEngineOptionsV1) return;  // not even version 1's: nothing is written
-  size = std::min(size, sizeof *options);  // a later version's struct: the fields this library knows
-  std::memset(options, 0, size);
-  options->struct_size = uint32_t(size);
+  size = zero_known_fields(options, size, kEngineOptionsV1);
+  if (size == 0) return;
   options->max_queue = 64;
   options->max_batch_rows = 16;
   options->batch_across_generations = 1;
@@ -233,10 +243,8 @@ int32_t hd_api_version(void) {
 }
 
 void hd_generation_params_init_sized(hd_generation_params* params, size_t size) {
-  if (params == nullptr || size < kGenerationParamsV1) return;  // not even version 1's: nothing is written
-  size = std::min(size, sizeof *params);  // a later version's struct: the fields this library knows
-  std::memset(params, 0, size);
-  params->struct_size = uint32_t(size);
+  size = zero_known_fields(params, size, kGenerationParamsV1);
+  if (size == 0) return;
   params->steps = 20;
   params->cfg_scale = 7.5f;
   params->batch = 1;

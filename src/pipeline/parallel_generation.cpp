@@ -360,8 +360,7 @@ GenerationResult ParallelStableDiffusion::generate_lockstep(const GenerationPara
     // Each model's own splits: made on first use and kept, since its captured graphs hold their buffers.
     const auto split_of = [&](std::vector<RankSplits>& all) -> comm::ImageSplit* {
       if (!image) return nullptr;
-      const int strips = size() / 2;
-      comm::Communicator& strip_group = halves ? half_groups_[size_t(rank / strips)]->rank(rank % strips) : group_->rank(rank);
+      comm::Communicator& strip_group = halves ? half_groups_[size_t(half)]->rank(strip) : group_->rank(rank);
       RankSplits& mine = all[size_t(rank)];
       std::unique_ptr<comm::ImageSplit>& kept =
           halves ? (displaced ? mine.half_displaced : mine.half_exact) : (displaced ? mine.displaced : mine.exact);
