@@ -2,11 +2,14 @@
 (the CLI of the README's build, build/cpu/hipdiffusion, or $HD_CLI), on the tiny SD1.x fixture model."""
 import base64
 import io
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +76,34 @@ def picture_seeds(answer: dict) -> list[int]:
         text = Image.open(io.BytesIO(base64.b64decode(image))).info["parameters"]
         seeds.append(int(re.search(r"Seed: (\d+)", text).group(1)))
     return seeds
+
+
+def send_txt2img_unread(host: str, port: int, body: dict) -> socket.socket:
+    """A whole txt2img request sent over a connection of its own, its answer left unread: the socket."""
+    payload = json.dumps(body).encode()
+    client = socket.create_connection((host, port), timeout=30)
+    client.sendall(b"POST /sdapi/v1/txt2img HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+    return client
+
+
+def leave_while_sampling(server: Server, host: str, port: int, body: dict) -> None:
+    """Sends `body` to host:port (the server, or a proxy in front of it), closes the connection once the
+    server has taken a step, and checks that the server cancels: nothing queued or running within 3 s
+    (it looks every 100 ms), and its log says why."""
+    import requests
+
+    client = send_txt2img_unread(host, port, body)
+    deadline = time.time() + 120
+    while requests.get(f"{server.url}/sdapi/v1/progress").json()["state"]["sampling_step"] < 1:
+        assert time.time() < deadline, "no step within the time"
+        time.sleep(0.01)
+    client.close()
+    closed = time.time()
+    while requests.get(f"{server.url}/sdapi/v1/progress").json()["state"]["job_count"]:
+        assert time.time() - closed < 3, "the pictures of a client who left are still being made"
+        time.sleep(0.05)
+    assert "closed its connection: its request's unfinished pictures are cancelled" in server.log()
 
 
 @pytest.fixture

@@ -3,13 +3,12 @@ closed under the server) and some interrupting: every request that stayed is ans
 pictures; none is lost; nothing is left queued; the process's memory does not grow with the load."""
 import json
 import random
-import socket
 import threading
 import time
 
 import requests
 
-from conftest import TINY, picture_seeds
+from conftest import TINY, picture_seeds, send_txt2img_unread
 
 CLIENTS = 32
 ROUNDS = 3
@@ -23,10 +22,7 @@ def body(seed: int) -> dict:
 def abandon(url: str, seed: int) -> None:
     """Sends a whole request, then closes the connection without reading the answer."""
     host, port = url.removeprefix("http://").split(":")
-    payload = json.dumps(body(seed)).encode()
-    with socket.create_connection((host, int(port)), timeout=30) as s:
-        s.sendall(b"POST /sdapi/v1/txt2img HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+    with send_txt2img_unread(host, int(port), body(seed)):
         time.sleep(random.uniform(0, 0.2))
 
 

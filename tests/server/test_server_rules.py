@@ -3,13 +3,12 @@ interrupt and skip, a client that leaves (its pictures cancelled), and SIGTERM (
 finish and are answered, new ones get 503)."""
 import json
 import signal
-import socket
 import threading
 import time
 
 import requests
 
-from conftest import TINY, picture_seeds
+from conftest import TINY, leave_while_sampling, picture_seeds
 
 ROUTES = [("GET", "/sdapi/v1/sd-models"), ("GET", "/sdapi/v1/options"), ("GET", "/sdapi/v1/progress"),
           ("GET", "/sdapi/v1/samplers"), ("GET", "/openapi.json"), ("POST", "/sdapi/v1/interrupt"),
@@ -159,21 +158,7 @@ def test_interrupt_stops_the_requests_in_progress_and_skip_one_picture(start_ser
 
 def test_a_client_that_closes_its_connection_gets_nothing_more_made(start_server):
     server = start_server("--model", str(TINY))
-    payload = json.dumps(generation(150, n_iter=3)).encode()  # about 15 s of work on one core
-    client = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-    client.sendall(b"POST /sdapi/v1/txt2img HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                   + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
-    deadline = time.time() + 120
-    while requests.get(f"{server.url}/sdapi/v1/progress").json()["state"]["sampling_step"] < 1:
-        assert time.time() < deadline, "no step within the time"
-        time.sleep(0.01)
-    client.close()
-    closed = time.time()
-    # Cancelled before its next step (the server looks every 100 ms): nothing queued or running within 3 s.
-    while requests.get(f"{server.url}/sdapi/v1/progress").json()["state"]["job_count"]:
-        assert time.time() - closed < 3, "the pictures of a closed connection are still being made"
-        time.sleep(0.05)
-    assert "closed its connection: its request's unfinished pictures are cancelled" in server.log()
+    leave_while_sampling(server, "127.0.0.1", server.port, generation(150, n_iter=3))  # 15 s of work on one core
     answer = requests.post(f"{server.url}/sdapi/v1/txt2img", json=generation(2), timeout=120)
     assert answer.status_code == 200 and picture_seeds(answer.json()) == [1]
 
