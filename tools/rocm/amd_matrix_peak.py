@@ -237,16 +237,40 @@ def tally(instrs, indices):
     return c, +matrix
 
 
-def tile(name):
+TILE_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "ops", "gpu",
+                          "gemm_tile_shape.h")
+TILE_DEFAULTS = dict(step_k=32, splits=1, vector="true", pipelined="false", min_blocks=0)
+
+
+def tile_shapes():
+    """{tile name: its fields} from gemm_tile_shape.h's instance table, the one place the shapes are written."""
+    text, shapes = open(TILE_TABLE).read(), {}
+    for m in re.finditer(r"struct (\w+) \{\s*static constexpr TileShape shape\{([^}]*)\};", text):
+        fields = dict(TILE_DEFAULTS)
+        for f in re.finditer(r"\.(\w+) = (\w+)", m.group(2)):
+            fields[f.group(1)] = f.group(2)
+        shapes[m.group(1)] = {k: v if k in ("vector", "pipelined") else int(v) for k, v in fields.items()}
+    if not shapes:
+        sys.exit(f"{TILE_TABLE}: no tile found (the table's form changed?)")
+    return shapes
+
+
+def tile(name, shapes=None):
     """(kind, offered name, dtype, dynamic LDS bytes, threads) from a demangled kernel name; the LDS formulas are
-    gemm_tiles.cuh's shared_bytes and attention_amd.cuh's launch (keep in step with them)."""
-    m = re.search(r"gemm_kernel<(\w+), (\d+), (\d+), (\d+), (\d+), (\d+), (\w+), (\w+)<.*>, (\w+), (\d+)>", name)
+    gemm_tile_shape.h's shared_bytes and attention_amd.cuh's launch (keep in step with them)."""
+    m = re.search(r"gemm_kernel<(\w+), (?:gemm_tiles::)?tiles::(SplitK<(?:gemm_tiles::)?tiles::)?(\w+)(?:, (\d+)>)?, "
+                  r"(\w+)<", name)
     if m:
-        dtype, (bm, bn, wm, wn, stages, step_k) = m.group(1), map(int, m.group(2, 3, 4, 5, 6, 10))
-        lanes = 64 if m.group(8) == "Fragments16x16" else 32
-        label = ("gather64x64" if m.group(7) == "false" else "mma64x64-split4/-split8" if m.group(9) == "true" else
-                 f"mma{bm}x{bn}" + ("w8" if (bm, bn, wm) == (128, 128, 4) else ""))
-        return "GEMM", label, dtype, stages * (bm + bn) * (step_k + 8) * 2, wm * wn * lanes
+        dtype, split, tile_type, layout = m.group(1), m.group(2), m.group(3), m.group(5)
+        shapes = shapes or tile_shapes()
+        if tile_type not in shapes:
+            sys.exit(f"{name}: tile {tile_type} is not in {TILE_TABLE}")
+        t = shapes[tile_type]
+        lanes = 64 if layout == "Fragments16x16" else 32
+        label = ("gather" if t["vector"] == "false" else "mma") + f"{t['bm']}x{t['bn']}"
+        label += ("w8" if t["wm"] * t["wn"] == 8 else "") + ("-split4/-split8" if split else "")
+        lds = t["stages"] * (t["bm"] + t["bn"]) * (t["step_k"] + 8) * 2
+        return "GEMM", label, dtype, lds, t["wm"] * t["wn"] * lanes
     m = re.search(r"flash_attention_kernel<(\w+)<.*>, (\w+), (\d+), (\d+), (\d+)>", name)
     if m:
         d, keys, groups = map(int, m.group(3, 4, 5))
