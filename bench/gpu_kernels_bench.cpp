@@ -2,9 +2,10 @@
 // measured in the same run as the ceiling for the memory-bound ones. bench/torch_peers.py times
 // PyTorch's kernels on the same shapes; run both in one session on one GPU (BENCHMARKS.md).
 // Each figure: the median over 7 batches of launches (each batch long enough to hide launch gaps),
-// after a warm-up. Usage: hd_bench_gpu_kernels [--every-tile] [--only SECTION]   (--every-tile: each of
-// our tile shapes timed under each convolution and product, not only the best; --only: attention, norm,
-// matrix, materialised or layer_norm)
+// after a warm-up. Usage: hd_bench_gpu_kernels [--every-tile] [--only SECTION] [--case TEXT]
+// (--every-tile: each of our tile shapes timed under each convolution and product, not only the best;
+// --only: attention, norm, matrix, materialised or layer_norm; --case: only the convolutions and products
+// whose name holds TEXT, "GEMM 8192^3" among them, so that a profiler sees one problem's kernels)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -83,6 +84,7 @@ double replay_ms(const std::function<void()>& fn, int calls = 50) {
 int main(int argc, char** argv) {
   bool every_tile = false;
   std::string only;  // one section, or all of them
+  std::string only_case;  // --case: only the products whose name holds this (for a profiler's run)
   const std::vector<std::string> sections{"attention", "norm", "matrix", "materialised", "layer_norm"};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -91,14 +93,17 @@ int main(int argc, char** argv) {
     } else if (arg == "--only" && i + 1 < argc &&
                std::count(sections.begin(), sections.end(), argv[i + 1]) == 1) {
       only = argv[++i];
+    } else if (arg == "--case" && i + 1 < argc) {
+      only_case = argv[++i];
     } else {
       std::fprintf(stderr,
                    "usage: hd_bench_gpu_kernels [--every-tile] [--only "
-                   "attention|norm|matrix|materialised|layer_norm]\n");
+                   "attention|norm|matrix|materialised|layer_norm] [--case TEXT]\n");
       return 2;
     }
   }
   const auto wanted = [&](const char* section) { return only.empty() || only == section; };
+  const auto case_wanted = [&](const char* name) { return std::string(name).find(only_case) != std::string::npos; };
   hd::gpu::initialize();
   std::printf("device: %s\n", hd::gpu::device_name(0).c_str());
   std::mt19937 rng(1234);
@@ -162,7 +167,7 @@ int main(int argc, char** argv) {
   }
 
   // Ceiling for the matrix kernels: our own GEMM at 8192^3 (bench/torch_peers.py prints cuBLAS's).
-  if (wanted("matrix")) {
+  if (wanted("matrix") && case_wanted("GEMM 8192^3")) {
     const auto a = random_gpu({8192, 8192}, hd::DType::kF16, rng),
                b = random_gpu({8192, 8192}, hd::DType::kF16, rng);
     hd::OwnedTensor c({8192, 8192}, hd::DType::kF16, gpu0());
@@ -182,6 +187,7 @@ int main(int argc, char** argv) {
   // tile shapes (the kernel AMD runs too), and NVIDIA's libraries where they take the shape: cuDNN's
   // legacy API or cuBLASLt, and cuDNN's graph API (the best of its engines, bias fused).
   const auto report = [&](const char* name, const hd::gpu::GemmProblem& g, double flop) {
+    if (!case_wanted(name)) return;
     double own_ms = 0, library_ms = -1, graph_ms = -1;
     std::string own, graph;
     std::vector<std::pair<std::string, double>> own_tiles;

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Run on the device machine: our own kernels beside the vendor libraries' in one run on one GPU, the
-# measure of issue 21. Builds the `cuda` preset (hipdiffusion and the tests), runs the gpu tests unless
-# TESTS=0, then `hipdiffusion bench --kernels own` and `--kernels all` for SD1.5 (and SDXL's UNet and VAE
-# unless SDXL=0; SD1.5 unless SD15=0), each with a tuning cache of its own, interleaved, twice; the
-# medians in $OUT/summary.txt. BASELINE=DIR: also build the
-# same sources with DIR's files laid over src/ops/gpu/ (the kernels before a change) and bench it with
-# --kernels own between the others. CUDA_ARCHS=90: build for that architecture only (the preset builds
-# sm_80 and sm_90). Logs and JSON in $OUT.
+# measure of issue 21. Builds the `cuda` preset (hipdiffusion and the tests) and runs the gpu tests
+# (TESTS=0: none; TESTS=<gtest filter>: only those of hd_gpu_tests, and only what they need is built).
+# KERNELS=<section> (matrix, attention, norm): times every tile of the kernel benchmark's section
+# (--every-tile). Then `hipdiffusion bench --kernels own` and `--kernels all` for SD1.5 (unless SD15=0)
+# and SDXL's UNet and VAE (unless SDXL=0), each with a tuning cache of its own, interleaved, ROUNDS times
+# (2); the medians in $OUT/summary.txt. BASELINE=DIR: also build the same sources with DIR's files laid
+# over src/ops/gpu/ (the kernels before a change) and bench it with --kernels own between the others.
+# CUDA_ARCHS=90: build for that architecture only (the preset builds sm_80 and sm_90). Logs and JSON in
+# $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 source "$(dirname "$0")/unpack_deps.sh"
@@ -14,16 +16,27 @@ conf="-DCMAKE_PREFIX_PATH=/tmp/deps/usr -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=O
 conf="$conf ${CUDA_ARCHS:+-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS}"
 SECONDS=0
 cmake --preset cuda $conf > "$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
-targets=$([ "${TESTS:-1}" = 0 ] && echo "--target hipdiffusion")
+case "${TESTS:-1}" in
+  0) targets="--target hipdiffusion ${KERNELS:+hd_bench_gpu_kernels}" ;;
+  1) targets="" ;;
+  *) targets="--target hipdiffusion hd_gpu_tests ${KERNELS:+hd_bench_gpu_kernels}" ;;
+esac
 cmake --build --preset cuda -j 16 $targets > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; exit 1; }
 echo "build ${SECONDS}s"
-if [ "${TESTS:-1}" != 0 ]; then
-  ctest --preset cuda-gpu --output-on-failure > "$OUT/ctest-gpu.log" 2>&1
-  echo "gpu tests rc=$? ${SECONDS}s: $(grep 'tests passed' "$OUT/ctest-gpu.log")"
+if [ -n "${KERNELS:-}" ]; then
+  ./build/cuda/hd_bench_gpu_kernels --every-tile --only "$KERNELS" > "$OUT/kernels-$KERNELS.txt" 2>&1
+  echo "kernel bench ($KERNELS) rc=$? ${SECONDS}s"
 fi
+case "${TESTS:-1}" in
+  0) ;;
+  1) ctest --preset cuda-gpu --output-on-failure > "$OUT/ctest-gpu.log" 2>&1
+     echo "gpu tests rc=$? ${SECONDS}s: $(grep 'tests passed' "$OUT/ctest-gpu.log")" ;;
+  *) ./build/cuda/tests/hd_gpu_tests --gtest_filter="$TESTS" > "$OUT/gpu-tests.log" 2>&1
+     echo "gpu tests ($TESTS) rc=$? ${SECONDS}s: $(grep -E 'PASSED|FAILED' "$OUT/gpu-tests.log" | head -5 | tr '\n' ' ')" ;;
+esac
 builds=(build/cuda)
 if [ -n "${BASELINE:-}" ]; then
-  rm -rf /tmp/baseline && mkdir /tmp/baseline && cp -r CMakeLists.txt CMakePresets.json src tools bench tests data models /tmp/baseline/
+  rm -rf /tmp/baseline && mkdir /tmp/baseline && tar -c --exclude=./build --exclude=./.git --exclude=./.deps . | tar -x -C /tmp/baseline
   cp "$BASELINE"/* /tmp/baseline/src/ops/gpu/
   (cd /tmp/baseline && cmake --preset cuda $conf > "$OUT/configure-baseline.log" 2>&1 &&
     cmake --build --preset cuda -j 16 --target hipdiffusion > "$OUT/build-baseline.log" 2>&1) ||
@@ -37,7 +50,7 @@ bench() {  # build kernels name arch [flags]
     "$@" --json > "$OUT/$name.json" 2> "$OUT/$name.err" || { echo "$name failed"; tail -5 "$OUT/$name.err"; return; }
   python3 -c "import json; j = json.load(open('$OUT/$name.json')); print('$name', {k: round(v, 2) for k, v in j.items() if k.endswith('_ms') and isinstance(v, (int, float))})" | tee -a "$OUT/summary.txt"
 }
-[ "${SD15:-1}" != 0 ] && for round in 1 2; do
+[ "${SD15:-1}" != 0 ] && for round in $(seq "${ROUNDS:-2}"); do
   bench build/cuda own "sd15-own-$round" sd15 --steps 20 --repeats 5
   [ -n "${BASELINE:-}" ] && bench /tmp/baseline/build/cuda own "sd15-baseline-own-$round" sd15 --steps 20 --repeats 5
   bench build/cuda all "sd15-all-$round" sd15 --steps 20 --repeats 5
