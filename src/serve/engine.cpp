@@ -68,6 +68,23 @@ int Job::worker() const {
   return worker_;
 }
 
+void Job::cancel() {
+  cancel_requested_ = true;
+  bool ended_here = false;
+  {
+    std::lock_guard lock(mutex_);
+    ended_here = end_queued_locked();
+  }
+  if (ended_here) ended_.notify_all();
+}
+
+bool Job::end_queued_locked() {
+  if (worker_ >= 0 || ended_locked()) return false;
+  state_ = JobState::kCancelled;
+  error_ = cancelled_error();
+  return true;
+}
+
 void Job::end(JobState state, std::exception_ptr error) {
   {
     std::lock_guard lock(mutex_);
@@ -132,6 +149,7 @@ std::shared_ptr<Job> Engine::submit(JobRequest request) {
   if (!refiner.empty()) check_refiner_switch(request.refiner_switch_at);
   std::lock_guard lock(mutex_);
   HD_CHECK_KIND(!stopping_, ErrorKind::kBusy, "the server is stopping and takes no new generations");
+  drop_cancelled_locked();
   HD_CHECK_KIND(queue_.size() < options_.max_queue, ErrorKind::kBusy, "the queue is full (",
                 options_.max_queue, " generations waiting); try again later");
   auto job =
@@ -174,7 +192,10 @@ std::string Engine::current_model() const {
 
 Engine::Status Engine::status() const {
   std::lock_guard lock(mutex_);
-  Status s{queue_.size(), {}, finished_, unet_calls_, unet_rows_, {}, {}, model_loads_};
+  // Cancelled jobs still in the queue have ended (Job::cancel), and leave it at the next submit or turn.
+  const auto cancelled = size_t(
+      std::count_if(queue_.begin(), queue_.end(), [](const auto& job) { return job->cancel_requested(); }));
+  Status s{queue_.size() - cancelled, {}, finished_ + cancelled, unet_calls_, unet_rows_, {}, {}, model_loads_};
   for (const auto& w : workers_) {
     s.running.insert(s.running.end(), w->running.begin(), w->running.end());
     s.loaded.push_back(w->loaded_name);
@@ -188,6 +209,7 @@ Engine::Status Engine::status() const {
 void Engine::cancel_all() {
   std::lock_guard lock(mutex_);
   for (const auto& job : queue_) job->cancel();
+  drop_cancelled_locked();
   for (const auto& w : workers_)
     for (const auto& job : w->running) job->cancel();
   wake_.notify_all();
@@ -314,17 +336,26 @@ bool Engine::select_pending_anywhere_locked() const {
   return std::any_of(workers_.begin(), workers_.end(), [&](const auto& w) { return select_pending_locked(*w); });
 }
 
-std::vector<std::shared_ptr<Job>> Engine::admit_locked(Worker& w, const std::vector<std::shared_ptr<Job>>& active) {
-  // Cancelled jobs leave the queue here, unstarted.
+void Engine::drop_cancelled_locked() {
   for (auto it = queue_.begin(); it != queue_.end();) {
-    if (!(*it)->cancel_requested()) {
+    Job& job = **it;
+    if (!job.cancel_requested()) {
       ++it;
       continue;
     }
+    bool ended_here = false;
+    {
+      std::lock_guard job_lock(job.mutex_);
+      ended_here = job.end_queued_locked();  // false: its cancel() ended it already
+    }
+    if (ended_here) job.ended_.notify_all();
     ++finished_;
-    (*it)->end(JobState::kCancelled, cancelled_error());
     it = queue_.erase(it);
   }
+}
+
+std::vector<std::shared_ptr<Job>> Engine::admit_locked(Worker& w, const std::vector<std::shared_ptr<Job>>& active) {
+  drop_cancelled_locked();
   std::vector<std::shared_ptr<Job>> admitted;
   // The running jobs finish first, then the model changes; no worker starts jobs until every worker has
   // carried the change out (or failed to: select_model then puts the last model back).
@@ -346,10 +377,19 @@ std::vector<std::shared_ptr<Job>> Engine::admit_locked(Worker& w, const std::vec
     if (!alone && (!options_.batch_across_jobs || rows + job_rows > options_.max_batch_rows ||
                    lighter_worker_locked(w, rows, name, job->wanted_refiner_)))
       break;
+    bool taken = false;
     {
       std::lock_guard job_lock(job->mutex_);
-      job->model_name_ = name;
-      job->worker_ = w.index;
+      if (!job->ended_locked()) {  // not cancelled since drop_cancelled_locked above
+        job->model_name_ = name;
+        job->worker_ = w.index;
+        taken = true;
+      }
+    }
+    if (!taken) {
+      ++finished_;
+      queue_.pop_front();
+      continue;
     }
     model = name;
     refiner = job->wanted_refiner_;

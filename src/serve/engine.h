@@ -60,9 +60,10 @@ class Job {
   uint64_t id() const { return id_; }
   const JobRequest& request() const { return request_; }
   JobProgress progress() const;
-  // A queued job never starts; a running one stops before its next step. wait() then throws an Error of
-  // kind kCancelled. Nothing happens to a job that has ended.
-  void cancel() { cancel_requested_ = true; }
+  // A queued job ends at once and never starts (it holds no place in the queue from then on); a running
+  // one stops before its next step. wait() then throws
+  // an Error of kind kCancelled. Nothing happens to a job that has ended.
+  void cancel();
   bool cancel_requested() const { return cancel_requested_; }
   // Blocks until the job ends: its result, or its error thrown.
   const GenerationResult& wait() const;
@@ -83,6 +84,9 @@ class Job {
         wanted_model_(std::move(wanted_model)),
         wanted_refiner_(std::move(wanted_refiner)) {}
   void end(JobState state, std::exception_ptr error);
+  // Ends the job as cancelled unless it has ended or a worker has taken it; under mutex_. True: it ended
+  // here (the caller wakes its waiters once the lock is released).
+  bool end_queued_locked();
   bool ended_locked() const {
     return state_ == JobState::kDone || state_ == JobState::kFailed || state_ == JobState::kCancelled;
   }
@@ -97,7 +101,7 @@ class Job {
   mutable std::condition_variable ended_;
   JobState state_ = JobState::kQueued;
   std::string model_name_;
-  int worker_ = -1;
+  int worker_ = -1;  // set under mutex_ when a worker takes the job (a cancel() after that leaves it to it)
   // When the worker started it, and when it ended (unset: not yet).
   std::optional<std::chrono::steady_clock::time_point> started_, ended_at_;
   GenerationResult result_;
@@ -197,6 +201,9 @@ class Engine {
   // One turn of a worker: admit, start, step, finish. `admitted`: the jobs it took from the queue (for
   // the worker's clean-up should it throw). False once stopped and drained.
   bool iterate(Worker& w, std::vector<std::shared_ptr<Job>>& active, std::vector<std::shared_ptr<Job>>& admitted);
+  // Takes cancelled jobs out of the queue, ending those their cancel() has not, and counts them; under
+  // mutex_. A submit and a worker's turn start with it (status() counts them as it would).
+  void drop_cancelled_locked();
   // Admits queued jobs into `active` as the batching rules allow; under mutex_.
   std::vector<std::shared_ptr<Job>> admit_locked(Worker& w, const std::vector<std::shared_ptr<Job>>& active);
   // The catalogue's `name` loaded on the worker's placement; its errors say which `role` ("model",

@@ -127,6 +127,35 @@ TEST(ServeEngine, CancelledJobsEndAndTheOthersGoOn) {
   EXPECT_EQ(after->progress().state, JobState::kDone);
 }
 
+// A cancelled job that waits in the queue ends at once, while the running one goes on, and its place
+// in the queue is free for the next request (it no longer waits for a worker to look at the queue).
+TEST(ServeEngine, ACancelledQueuedJobEndsAtOnceAndFreesItsPlace) {
+  Engine engine(options(false, 1));
+  const auto running = engine.submit(request("a red square", 1, 1000));
+  while (running->progress().steps_done < 1) std::this_thread::sleep_for(1ms);
+  const auto queued = engine.submit(request("a blue circle", 2, 1000));
+  try {
+    (void)engine.submit(request("a green triangle", 3, 2));
+    ADD_FAILURE() << "a queue of one took a second job";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBusy) << e.what();
+  }
+  queued->cancel();
+  EXPECT_TRUE(queued->wait_for(0ms)) << "the cancelled job waited for the worker's turn";
+  expect_error_kind(*queued, ErrorKind::kCancelled, "cancelled");
+  EXPECT_EQ(queued->progress().state, JobState::kCancelled);
+  EXPECT_EQ(running->progress().state, JobState::kRunning);
+  const Engine::Status s = engine.status();
+  EXPECT_EQ(s.queued, 0u);
+  EXPECT_EQ(s.finished, 1u);
+  const auto next = engine.submit(request("a green triangle", 3, 2));  // the cancelled job's place
+  running->cancel();
+  expect_error_kind(*running, ErrorKind::kCancelled, "cancelled");
+  EXPECT_EQ(next->wait().image.view().dim(1), 64);
+  EXPECT_EQ(queued->progress().steps_done, 0);
+  EXPECT_EQ(engine.status().finished, 3u);
+}
+
 TEST(ServeEngine, AFullQueueRefusesWithBusy) {
   Engine engine(options(false, 1));
   std::vector<std::shared_ptr<Job>> accepted;
