@@ -239,7 +239,7 @@ def tally(instrs, indices):
 
 TILE_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "ops", "gpu",
                           "gemm_tile_shape.h")
-TILE_DEFAULTS = dict(step_k=32, splits=1, vector="true", pipelined="false", min_blocks=0)
+TILE_DEFAULTS = dict(step_k=32, splits=1, vector="true", pipelined="false")
 
 
 def tile_shapes():

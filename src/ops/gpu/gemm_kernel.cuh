@@ -327,20 +327,14 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   }
 }
 
-// __launch_bounds__ with the tile's minimum of blocks a multiprocessor on NVIDIA, where 0 leaves ptxas
-// free: an explicit 1 made it spend more registers (the 128x128 8-group k64 tile 127 -> 164, which halves
-// its occupancy). AMD's tiles never ask for one (HIP maps the argument to waves per execution unit).
-#if defined(HD_GPU_HIP)
-#define HD_TILE_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads)
-#else
-#define HD_TILE_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
-#endif
-
 // A layout the target being compiled does not have (Frag::kOnThisTarget; the host never offers it there)
 // gets an empty kernel, so that each target's code holds only what it can run (the AMD resource report,
 // tools/rocm/amd_kernel_report.py, lists these trap stubs apart).
+// The bound names the threads only: an explicit minimum of one block a multiprocessor made ptxas spend
+// more registers (the 128x128 8-group k64 tile 127 -> 164, which halves its occupancy), and a minimum of
+// two made the pipelined 128x128 tile spill (H100, 2026-11-26).
 template <class T, class Tile, class Frag>
-__global__ void HD_TILE_LAUNCH_BOUNDS(Tile::shape.groups() * Frag::kLanes, Tile::shape.min_blocks)
+__global__ void __launch_bounds__(Tile::shape.groups() * Frag::kLanes)
     gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ bias, const T* residual, T* c,
                 float* __restrict__ partial, KernelArgs p) {
   if constexpr (Frag::kOnThisTarget) {

@@ -31,9 +31,6 @@ struct TileShape {
   // k-step's barrier too (asynchronous tiles only): the profile of the large tiles showed warps waiting
   // on their fragment loads after every barrier, with 8 warps a multiprocessor to hide them.
   bool pipelined = false;
-  // Blocks a multiprocessor should hold at once (__launch_bounds__'s second argument, NVIDIA only; 0:
-  // no minimum). 2 caps a 256-thread tile at 128 registers a thread, so that two blocks share one.
-  int min_blocks = 0;
 
   HD_HOST_DEVICE constexpr int groups() const { return wm * wn; }
   HD_HOST_DEVICE constexpr size_t shared_bytes() const {
@@ -48,14 +45,13 @@ struct TileShape {
 
 // The name a candidate, a tuning cache and a benchmark know the tile by (the layout's suffix follows):
 // "mma128x128" (register-staged), "async3-256x128w8k64" (3 stages, 8 groups, k-steps of 64),
-// "gather64x64", then "-pipelined", "-2blocks" and "-split4" where they apply.
+// "gather64x64", then "-pipelined" and "-split4" where they apply.
 inline std::string tile_name(const TileShape& t) {
   std::string name = !t.vector ? "gather" : t.stages == 2 ? "mma" : "async" + std::to_string(t.stages) + "-";
   name += std::to_string(t.bm) + "x" + std::to_string(t.bn);
   if (t.groups() == 8) name += "w8";
   if (t.step_k != kDefaultStepK) name += "k" + std::to_string(t.step_k);
   if (t.pipelined) name += "-pipelined";
-  if (t.min_blocks > 1) name += "-" + std::to_string(t.min_blocks) + "blocks";
   if (t.splits > 1) name += "-split" + std::to_string(t.splits);
   return name;
 }
