@@ -61,8 +61,8 @@ class Job {
   const JobRequest& request() const { return request_; }
   JobProgress progress() const;
   // A queued job ends at once and never starts (it holds no place in the queue from then on); a running
-  // one stops before its next step. wait() then throws
-  // an Error of kind kCancelled. Nothing happens to a job that has ended.
+  // one stops before its next step. wait() then throws an Error of kind kCancelled. Nothing happens to a
+  // job that has ended.
   void cancel();
   bool cancel_requested() const { return cancel_requested_; }
   // Blocks until the job ends: its result, or its error thrown.
