@@ -70,19 +70,17 @@ int Job::worker() const {
 
 void Job::cancel() {
   cancel_requested_ = true;
-  bool ended_here = false;
-  {
-    std::lock_guard lock(mutex_);
-    ended_here = end_queued_locked();
-  }
-  if (ended_here) ended_.notify_all();
+  end_if_queued();
 }
 
-bool Job::end_queued_locked() {
-  if (worker_ >= 0 || ended_locked()) return false;
-  state_ = JobState::kCancelled;
-  error_ = cancelled_error();
-  return true;
+void Job::end_if_queued() {
+  {
+    std::lock_guard lock(mutex_);
+    if (worker_ >= 0 || ended_locked()) return;
+    state_ = JobState::kCancelled;
+    error_ = cancelled_error();
+  }
+  ended_.notify_all();
 }
 
 void Job::end(JobState state, std::exception_ptr error) {
@@ -343,12 +341,7 @@ void Engine::drop_cancelled_locked() {
       ++it;
       continue;
     }
-    bool ended_here = false;
-    {
-      std::lock_guard job_lock(job.mutex_);
-      ended_here = job.end_queued_locked();  // false: its cancel() ended it already
-    }
-    if (ended_here) job.ended_.notify_all();
+    job.end_if_queued();  // nothing when its cancel() has ended it already
     ++finished_;
     it = queue_.erase(it);
   }

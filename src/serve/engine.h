@@ -84,9 +84,8 @@ class Job {
         wanted_model_(std::move(wanted_model)),
         wanted_refiner_(std::move(wanted_refiner)) {}
   void end(JobState state, std::exception_ptr error);
-  // Ends the job as cancelled unless it has ended or a worker has taken it; under mutex_. True: it ended
-  // here (the caller wakes its waiters once the lock is released).
-  bool end_queued_locked();
+  // Ends the job as cancelled, and wakes its waiters, unless it has ended or a worker has taken it.
+  void end_if_queued();
   bool ended_locked() const {
     return state_ == JobState::kDone || state_ == JobState::kFailed || state_ == JobState::kCancelled;
   }
