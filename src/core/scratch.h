@@ -10,7 +10,13 @@
 
 namespace hd {
 
-void* scratch(const Device& device, size_t bytes);
+// Which of a device's scratch buffers: an op's own temporaries, or those of the GEMM candidate that
+// computes a product (split-K's partial sums, a library's workspace), which an op may run while it holds
+// its own (matmul.cpp's operand copies). Lasting buffers rather than one per call, so that a pass's peak
+// memory does not depend on which candidate the autotuner chose for each shape.
+enum class ScratchSlot { kOp, kGemm };
+
+void* scratch(const Device& device, size_t bytes, ScratchSlot slot = ScratchSlot::kOp);
 
 // A caller's allocator for scratch memory (PyTorch's caching allocator, from the extension): while one
 // lives, scratch() on this thread asks it instead of the shared buffer. What it hands out must stay valid

@@ -13,6 +13,7 @@
 
 #include "core/buffer.h"
 #include "core/error.h"
+#include "core/scratch.h"
 #include "core/startup_trace.h"
 #include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/nvidia/cudnn_common.h"
@@ -135,7 +136,7 @@ bool cudnn_can_run(const GemmProblem& p) { return is_plain_convolution(p); }
 void cudnn_conv(const GemmProblem& p, void* c) {
   const Descriptors d(p);
   const Algorithm a = algorithm_for(p, d);
-  const Buffer workspace = a.workspace > 0 ? Buffer(p.device, a.workspace) : Buffer();
+  void* const workspace = a.workspace > 0 ? scratch(p.device, a.workspace, ScratchSlot::kGemm) : nullptr;  // core/scratch.h
   cudnnHandle_t h = cudnn_handle(p.device.index);
   const auto stream = static_cast<cudaStream_t>(native_stream(p.device));
   check(cudnnSetStream(h, stream), "cudnnSetStream");
@@ -145,7 +146,7 @@ void cudnn_conv(const GemmProblem& p, void* c) {
       throw Error(ErrorKind::kRuntime, "cuDNN convolution: copying the residual failed");
   }
   const float one = 1.0f, beta = p.residual != nullptr ? 1.0f : 0.0f;
-  check(cudnnConvolutionForward(h, &one, d.x, p.a, d.w, p.b, d.conv, a.algo, workspace.data(), a.workspace, &beta, d.y, c),
+  check(cudnnConvolutionForward(h, &one, d.x, p.a, d.w, p.b, d.conv, a.algo, workspace, a.workspace, &beta, d.y, c),
         "cudnnConvolutionForward");
   if (p.bias != nullptr) check(cudnnAddTensor(h, &one, d.bias, p.bias, &one, d.y, c), "adding the bias");
 }

@@ -20,6 +20,7 @@
 
 #include "core/buffer.h"
 #include "core/error.h"
+#include "core/scratch.h"
 #include "core/startup_trace.h"
 #include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/nvidia/cudnn_common.h"
@@ -501,14 +502,14 @@ void cudnn_graph_conv(const GemmProblem& p, CudnnEngines family, int rank, void*
     plan = s.plans[r].get();
     workspace_size = s.workspace[r];
   }
-  const Buffer workspace = workspace_size > 0 ? Buffer(p.device, size_t(workspace_size)) : Buffer();
+  // The device's GEMM scratch (core/scratch.h), not a buffer per call.
+  void* workspace_pointer = workspace_size > 0 ? scratch(p.device, size_t(workspace_size), ScratchSlot::kGemm) : nullptr;
   check(cudnnSetStream(handle, static_cast<cudaStream_t>(native_stream(p.device))), "cudnnSetStream");
   std::vector<int64_t> uids{kX, kW, kY};
   std::vector<void*> pointers{const_cast<void*>(p.a), const_cast<void*>(p.b), c};
   if (p.bias != nullptr) uids.push_back(kBias), pointers.push_back(const_cast<void*>(p.bias));
   if (p.residual != nullptr) uids.push_back(kResidual), pointers.push_back(const_cast<void*>(p.residual));
   Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  void* workspace_pointer = workspace.data();
   pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(), int64_t(uids.size()), "variant ids")
       .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers.data(), int64_t(pointers.size()),
            "variant pointers")
