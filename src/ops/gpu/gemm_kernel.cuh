@@ -12,36 +12,17 @@
 // (split-K) and add the partial sums in a second kernel, in a fixed order.
 #pragma once
 
-#include <climits>
+#include <algorithm>
 #include <cstdint>
 
+#include "core/scratch.h"
 #include "ops/gpu/async_copy.cuh"
-#include "ops/gpu/fast_divisor.h"
+#include "ops/gpu/gemm.h"
+#include "ops/gpu/gemm_operands.cuh"
 #include "ops/gpu/gemm_tile_shape.h"
 #include "ops/gpu/mma.cuh"
 
 namespace hd::gpu::gemm_tiles {
-
-struct KernelArgs {  // GemmProblem in the kernel's integer widths
-  int m, n, k, inner;
-  int64_t a_outer, a_inner, b_outer, b_inner, c_outer, c_inner;
-  int height, width, out_hw, out_width, stride, padding;
-  int64_t pixel_stride, image_stride, ldb, ldc;
-  float alpha;
-  bool pairs;  // C rows and batch offsets even: two neighbours are one 32-bit store
-  int splits;  // split-K: the k-steps are shared among this many blocks, which write f32 partial sums
-  // k = (kernel row · kw + kernel column) · channels + channel, split at every k-step without a division.
-  FastDivisor by_channels, by_kw;
-};
-
-// 16 bytes from src, or zeros; src must be readable either way (the callers pass the operand's first
-// vector when !ok). Loaded unconditionally and the value selected: a branch around the load cost AMD
-// targets an exec-mask branch per vector (s_and_saveexec), and `ok ? *src : uint4{}` made clang select
-// between src and the address of a zero temporary on the stack, which put every staged vector in scratch.
-__device__ __forceinline__ uint4 load_or_zero(const uint16_t* src, bool ok) {
-  const uint4 v = *reinterpret_cast<const uint4*>(src);
-  return make_uint4(ok ? v.x : 0u, ok ? v.y : 0u, ok ? v.z : 0u, ok ? v.w : 0u);
-}
 
 // stages == 2: the next k-step's tiles wait in registers while the tensor units work on the current
 // one (every target). stages >= 3: stages - 1 k-steps are in flight at once through asynchronous
@@ -60,86 +41,32 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   constexpr int kStepK = kTile.step_k;
   constexpr bool kVector = kTile.vector, kSplit = kTile.splits > 1;
   constexpr int kThreads = kWM * kWN * Frag::kLanes;
-  constexpr int kBK = kStepK, kTileStride = tile_stride(kStepK), kVectorsPerRow = kStepK / 8;
-  constexpr int kRowsPerPass = kThreads / kVectorsPerRow;
+  constexpr int kBK = kStepK, kTileStride = tile_stride(kStepK);
+  constexpr int kRowsPerPass = TileOperands<kBM, kBN, kThreads, kStepK>::kRowsPerPass;
   constexpr int kAPasses = kBM / kRowsPerPass, kBPasses = kBN / kRowsPerPass;
   constexpr int kWarpM = kBM / kWM, kWarpN = kBN / kWN, kMT = kWarpM / 16, kNT = kWarpN / Frag::kN;
   constexpr bool kAsync = kStages >= 3;
-  static_assert(kBM % kRowsPerPass == 0 && kBN % kRowsPerPass == 0 && kWarpM % 16 == 0 && kWarpN % Frag::kN == 0);
+  static_assert(kWarpM % 16 == 0 && kWarpN % Frag::kN == 0);
   static_assert(!kAsync || kVector, "asynchronous copies move whole 16-byte vectors");
-  static_assert(!kTile.pipelined || (kAsync && kStepK % 32 == 0), "pipelined fragments: asynchronous tiles, k-steps of 32 or 64");
+  static_assert(!kTile.pipelined || (kVector && kStepK % 32 == 0), "pipelined fragments: 16-byte tiles, k-steps of 32 or 64");
   static_assert(kWM * kWN <= Frag::kMaxGroups, "more fragment groups than the layout's emulation has scratch for");
   extern __shared__ uint4 smem_raw[];
   uint16_t* const smem = reinterpret_cast<uint16_t*>(smem_raw);
   const auto a_tile = [&](int stage) HD_INLINE { return smem + stage * (kBM + kBN) * kTileStride; };
   const auto b_tile = [&](int stage) HD_INLINE { return smem + stage * (kBM + kBN) * kTileStride + kBM * kTileStride; };
 
-  const int batch = int(blockIdx.z) / p.splits, split = int(blockIdx.z) % p.splits;
-  const int zo = batch / p.inner, zi = batch % p.inner;
-  const auto* a_bits = reinterpret_cast<const uint16_t*>(a + zo * p.a_outer + zi * p.a_inner);
-  const auto* b_bits = reinterpret_cast<const uint16_t*>(b + zo * p.b_outer + zi * p.b_inner);
-  c += zo * p.c_outer + zi * p.c_inner;
-  if (residual) residual += zo * p.c_outer + zi * p.c_inner;
+  const BlockBatch<T, kSplit> block(a, b, bias, residual, c, partial, p);
   const int m0 = int(blockIdx.x) * kBM, n0 = int(blockIdx.y) * kBN;
-  const int tid = int(threadIdx.x), vec = tid % kVectorsPerRow, pass_row = tid / kVectorsPerRow;
-
-  // Where this thread's A rows (output pixels) read from: their image and top-left input position.
-  // A row past the end gets a position that no kernel offset brings into the image. a_corner: the
-  // element at that position, so that a k-step's vector is the corner plus one offset that every row
-  // shares (the loads' address arithmetic is most of a k-step's non-matrix instructions).
-  int a_iy[kAPasses], a_ix[kAPasses];
-  const uint16_t* a_corner[kAPasses];
-#pragma unroll
-  for (int i = 0; i < kAPasses; ++i) {
-    const int m = m0 + pass_row + i * kRowsPerPass;
-    const int img = m / p.out_hw, rem = m % p.out_hw;
-    a_iy[i] = m < p.m ? (rem / p.out_width) * p.stride - p.padding : INT_MIN / 2;
-    a_ix[i] = (rem % p.out_width) * p.stride - p.padding;
-    a_corner[i] = m < p.m ? a_bits + int64_t(img) * p.image_stride + (int64_t(a_iy[i]) * p.width + a_ix[i]) * p.pixel_stride
-                          : a_bits;
-  }
-  // This thread's B rows (output channels) are evenly spaced: one pointer, and the count of passes whose
-  // row exists (a pointer and a flag per pass kept the k-step-64 tiles' registers past 255, and spilled).
-  const int b_first = n0 + pass_row;
-  const int b_passes = b_first < p.n ? (p.n - b_first + kRowsPerPass - 1) / kRowsPerPass : 0;
-  const uint16_t* const b_first_row = b_bits + (b_passes > 0 ? int64_t(b_first) * p.ldb : 0);
-  const int64_t b_pass_stride = int64_t(kRowsPerPass) * p.ldb;
-  const auto a_element = [&](int i, int k) HD_INLINE -> uint16_t {  // gather path: one element of A
-    if (k >= p.k) return 0;
-    int kk, ch, ky, kx;
-    p.by_channels.divide(k, kk, ch);
-    p.by_kw.divide(kk, ky, kx);
-    const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
-    if (unsigned(iy) >= unsigned(p.height) || unsigned(ix) >= unsigned(p.width)) return 0;
-    return a_corner[i][(int64_t(ky) * p.width + kx) * p.pixel_stride + ch];
-  };
-  // For the 16-byte paths (channels % 8 == 0, so the 8 elements of a vector share one kernel position):
-  // calls f(pass, address, valid) for this thread's A vectors of the k-step at k0, then g(...) for B's.
-  const auto for_each_vector = [&](int k0, auto f, auto g) HD_INLINE {
-    const int k = k0 + vec * 8;
-    const bool k_ok = k < p.k;
-    int kk, ch, ky, kx;
-    p.by_channels.divide(k_ok ? k : 0, kk, ch);
-    p.by_kw.divide(kk, ky, kx);
-    const int64_t offset = (int64_t(ky) * p.width + kx) * p.pixel_stride + ch;  // from a row's corner
-#pragma unroll
-    for (int i = 0; i < kAPasses; ++i) {
-      const bool ok = k_ok && unsigned(a_iy[i] + ky) < unsigned(p.height) && unsigned(a_ix[i] + kx) < unsigned(p.width);
-      f(i, ok ? a_corner[i] + offset : a_bits, ok);
-    }
-#pragma unroll
-    for (int j = 0; j < kBPasses; ++j) {
-      const bool ok = k_ok && j < b_passes;
-      g(j, ok ? b_first_row + j * b_pass_stride + k : b_bits, ok);
-    }
-  };
+  const int tid = int(threadIdx.x);
+  const TileOperands<kBM, kBN, kThreads, kStepK> in(p, block.a_bits, block.b_bits, m0, n0, tid);
+  const int vec = in.vec, pass_row = in.pass_row;
   const auto a_slot = [&](int stage, int i) HD_INLINE { return a_tile(stage) + (pass_row + i * kRowsPerPass) * kTileStride + vec * 8; };
   const auto b_slot = [&](int stage, int j) HD_INLINE { return b_tile(stage) + (pass_row + j * kRowsPerPass) * kTileStride + vec * 8; };
 
   uint4 a_reg[kAPasses], b_reg[kBPasses];  // the register-staged path's next k-step
   const auto load_registers = [&](int k0) HD_INLINE {
     if constexpr (kVector) {
-      for_each_vector(
+      in.for_each_vector(
           k0, [&](int i, const uint16_t* src, bool ok) HD_INLINE { a_reg[i] = load_or_zero(src, ok); },
           [&](int j, const uint16_t* src, bool ok) HD_INLINE { b_reg[j] = load_or_zero(src, ok); });
     } else {
@@ -148,16 +75,15 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
       for (int i = 0; i < kAPasses; ++i) {
         uint16_t e[8];
 #pragma unroll
-        for (int x = 0; x < 8; ++x) e[x] = a_element(i, k + x);
+        for (int x = 0; x < 8; ++x) e[x] = in.a_element(i, k + x);
         a_reg[i] = make_uint4(e[0] | uint32_t(e[1]) << 16, e[2] | uint32_t(e[3]) << 16, e[4] | uint32_t(e[5]) << 16,
                               e[6] | uint32_t(e[7]) << 16);
       }
 #pragma unroll
       for (int j = 0; j < kBPasses; ++j) {
-        const int n = n0 + pass_row + j * kRowsPerPass;
         uint16_t e[8];
 #pragma unroll
-        for (int x = 0; x < 8; ++x) e[x] = n < p.n && k + x < p.k ? b_bits[int64_t(n) * p.ldb + k + x] : uint16_t(0);
+        for (int x = 0; x < 8; ++x) e[x] = in.b_element(j, k + x);
         b_reg[j] = make_uint4(e[0] | uint32_t(e[1]) << 16, e[2] | uint32_t(e[3]) << 16, e[4] | uint32_t(e[5]) << 16,
                               e[6] | uint32_t(e[7]) << 16);
       }
@@ -170,7 +96,7 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
     for (int j = 0; j < kBPasses; ++j) *reinterpret_cast<uint4*>(b_slot(stage, j)) = b_reg[j];
   };
   const auto load_async = [&](int stage, int k0) HD_INLINE {
-    for_each_vector(
+    in.for_each_vector(
         k0, [&](int i, const uint16_t* src, bool ok) HD_INLINE { copy_16_async(a_slot(stage, i), src, ok); },
         [&](int j, const uint16_t* src, bool ok) HD_INLINE { copy_16_async(b_slot(stage, j), src, ok); });
   };
@@ -219,8 +145,8 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   const auto nothing = [] {};
 
   // This block's k-steps: all of them, or its split's share.
-  const int all_steps = (p.k + kBK - 1) / kBK, per_split = (all_steps + p.splits - 1) / p.splits;
-  const int first = split * per_split, steps = max(0, min(all_steps, first + per_split) - first);
+  int first, steps;
+  block.steps(p, kBK, first, steps);
   if constexpr (kAsync) {
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
@@ -270,6 +196,33 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
         });
       }
     }
+  } else if constexpr (kTile.pipelined) {
+    if (steps > 0) {
+      // Register-staged with pipelined fragments (every target): as above, the next 16 k's fragments are
+      // read while this 16's products run. At a step's last 16 k the next step's vectors go to the other
+      // stage, which every warp left before the last barrier (it read its last slice of it before
+      // arriving), one barrier publishes them, and the next step's first slice is read from them.
+      constexpr int kSlices = kBK / 16;
+      Slice f[2];
+      load_registers(first * kBK);
+      store_registers(0);
+      __syncthreads();
+      load_slice(f[0], 0, 0);
+      for (int s = 0; s < steps; ++s) {
+        if (s + 1 < steps) load_registers((first + s + 1) * kBK);  // in flight while the matrix units work
+#pragma unroll
+        for (int q = 0; q < kSlices; ++q) {
+          if (q + 1 < kSlices) {
+            load_slice(f[(q + 1) & 1], s & 1, (q + 1) * 16);
+          } else if (s + 1 < steps) {
+            store_registers((s + 1) & 1);
+            __syncthreads();
+            load_slice(f[(q + 1) & 1], (s + 1) & 1, 0);
+          }
+          multiply_slice(f[q & 1]);
+        }
+      }
+    }
   } else if (steps > 0) {
     load_registers(first * kBK);
     store_registers(0);
@@ -289,42 +242,13 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   const int lane = tid % Frag::kLanes;
   constexpr int kStep = Frag::kColumnPairs ? 2 : 1;
 #pragma unroll
-  for (int i = 0; i < kMT; ++i) {
+  for (int i = 0; i < kMT; ++i)
 #pragma unroll
-    for (int j = 0; j < kNT; ++j) {
+    for (int j = 0; j < kNT; ++j)
 #pragma unroll
-      for (int r = 0; r < Frag::kAccumulators; r += kStep) {
-        const int row = m0 + wm * kWarpM + i * 16 + Frag::c_row(lane, r);
-        const int col = n0 + wn * kWarpN + j * Frag::kN + Frag::c_col(lane, r);
-        if (row >= p.m || col >= p.n) continue;
-        const bool both = kStep == 2 && col + 1 < p.n;
-        if constexpr (kSplit) {
-          float* out = partial + (int64_t(batch) * p.splits + split) * int64_t(p.m) * p.n + int64_t(row) * p.n + col;
-          out[0] = acc[i][j].r[r];
-          if (both) out[1] = acc[i][j].r[r + 1];
-        } else {
-          // alpha, bias, residual, then one rounding to T.
-          float v0 = acc[i][j].r[r] * p.alpha + (bias ? to_float(bias[col]) : 0.f);
-          float v1 = both ? acc[i][j].r[r + 1] * p.alpha + (bias ? to_float(bias[col + 1]) : 0.f) : 0.f;
-          const int64_t at = int64_t(row) * p.ldc + col;
-          if (both && p.pairs) {
-            if (residual) {
-              const uint32_t res = *reinterpret_cast<const uint32_t*>(residual + at);
-              v0 += low_half<T>(res), v1 += high_half<T>(res);
-            }
-            *reinterpret_cast<uint32_t*>(c + at) = pack2<T>(v0, v1);
-          } else {
-            if (residual) v0 += to_float(residual[at]);
-            c[at] = from_float<T>(v0);
-            if (both) {
-              if (residual) v1 += to_float(residual[at + 1]);
-              c[at + 1] = from_float<T>(v1);
-            }
-          }
-        }
-      }
-    }
-  }
+      for (int r = 0; r < Frag::kAccumulators; r += kStep)
+        block.out.store(m0 + wm * kWarpM + i * 16 + Frag::c_row(lane, r), n0 + wn * kWarpN + j * Frag::kN + Frag::c_col(lane, r),
+                        acc[i][j].r[r], kStep == 2 ? acc[i][j].r[r + 1] : 0.f, kStep == 2);
 }
 
 // A layout the target being compiled does not have (Frag::kOnThisTarget; the host never offers it there)
@@ -360,6 +284,23 @@ __global__ void split_k_reduce_kernel(const float* __restrict__ partial, const T
     if (residual) v += to_float(residual[at]);
     c[at] = from_float<T>(v);
   }
+}
+
+// Where a split-K launch's partial sums go ([batch][split][m][n] f32): the device's GEMM scratch, which
+// grows to the largest such problem and stays, rather than a buffer per call (core/scratch.h says why).
+inline void* split_k_partials(const GemmProblem& p, int splits) {
+  return scratch(p.device, size_t(p.outer * p.inner * splits) * size_t(p.m()) * size_t(p.n) * sizeof(float),
+                 ScratchSlot::kGemm);
+}
+
+// The reduction after a split-K tile kernel wrote its partial sums (every tile kernel's launcher).
+template <class T>
+void launch_split_k_reduce(const GemmProblem& p, const KernelArgs& args, const float* partial, void* c) {
+  const int64_t batch = p.outer * p.inner, per_batch = int64_t(args.m) * args.n;
+  const dim3 grid(unsigned(std::clamp<int64_t>((per_batch + 255) / 256, 1, 4096)), unsigned(batch));
+  split_k_reduce_kernel<T><<<grid, 256, 0, current_stream()>>>(partial, static_cast<const T*>(p.bias),
+                                                              static_cast<const T*>(p.residual), static_cast<T*>(c), args);
+  HD_GPU_CHECK_LAUNCH();
 }
 
 

@@ -28,8 +28,8 @@ struct TileShape {
   int splits = 1;       // split-K: the k-steps shared among this many blocks, added by a second kernel
   bool vector = true;   // A in 16-byte vectors (channels % 8 == 0), or gathered element by element
   // The next 16 k's fragments are read from shared memory while this 16's products run, across the
-  // k-step's barrier too (asynchronous tiles only): the profile of the large tiles showed warps waiting
-  // on their fragment loads after every barrier, with 8 warps a multiprocessor to hide them.
+  // k-step's barrier too: the profile of the large tiles showed warps waiting on their fragment loads
+  // after every barrier, with 8 warps a multiprocessor to hide them.
   bool pipelined = false;
 
   HD_HOST_DEVICE constexpr int groups() const { return wm * wn; }
@@ -78,6 +78,11 @@ struct Mma64x128 {
 };
 struct Mma64x64 {
   static constexpr TileShape shape{.bm = 64, .bn = 64, .wm = 2, .wn = 2, .stages = 2};
+};
+// Register-staged with pipelined fragments (gemm_kernel.cuh), every layout: what AMD's matrix cores run
+// of the technique that took NVIDIA's large asynchronous tiles from 295 to 339 TFLOP/s.
+struct Mma128x128w8Pipelined {
+  static constexpr TileShape shape{.bm = 128, .bn = 128, .wm = 4, .wn = 2, .stages = 2, .pipelined = true};
 };
 // Asynchronous copies, NVIDIA's tensor cores.
 struct Async3_128x128 {

@@ -13,10 +13,14 @@
 #include "core/buffer.h"
 #include "core/error.h"
 #include "ops/gpu/gemm.h"
+#include "ops/gpu/gemm_candidate.h"
 #include "ops/gpu/gemm_kernel.cuh"
 #include "ops/gpu/gpu_runtime.h"
 #if defined(HD_WITH_CUDNN) || defined(HD_WITH_CUBLASLT)
 #include "ops/gpu/nvidia/vendor_gemm.h"
+#endif
+#if defined(HD_WITH_WGMMA)
+#include "ops/gpu/nvidia/gemm_wgmma.h"
 #endif
 #if defined(HD_WITH_HIPBLASLT) || defined(HD_WITH_ROCBLAS) || defined(HD_WITH_MIOPEN)
 #include "ops/gpu/amd/vendor_gemm.h"
@@ -26,15 +30,6 @@ namespace hd::gpu::gemm_tiles {
 
 // ---- host side: candidates, tuning, launch ----
 
-// A way to compute a problem, writing C to the pointer it is given (p.c, or a tuning buffer). The launch
-// holds nothing of one call's problem but what its shape decides, so that it serves every problem of the
-// same signature (gemm.cu remembers it for the next call).
-struct Candidate {
-  std::string name;
-  std::function<void(const GemmProblem& p, void* c)> launch;
-  bool quick = false;  // timed under the quick tuning policy (ops/tuning/autotuner.h)
-  bool library_pick = false;  // a vendor library's own first pick (the autotuner's library_picks)
-};
 
 template <class T, class Tile, class Frag>
 void launch_tile(const GemmProblem& p, const KernelArgs& base, void* c) {
@@ -54,17 +49,11 @@ void launch_tile(const GemmProblem& p, const KernelArgs& base, void* c) {
         static_cast<const T*>(p.residual), static_cast<T*>(c), nullptr, args);
     HD_GPU_CHECK_LAUNCH();
   } else {
-    const Buffer partial(p.device, size_t(batch * kTile.splits) * size_t(args.m) * size_t(args.n) * sizeof(float));
+    auto* const partial = static_cast<float*>(split_k_partials(p, kTile.splits));
     kernel<<<grid, kThreads, kShared, current_stream()>>>(
-        static_cast<const T*>(p.a), static_cast<const T*>(p.b), nullptr, nullptr, static_cast<T*>(c),
-        static_cast<float*>(partial.data()), args);
+        static_cast<const T*>(p.a), static_cast<const T*>(p.b), nullptr, nullptr, static_cast<T*>(c), partial, args);
     HD_GPU_CHECK_LAUNCH();
-    const int64_t per_batch = int64_t(args.m) * args.n;
-    const dim3 reduce_grid(unsigned(std::clamp<int64_t>((per_batch + 255) / 256, 1, 4096)), unsigned(batch));
-    split_k_reduce_kernel<T><<<reduce_grid, 256, 0, current_stream()>>>(
-        static_cast<const float*>(partial.data()), static_cast<const T*>(p.bias), static_cast<const T*>(p.residual),
-        static_cast<T*>(c), args);
-    HD_GPU_CHECK_LAUNCH();
+    launch_split_k_reduce<T>(p, args, partial, c);
   }
 }
 
@@ -143,6 +132,12 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
   add(tiles::Mma128x64{}, false);
   add(tiles::Mma64x128{}, kOwnRule);
   add(tiles::Mma64x64{}, false);
+  // Pipelined fragments on the register-staged tiles: not quick until a run on an AMD GPU says where they
+  // win (none has run here); the exhaustive policy times them on the user's GPU.
+  // Only the 8-group 128x128 one: it was the fastest register-staged tile on the large shapes of an H100
+  // (VAE convolutions 1.1x the best other), while 64x128 and 64x64 pipelined lost and 64x128 spilled
+  // (2026-11-26; AMD unmeasured).
+  add(tiles::Mma128x128w8Pipelined{}, false);
   if (small_output) {
     add(tiles::SplitK<tiles::Mma64x64, 4>{}, kOwnRule);
     add(tiles::SplitK<tiles::Mma64x64, 8>{}, false);
@@ -183,41 +178,50 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     // 128x128 in 8 groups (4: its 127 registers let two blocks share a multiprocessor, which the short
     // products, k = 320, need) and 64x128 split in 2 or 4 (10) where its tiles leave multiprocessors
     // idle. Where the k-step-64 tiles do not fit, k-step-32 versions are quick instead.
+#if defined(HD_WITH_WGMMA)
+    std::vector<Candidate> warpgroup = wgmma_candidates<T>(p, args);  // empty unless the device is sm_90
+#else
+    std::vector<Candidate> warpgroup;
+#endif
+    // Where Hopper's warpgroup tiles run, they won every shape of SD1.5 and SDXL on an H100 but the
+    // small split-K ones (2026-11-26), so the fragment-layer tiles are timed only by the exhaustive policy.
+    const bool fragment_quick = warpgroup.empty();
     const bool large_k64 = tiles::Async3_256x128w8k64::shape.shared_bytes() <= shared_limit;
     const bool middle_k64 = tiles::Async4_64x128k64::shape.shared_bytes() <= shared_limit;
-    add(tiles::Async3_128x128{}, !large_k64);
+    add(tiles::Async3_128x128{}, fragment_quick && !large_k64);
     add(tiles::Async3_128x256w8{}, false);
     add(tiles::Async3_256x128w8{}, false);
-    add(tiles::Async4_64x128{}, !middle_k64);
+    add(tiles::Async4_64x128{}, fragment_quick && !middle_k64);
     add(tiles::Async4_128x64{}, false);
     // 8 groups of 64x32 on 128x128: half the accumulators a warp, so that two blocks (16 warps) share a
     // multiprocessor where the 4-group tile's registers allow two blocks of 4 (the profile: 12.5%
     // occupancy and 8 cycles between a warp's instructions on the large tiles).
-    add(tiles::Async3_128x128w8{}, !middle_k64);
-    add(tiles::Async3_128x128w8k64{}, true);
+    add(tiles::Async3_128x128w8{}, fragment_quick && !middle_k64);
+    add(tiles::Async3_128x128w8k64{}, fragment_quick);
     add(tiles::Async3_128x128k64{}, false);
     add(tiles::Async4_64x128k64{}, false);
-    add(tiles::Async3_128x128w8k64Pipelined{}, true);
-    add(tiles::Async4_64x128k64Pipelined{}, true);
-    add(tiles::Async3_128x160w8k64Pipelined{}, true);
-    add(tiles::Async3_64x160k64Pipelined{}, true);
+    add(tiles::Async3_128x128w8k64Pipelined{}, fragment_quick);
+    add(tiles::Async4_64x128k64Pipelined{}, fragment_quick);
+    add(tiles::Async3_128x160w8k64Pipelined{}, fragment_quick);
+    add(tiles::Async3_64x160k64Pipelined{}, fragment_quick);
     // Split k for outputs of fewer 64x128 tiles than twice the multiprocessors (SD's 16x16 and 8x8
     // levels) with a long k.
     const int64_t middle_tiles = ((args.m + 63) / 64) * ((args.n + 127) / 128) * p.outer * p.inner;
     if (middle_tiles < 2 * multiprocessor_count(p.device.index) && args.k >= 32 * kDefaultStepK) {
       add(tiles::SplitK<tiles::Async4_64x128k64, 2>{}, true);
       add(tiles::SplitK<tiles::Async4_64x128k64, 4>{}, true);
-      add(tiles::SplitK<tiles::Async3_64x160k64Pipelined, 2>{}, true);
+      add(tiles::SplitK<tiles::Async3_64x160k64Pipelined, 2>{}, fragment_quick);
       add(tiles::SplitK<tiles::Async3_64x160k64Pipelined, 4>{}, false);
     }
     add(tiles::Async3_128x256w8k64{}, false);
     add(tiles::Async3_256x128w8k64{}, false);
     add(tiles::Async3_128x256w8k64Pipelined{}, false);
-    add(tiles::Async3_256x128w8k64Pipelined{}, true);
+    add(tiles::Async3_256x128w8k64Pipelined{}, fragment_quick);
     if (small_output) {
       add(tiles::SplitK<tiles::Async4_64x64, 4>{}, true);
       add(tiles::SplitK<tiles::Async4_64x64, 8>{}, false);
     }
+    for (Candidate& c : warpgroup) list.push_back(std::move(c));
     if (!libraries) return list;
 #if defined(HD_WITH_CUDNN)
     // cuDNN's legacy pick is quick although the exhaustive policy never chose it for SD1.5 on an H100:

@@ -3,6 +3,7 @@
 //
 // In device code, exactly one of the family macros below is defined (or none: the portable path):
 //   HD_NVIDIA_MMA      NVIDIA sm_80 and newer: mma.sync, ldmatrix, cp.async
+//                      (and HD_NVIDIA_WGMMA beside it for sm_90a: Hopper's warpgroup instructions)
 //   HD_AMD_MFMA        AMD CDNA2/CDNA3 (gfx90a, gfx942): v_mfma_* on 64-lane wavefronts
 //   HD_AMD_WMMA_GFX11  AMD RDNA3 (gfx1100/1101/1102): v_wmma_* on wave32, operands duplicated per half-wave
 //   HD_AMD_WMMA_GFX12  AMD RDNA4 (gfx1200/1201): v_wmma_*_gfx12 on wave32, its own register map
@@ -12,6 +13,9 @@
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIP_PLATFORM_AMD__)
 #define HD_NVIDIA_MMA 1
+#endif
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define HD_NVIDIA_WGMMA 1
 #endif
 #if defined(__gfx90a__) || defined(__gfx942__) || defined(__gfx950__)
 #define HD_AMD_MFMA 1

@@ -1,0 +1,206 @@
+// GEMM / implicit-GEMM convolution tiles on Hopper's warpgroup instructions (wgmma.cuh), for sm_90a.
+//
+// Why a kernel of its own: on an H100 the fragment-layer tiles (mma.sync, gemm_kernel.cuh) stop near
+// 340 TFLOP/s on large products and 190-270 on the UNet's convolutions, because every product's operands
+// pass through registers by ldmatrix: per 16 k a 32x80 warp tile reads 7 x 512 bytes of shared memory for
+// 20 products, which with the tile's cp.async writes takes the shared memory about as long as the
+// products take the tensor cores (2026-11-26). wgmma reads both operands from shared memory itself.
+//
+// A block is two warpgroups (256 threads); each owns 64 rows of a 128 x bn tile of C and keeps its 64 x bn
+// f32 accumulators in registers (bn / 2 a thread). k streams through shared memory in steps of 64: all
+// 256 threads copy a step's vectors with cp.async (the same im2col addressing as the fragment-layer
+// kernel, TileOperands) into 128-byte swizzled rows, `stages - 2` steps ahead; each warpgroup then issues
+// four wgmma (16 k each) and waits only for the previous step's, so the tensor cores work while the next
+// step's copies and this step's barrier go on.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ops/gpu/async_copy.cuh"
+#include "ops/gpu/gemm_kernel.cuh"
+#include "ops/gpu/gemm_operands.cuh"
+#include "ops/gpu/gpu_runtime.h"
+#include "ops/gpu/nvidia/gemm_wgmma.h"
+#include "ops/gpu/nvidia/wgmma.cuh"
+
+namespace hd::gpu::gemm_tiles {
+
+namespace {
+
+constexpr int kBM = 128, kStepK = 64, kThreads = 256, kRowBytes = kStepK * 2;
+
+// A warpgroup tile configuration: the width of C it computes (a wgmma width), the k-steps of shared
+// memory (stages - 2 in flight ahead of the one the tensor cores read, and the one they read last), and
+// split-K.
+template <int kWidth, int kStageCount, int kSplitCount = 1>
+struct WgmmaTile {
+  static constexpr int bn = kWidth, stages = kStageCount, splits = kSplitCount;
+  static constexpr size_t stage_bytes = size_t(kBM + bn) * kRowBytes;
+  static constexpr size_t shared_bytes = stages * stage_bytes + 1024;  // + alignment of the swizzle atoms
+  static std::string name() {
+    return "wgmma-" + std::to_string(kBM) + "x" + std::to_string(bn) + "s" + std::to_string(stages) +
+           (splits > 1 ? "-split" + std::to_string(splits) : "");
+  }
+};
+
+template <class T, class Tile>
+__global__ void __launch_bounds__(kThreads)
+    wgmma_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ bias, const T* residual,
+                      T* c, float* __restrict__ partial, KernelArgs p) {
+#if defined(HD_NVIDIA_WGMMA)
+  constexpr int kBN = Tile::bn, kStages = Tile::stages, kAhead = kStages - 2;
+  constexpr size_t kStageBytes = Tile::stage_bytes, kABytes = size_t(kBM) * kRowBytes;
+  static_assert(kAhead >= 1, "at least one k-step in flight");
+  extern __shared__ uint8_t shared_raw[];
+  // Swizzle atoms (8 rows of 128 bytes) start on 1024-byte boundaries of the shared window.
+  const auto raw = static_cast<uint32_t>(__cvta_generic_to_shared(shared_raw));
+  uint8_t* const smem = shared_raw + ((1024 - (raw & 1023)) & 1023);
+
+  const BlockBatch<T, (Tile::splits > 1)> block(a, b, bias, residual, c, partial, p);
+  const int m0 = int(blockIdx.x) * kBM, n0 = int(blockIdx.y) * kBN, tid = int(threadIdx.x);
+  const TileOperands<kBM, kBN, kThreads, kStepK> in(p, block.a_bits, block.b_bits, m0, n0, tid);
+  const auto load = [&](int stage, int k0) HD_INLINE {
+    uint8_t* const a_tile = smem + stage * kStageBytes;
+    uint8_t* const b_tile = a_tile + kABytes;
+    in.for_each_vector(
+        k0, [&](int i, const uint16_t* src, bool ok) HD_INLINE { copy_16_async(a_tile + wgmma::swizzled(in.row(i), in.vec), src, ok); },
+        [&](int j, const uint16_t* src, bool ok) HD_INLINE { copy_16_async(b_tile + wgmma::swizzled(in.row(j), in.vec), src, ok); });
+  };
+
+  const int warpgroup = tid / 128;  // its 64 rows of the tile
+  float acc[kBN / 2];
+#pragma unroll
+  for (float& v : acc) v = 0.f;
+  wgmma::fence_operands(acc);
+  int first, steps;
+  block.steps(p, kStepK, first, steps);
+#pragma unroll
+  for (int s = 0; s < kAhead; ++s) {
+    if (s < steps) load(s, (first + s) * kStepK);
+    async_commit();  // empty groups too: the wait below counts groups
+  }
+  for (int s = 0; s < steps; ++s) {
+    async_wait<kAhead - 1>();          // step s has landed (this thread's copies) ...
+    wgmma::fence_shared_for_async();   // ... where wgmma's reads see it ...
+    __syncthreads();                   // ... for every thread; and both warpgroups are done with step s - 2
+    const int next = s + kAhead;       // into the stage step s - 2 used
+    if (next < steps) load(next % kStages, (first + next) * kStepK);
+    async_commit();
+    const uint8_t* const a_tile = smem + (s % kStages) * kStageBytes + warpgroup * 64 * kRowBytes;
+    const uint8_t* const b_tile = smem + (s % kStages) * kStageBytes + kABytes;
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kStepK / 16; ++kk)  // 16 k = 32 bytes further along the swizzled rows
+      wgmma::mma_async<kBN, T>(acc, wgmma::descriptor(a_tile + kk * 32), wgmma::descriptor(b_tile + kk * 32));
+    wgmma::commit();
+    wgmma::wait<1>();  // step s - 1's products are done: its stage is free after the next barrier
+  }
+  wgmma::wait<0>();
+  wgmma::fence_operands(acc);
+
+  // The accumulators' layout: warp w of the warpgroup holds rows 16w..16w+15; for each 8 columns j a
+  // lane holds (row lane/4, columns 8j + 2(lane%4) and +1) and the same 8 rows further down.
+  const int lane = tid % 32, row = warpgroup * 64 + (tid % 128) / 32 * 16 + lane / 4;
+  if constexpr (Tile::splits > 1) {
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      const int col = n0 + j * 8 + 2 * (lane % 4);
+      block.out.store(m0 + row, col, acc[4 * j], acc[4 * j + 1], true);
+      block.out.store(m0 + row + 8, col, acc[4 * j + 2], acc[4 * j + 3], true);
+    }
+  } else {
+    // C leaves through shared memory (the stages, free once both warpgroups' products are done), so
+    // that each thread stores 16 contiguous bytes of a row: straight from the accumulators a warp's
+    // store covered 8 rows x 16 bytes, which made the short products (k = 320, 42 MB of C) slow.
+    // 8 floats of padding a row: a warp's 8-byte writes then take the minimum two passes.
+    constexpr int kPitch = kBN + 8, kVectorsPerRow = kBN / 8, kRowsPerPass = kThreads / kVectorsPerRow;
+    static_assert(size_t(kBM) * kPitch * sizeof(float) <= kStages * kStageBytes, "C fits in the stages");
+    float* const staged = reinterpret_cast<float*>(smem);
+    __syncthreads();  // both warpgroups have left the stages
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      const int col = j * 8 + 2 * (lane % 4);
+      *reinterpret_cast<float2*>(staged + row * kPitch + col) = make_float2(acc[4 * j], acc[4 * j + 1]);
+      *reinterpret_cast<float2*>(staged + (row + 8) * kPitch + col) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+    __syncthreads();
+    const int column = tid % kVectorsPerRow * 8;
+    for (int r = tid / kVectorsPerRow; r < kBM && tid < kRowsPerPass * kVectorsPerRow; r += kRowsPerPass) {
+      float v[8];
+      const float4 lo = *reinterpret_cast<const float4*>(staged + r * kPitch + column);
+      const float4 hi = *reinterpret_cast<const float4*>(staged + r * kPitch + column + 4);
+      v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+      store_eight(block.out, m0 + r, n0 + column, v);
+    }
+  }
+#else
+  HD_TRAP();
+#endif
+}
+
+template <class T, class Tile>
+void launch_wgmma(const GemmProblem& p, const KernelArgs& base, void* c) {
+  KernelArgs args = base;
+  args.splits = Tile::splits;
+  const int64_t batch = p.outer * p.inner;
+  const dim3 grid(unsigned((args.m + kBM - 1) / kBM), unsigned((args.n + Tile::bn - 1) / Tile::bn),
+                  unsigned(batch * Tile::splits));
+  const auto kernel = wgmma_gemm_kernel<T, Tile>;
+  allow_dynamic_shared_memory(kernel, Tile::shared_bytes, p.device.index);
+  if constexpr (Tile::splits == 1) {
+    kernel<<<grid, kThreads, Tile::shared_bytes, current_stream()>>>(
+        static_cast<const T*>(p.a), static_cast<const T*>(p.b), static_cast<const T*>(p.bias),
+        static_cast<const T*>(p.residual), static_cast<T*>(c), nullptr, args);
+    HD_GPU_CHECK_LAUNCH();
+  } else {
+    auto* const partial = static_cast<float*>(split_k_partials(p, Tile::splits));
+    kernel<<<grid, kThreads, Tile::shared_bytes, current_stream()>>>(
+        static_cast<const T*>(p.a), static_cast<const T*>(p.b), nullptr, nullptr, static_cast<T*>(c), partial, args);
+    HD_GPU_CHECK_LAUNCH();
+    launch_split_k_reduce<T>(p, args, partial, c);
+  }
+}
+
+bool is_sm90(int device) {
+  int major = 0, minor = 0;
+  HD_GPU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  HD_GPU_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major == 9 && minor == 0;
+}
+
+}  // namespace
+
+template <class T>
+std::vector<Candidate> wgmma_candidates(const GemmProblem& p, const KernelArgs& args) {
+  std::vector<Candidate> list;
+  if (!is_sm90(p.device.index)) return list;
+  const size_t shared_limit = max_block_shared_bytes(p.device.index);
+  const auto add = [&]<class Tile>(Tile, bool quick) {
+    if (Tile::shared_bytes > shared_limit) return;
+    list.push_back({Tile::name(), [args](const GemmProblem& q, void* c) { launch_wgmma<T, Tile>(q, args, c); }, quick,
+                    false});
+  };
+  // 160 wide: SD's 320, 640 and 1280 channels in whole tiles. 3 stages let two blocks share a
+  // multiprocessor (97 and 109 KiB); 4 keep two k-steps in flight for one block. The quick ones won most
+  // of SD1.5's and SDXL's shapes on an H100 (2026-11-26): 128x128 with 3 stages (37 of 84), 128x256 (12;
+  // SDXL 32 of 75: the VAE's wide convolutions), 128x160 with 4 (faster than with 3 on every 160-wide
+  // shape of the kernel benchmark).
+  add(WgmmaTile<128, 3>{}, true);
+  add(WgmmaTile<128, 4>{}, false);
+  add(WgmmaTile<160, 3>{}, false);
+  add(WgmmaTile<160, 4>{}, true);
+  add(WgmmaTile<256, 4>{}, true);
+  // Split k where 128 x 160 tiles leave most multiprocessors idle and k is long (SD's 16x16 and 8x8
+  // levels).
+  const int64_t tiles = ((args.m + kBM - 1) / kBM) * ((args.n + 159) / 160) * p.outer * p.inner;
+  if (tiles < multiprocessor_count(p.device.index) && args.k >= 16 * kStepK) {
+    add(WgmmaTile<160, 3, 2>{}, true);
+    add(WgmmaTile<160, 3, 4>{}, true);
+  }
+  return list;
+}
+
+template std::vector<Candidate> wgmma_candidates<__half>(const GemmProblem&, const KernelArgs&);
+template std::vector<Candidate> wgmma_candidates<Bf16>(const GemmProblem&, const KernelArgs&);
+
+}  // namespace hd::gpu::gemm_tiles
