@@ -168,19 +168,25 @@ TEST(GpuPipeline, TiledVaeDecodeBoundsPeakMemory) {
   EXPECT_GE(test::psnr(image, test::as_reference(expected)), 40.0);
 
   // Exact tiles (the whole image's GroupNorm statistics, halos as wide as the receptive field): the whole
-  // decode's picture, with a peak that does not grow with the image either.
-  // The whole decode's peak once the process's lasting buffers (scratch, workspaces) exist: the first
+  // decode's picture, with a peak that grows far slower than the whole decode's. Not flat: the
+  // latent-resolution head (conv_in and the mid block with its attention) runs whole by design, so its
+  // activations grow with the latents (2.6 MiB from 32x32 to 64x64 latents on an H100, 2026-11-26, once
+  // the GEMM candidates' temporaries stopped being allocated per call and hiding it).
+  // The whole decode's peaks once the process's lasting buffers (scratch, workspaces) exist: the first
   // decode's above counts their growth too.
   OwnedTensor whole, exact;
+  const size_t whole_small = decode_peak(small, VaeTiling::kAuto, &whole);
   const size_t whole_again = decode_peak(large, VaeTiling::kAuto, &whole);
   const size_t exact_small = decode_peak(small, VaeTiling::kExact, &exact);
   const size_t exact_large = decode_peak(large, VaeTiling::kExact, &exact);
   const double error = test::relative_l2(exact, test::as_reference(whole));
-  std::printf("exact tiles: own peak %.1f MiB at 256x256, %.1f MiB at 128x128 (whole, again: %.1f MiB); relative L2 "
-              "%.2e against whole\n", exact_large / 1048576.0, exact_small / 1048576.0, whole_again / 1048576.0, error);
+  std::printf("exact tiles: own peak %.1f MiB at 256x256, %.1f MiB at 128x128 (whole: %.1f and %.1f MiB); relative "
+              "L2 %.2e against whole\n", exact_large / 1048576.0, exact_small / 1048576.0, whole_again / 1048576.0,
+              whole_small / 1048576.0, error);
   EXPECT_LE(error, 1e-2);
   EXPECT_LT(exact_large * 2, whole_again);
-  EXPECT_LE(exact_large, exact_small * 5 / 4);
+  ASSERT_GT(whole_again, whole_small);
+  EXPECT_LT(std::max(exact_large, exact_small) - exact_small, (whole_again - whole_small) / 4);
 
   // A device memory limit between the two peaks: the whole decode runs out, the exact tiles take over.
   const size_t held = ops::mark_device_memory(test::gpu0()), limit = (exact_large + whole_again) / 2;
