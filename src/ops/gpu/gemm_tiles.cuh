@@ -30,7 +30,6 @@ namespace hd::gpu::gemm_tiles {
 
 // ---- host side: candidates, tuning, launch ----
 
-
 template <class T, class Tile, class Frag>
 void launch_tile(const GemmProblem& p, const KernelArgs& base, void* c) {
   constexpr TileShape kTile = Tile::shape;
