@@ -286,22 +286,36 @@ __global__ void split_k_reduce_kernel(const float* __restrict__ partial, const T
   }
 }
 
-// Where a split-K launch's partial sums go ([batch][split][m][n] f32): the device's GEMM scratch, which
-// grows to the largest such problem and stays, rather than a buffer per call (core/scratch.h says why).
-inline void* split_k_partials(const GemmProblem& p, int splits) {
-  return scratch(p.device, size_t(p.outer * p.inner * splits) * size_t(p.m()) * size_t(p.n) * sizeof(float),
-                 ScratchSlot::kGemm);
-}
-
-// The reduction after a split-K tile kernel wrote its partial sums (every tile kernel's launcher).
-template <class T>
-void launch_split_k_reduce(const GemmProblem& p, const KernelArgs& args, const float* partial, void* c) {
-  const int64_t batch = p.outer * p.inner, per_batch = int64_t(args.m) * args.n;
-  const dim3 grid(unsigned(std::clamp<int64_t>((per_batch + 255) / 256, 1, 4096)), unsigned(batch));
-  split_k_reduce_kernel<T><<<grid, 256, 0, current_stream()>>>(partial, static_cast<const T*>(p.bias),
-                                                              static_cast<const T*>(p.residual), static_cast<T*>(c), args);
+// Launches a tile kernel (the fragment layer's above, or Hopper's warpgroup one: both take a, b, bias,
+// residual, c, partial, args) over the problem's bm x bn tiles, k split `splits` ways; with split-K the
+// partial sums ([batch][split][m][n] f32) go to the device's GEMM scratch, which grows to the largest such
+// problem and stays rather than a buffer per call (core/scratch.h says why), and split_k_reduce_kernel
+// adds them.
+template <class T, class Kernel>
+void launch_tiles(Kernel* kernel, const GemmProblem& p, const KernelArgs& base, void* c, int bm, int bn, int splits,
+                  int threads, size_t shared) {
+  KernelArgs args = base;
+  args.splits = splits;
+  const int64_t batch = p.outer * p.inner;
+  const dim3 grid(unsigned((args.m + bm - 1) / bm), unsigned((args.n + bn - 1) / bn), unsigned(batch * splits));
+  allow_dynamic_shared_memory(kernel, shared, p.device.index);
+  const auto* a = static_cast<const T*>(p.a);
+  const auto* b = static_cast<const T*>(p.b);
+  if (splits == 1) {
+    kernel<<<grid, threads, shared, current_stream()>>>(a, b, static_cast<const T*>(p.bias),
+                                                        static_cast<const T*>(p.residual), static_cast<T*>(c), nullptr, args);
+    HD_GPU_CHECK_LAUNCH();
+    return;
+  }
+  auto* const partial = static_cast<float*>(
+      scratch(p.device, size_t(batch * splits) * size_t(args.m) * size_t(args.n) * sizeof(float), ScratchSlot::kGemm));
+  kernel<<<grid, threads, shared, current_stream()>>>(a, b, nullptr, nullptr, static_cast<T*>(c), partial, args);
+  HD_GPU_CHECK_LAUNCH();
+  const int64_t per_batch = int64_t(args.m) * args.n;
+  const dim3 reduce_grid(unsigned(std::clamp<int64_t>((per_batch + 255) / 256, 1, 4096)), unsigned(batch));
+  split_k_reduce_kernel<T><<<reduce_grid, 256, 0, current_stream()>>>(
+      partial, static_cast<const T*>(p.bias), static_cast<const T*>(p.residual), static_cast<T*>(c), args);
   HD_GPU_CHECK_LAUNCH();
 }
-
 
 }  // namespace hd::gpu::gemm_tiles

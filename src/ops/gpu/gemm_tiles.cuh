@@ -31,29 +31,10 @@ namespace hd::gpu::gemm_tiles {
 // ---- host side: candidates, tuning, launch ----
 
 template <class T, class Tile, class Frag>
-void launch_tile(const GemmProblem& p, const KernelArgs& base, void* c) {
+void launch_tile(const GemmProblem& p, const KernelArgs& args, void* c) {
   constexpr TileShape kTile = Tile::shape;
-  KernelArgs args = base;
-  args.splits = kTile.splits;
-  const int64_t batch = p.outer * p.inner;
-  const dim3 grid(unsigned((args.m + kTile.bm - 1) / kTile.bm), unsigned((args.n + kTile.bn - 1) / kTile.bn),
-                  unsigned(batch * kTile.splits));
-  constexpr size_t kShared = kTile.shared_bytes();
-  constexpr int kThreads = kTile.groups() * Frag::kLanes;
-  const auto kernel = gemm_kernel<T, Tile, Frag>;
-  allow_dynamic_shared_memory(kernel, kShared, p.device.index);
-  if constexpr (kTile.splits == 1) {
-    kernel<<<grid, kThreads, kShared, current_stream()>>>(
-        static_cast<const T*>(p.a), static_cast<const T*>(p.b), static_cast<const T*>(p.bias),
-        static_cast<const T*>(p.residual), static_cast<T*>(c), nullptr, args);
-    HD_GPU_CHECK_LAUNCH();
-  } else {
-    auto* const partial = static_cast<float*>(split_k_partials(p, kTile.splits));
-    kernel<<<grid, kThreads, kShared, current_stream()>>>(
-        static_cast<const T*>(p.a), static_cast<const T*>(p.b), nullptr, nullptr, static_cast<T*>(c), partial, args);
-    HD_GPU_CHECK_LAUNCH();
-    launch_split_k_reduce<T>(p, args, partial, c);
-  }
+  launch_tiles<T>(gemm_kernel<T, Tile, Frag>, p, args, c, kTile.bm, kTile.bn, kTile.splits,
+                  kTile.groups() * Frag::kLanes, kTile.shared_bytes());
 }
 
 // The fragment layouts our tiles are built on (mma.cuh): NVIDIA's tensor cores, the portable shuffles

@@ -28,6 +28,7 @@ namespace hd::gpu::gemm_tiles {
 namespace {
 
 constexpr int kBM = 128, kStepK = 64, kThreads = 256, kRowBytes = kStepK * 2;
+constexpr int kWarpgroup = 4 * kWarpSize;  // the threads one wgmma spans
 
 // A warpgroup tile configuration: the width of C it computes (a wgmma width), the k-steps of shared
 // memory (stages - 2 in flight ahead of the one the tensor cores read, and the one they read last), and
@@ -67,7 +68,7 @@ __global__ void __launch_bounds__(kThreads)
         [&](int j, const uint16_t* src, bool ok) HD_INLINE { copy_16_async(b_tile + wgmma::swizzled(in.row(j), in.vec), src, ok); });
   };
 
-  const int warpgroup = tid / 128;  // its 64 rows of the tile
+  const int warpgroup = tid / kWarpgroup;  // its 64 rows of the tile
   float acc[kBN / 2];
 #pragma unroll
   for (float& v : acc) v = 0.f;
@@ -100,7 +101,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // The accumulators' layout: warp w of the warpgroup holds rows 16w..16w+15; for each 8 columns j a
   // lane holds (row lane/4, columns 8j + 2(lane%4) and +1) and the same 8 rows further down.
-  const int lane = tid % 32, row = warpgroup * 64 + (tid % 128) / 32 * 16 + lane / 4;
+  const int lane = tid % kWarpSize, row = warpgroup * 64 + (tid % kWarpgroup) / kWarpSize * 16 + lane / 4;
   if constexpr (Tile::splits > 1) {
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
@@ -139,26 +140,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <class T, class Tile>
-void launch_wgmma(const GemmProblem& p, const KernelArgs& base, void* c) {
-  KernelArgs args = base;
-  args.splits = Tile::splits;
-  const int64_t batch = p.outer * p.inner;
-  const dim3 grid(unsigned((args.m + kBM - 1) / kBM), unsigned((args.n + Tile::bn - 1) / Tile::bn),
-                  unsigned(batch * Tile::splits));
-  const auto kernel = wgmma_gemm_kernel<T, Tile>;
-  allow_dynamic_shared_memory(kernel, Tile::shared_bytes, p.device.index);
-  if constexpr (Tile::splits == 1) {
-    kernel<<<grid, kThreads, Tile::shared_bytes, current_stream()>>>(
-        static_cast<const T*>(p.a), static_cast<const T*>(p.b), static_cast<const T*>(p.bias),
-        static_cast<const T*>(p.residual), static_cast<T*>(c), nullptr, args);
-    HD_GPU_CHECK_LAUNCH();
-  } else {
-    auto* const partial = static_cast<float*>(split_k_partials(p, Tile::splits));
-    kernel<<<grid, kThreads, Tile::shared_bytes, current_stream()>>>(
-        static_cast<const T*>(p.a), static_cast<const T*>(p.b), nullptr, nullptr, static_cast<T*>(c), partial, args);
-    HD_GPU_CHECK_LAUNCH();
-    launch_split_k_reduce<T>(p, args, partial, c);
-  }
+void launch_wgmma(const GemmProblem& p, const KernelArgs& args, void* c) {
+  launch_tiles<T>(wgmma_gemm_kernel<T, Tile>, p, args, c, kBM, Tile::bn, Tile::splits, kThreads, Tile::shared_bytes);
 }
 
 bool is_sm90(int device) {
