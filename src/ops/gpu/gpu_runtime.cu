@@ -1,4 +1,5 @@
 // Device discovery, the device allocator that core's Buffer uses, copies, and error reporting.
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -265,6 +266,22 @@ size_t max_block_shared_bytes(int index) {
   int bytes = 0;
   HD_GPU_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, index));
   return size_t(bytes);
+}
+
+bool has_warpgroup_mma(int index) {
+#if defined(HD_WITH_WGMMA)
+  static std::atomic<int8_t> known[16] = {};  // 0 not asked, 1 no, 2 yes
+  if (index >= 0 && index < 16 && known[index] != 0) return known[index] == 2;
+  int major = 0, minor = 0;
+  HD_GPU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index));
+  HD_GPU_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index));
+  const bool yes = major == 9 && minor == 0;
+  if (index >= 0 && index < 16) known[index] = yes ? 2 : 1;
+  return yes;
+#else
+  (void)index;
+  return false;
+#endif
 }
 
 MatrixUnit amd_matrix_unit(const std::string& name) {

@@ -95,5 +95,9 @@ size_t max_block_shared_bytes(int index);
 // The AMD family of an architecture name as the runtime reports it ("gfx1100", "gfx90a:sramecc+:xnack-").
 MatrixUnit amd_matrix_unit(const std::string& gcn_arch_name);
 MatrixUnit device_matrix_unit(int index);
+// Whether the device runs Hopper's warpgroup instructions (wgmma, built for sm_90a): NVIDIA compute
+// capability 9.0 exactly (H100, H200), and only in a build that compiled those kernels (HD_WITH_WGMMA).
+// Asked of the runtime once per device.
+bool has_warpgroup_mma(int index);
 
 }  // namespace hd::gpu

@@ -144,19 +144,12 @@ void launch_wgmma(const GemmProblem& p, const KernelArgs& args, void* c) {
   launch_tiles<T>(wgmma_gemm_kernel<T, Tile>, p, args, c, kBM, Tile::bn, Tile::splits, kThreads, Tile::shared_bytes);
 }
 
-bool is_sm90(int device) {
-  int major = 0, minor = 0;
-  HD_GPU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  HD_GPU_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return major == 9 && minor == 0;
-}
-
 }  // namespace
 
 template <class T>
 std::vector<Candidate> wgmma_candidates(const GemmProblem& p, const KernelArgs& args) {
   std::vector<Candidate> list;
-  if (!is_sm90(p.device.index)) return list;
+  if (!has_warpgroup_mma(p.device.index)) return list;
   const size_t shared_limit = max_block_shared_bytes(p.device.index);
   const auto add = [&]<class Tile>(Tile, bool quick) {
     if (Tile::shared_bytes > shared_limit) return;
