@@ -44,13 +44,24 @@ HD_GEMM_TILES_INSTANCES(extern, kWmma12Here)
 
 namespace {
 
+struct Prepared {
+  KernelArgs args;
+  bool vector;
+  Fragments fragments;
+  bool libraries;        // the vendor libraries are candidates too (the tuned path)
+  bool warpgroup_tiles;  // and Hopper's warpgroup tiles, where the device has them
+};
+
 // Without libraries (a test's forced layout, or --kernels own) a problem is tuned apart from the tuned
-// path on the same layout, whose candidates include the libraries. A sized key (ops::sized_key): the
+// path on the same layout, whose candidates include the libraries; NVIDIA's fragment layer without
+// Hopper's warpgroup tiles (KernelPath::kFragments) apart again. A sized key (ops::sized_key): the
 // same weights at another batch or image size are its neighbours, whose choice a first use may take.
-std::string tuning_key(const GemmProblem& p, bool vector, Fragments fragments, bool libraries) {
+std::string tuning_key(const GemmProblem& p, const Prepared& prepared) {
+  const bool fragment_layer_only = !prepared.warpgroup_tiles && prepared.fragments == Fragments::kNvidia;
   const std::string family =
-      str_cat("gemm ", dtype_name(p.dtype), vector ? " vector" : " gather", suffix_of(fragments),
-              libraries ? "" : " tiles only", " on ", device_name(p.device.index), ": channels ", p.channels,
+      str_cat("gemm ", dtype_name(p.dtype), prepared.vector ? " vector" : " gather", suffix_of(prepared.fragments),
+              prepared.libraries ? "" : " tiles only", fragment_layer_only ? " (fragment layer)" : "", " on ",
+              device_name(p.device.index), ": channels ", p.channels,
               " (pixel stride ", p.pixel_stride, ") kernel ", p.kh, "x", p.kw, " stride ", p.stride,
               " padding ", p.padding, " -> ", p.n, p.bias ? " bias" : "", p.residual ? " residual" : "");
   const std::string size = str_cat("batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x",
@@ -117,12 +128,6 @@ double time_candidate(const GemmProblem& p, const Candidate& c, ops::TimingEffor
   }
 }
 
-struct Prepared {
-  KernelArgs args;
-  bool vector;
-  Fragments fragments;
-  bool libraries;  // the vendor libraries are candidates too (the tuned path)
-};
 
 // The layout a path runs on this device: the device's matrix units unless a test asks for another (an
 // AMD layout is then its instruction on the AMD GPU that has it, and its emulation anywhere else).
@@ -168,7 +173,7 @@ Prepared prepare(const GemmProblem& p, KernelPath path) {
                       p.b_batch.inner % 8 == 0 && is_aligned(p.b, 16);
   HD_GPU_CHECK(cudaSetDevice(p.device.index));
   const bool libraries = path == KernelPath::kTuned && ops::kernel_choice() == ops::KernelChoice::kAll;
-  return {args, vector, fragments_for(path, p.device.index), libraries};
+  return {args, vector, fragments_for(path, p.device.index), libraries, path == KernelPath::kTuned};
 }
 
 // Calls f with the candidates of p (their element type and fragment path resolved).
@@ -181,7 +186,7 @@ void with_candidates(const GemmProblem& p, const Prepared& prepared, F f) {
       // gemm_tiles_<layout>.cu): NVIDIA's and the AMD layouts' emulations (for the tests) in CUDA builds,
       // AMD's own in HIP builds; the portable one everywhere.
       const auto offer = [&]<Fragments L>() {
-        return f(candidates_of<T, L>(p, prepared.args, prepared.vector, prepared.libraries));
+        return f(candidates_of<T, L>(p, prepared.args, prepared.vector, prepared.libraries, prepared.warpgroup_tiles));
       };
       switch (prepared.fragments) {
         case Fragments::kPortable: return offer.template operator()<Fragments::kPortable>();
@@ -312,7 +317,7 @@ void gemm(const GemmProblem& p, KernelPath path) {
     std::vector<bool> quick, library_picks;
     for (const Candidate& c : list)
       names.push_back(c.name), quick.push_back(c.quick), library_picks.push_back(c.library_pick);
-    const std::string key = tuning_key(p, prepared.vector, prepared.fragments, prepared.libraries);
+    const std::string key = tuning_key(p, prepared);
     const int chosen = ops::choose_fastest(
         key, names,
         [&](int i, ops::TimingEffort effort) { return time_candidate(p, list[size_t(i)], effort); }, quick,

@@ -74,6 +74,7 @@ inline const char* suffix_of(Fragments f) {
 // the GPU when the problem is small; register-staged (every target) and, on NVIDIA, with 3-4 k-steps in
 // flight through asynchronous copies; split-K for problems whose output has fewer tiles than the GPU
 // has multiprocessors but a long k. The gather kernel serves only the few-channel first convolutions.
+// With `warpgroup_tiles` (the tuned path on NVIDIA), Hopper's warpgroup tiles where the device has them.
 // Then, with `libraries` (the tuned path, never a test's chosen layout), the vendor libraries the build
 // has: on NVIDIA cuDNN for convolutions and cuBLASLt for dense products; on AMD MIOpen for convolutions
 // and hipBLASLt for dense products, or rocBLAS where hipBLASLt has no kernel.
@@ -83,7 +84,8 @@ inline const char* suffix_of(Fragments f) {
 // outputs too small to fill the GPU with it, and split-K where even those leave it idle (on NVIDIA: the
 // k-step-64 tiles that won most shapes on an H100, below).
 template <class T, Fragments F>
-std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& args, bool vector, bool libraries) {
+std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& args, bool vector, bool libraries,
+                                     bool warpgroup_tiles) {
   using Frag = FragmentsOf<F>;
   const std::string suffix = suffix_of(F);
   std::vector<Candidate> list;
@@ -159,9 +161,11 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     // products, k = 320, need) and 64x128 split in 2 or 4 (10) where its tiles leave multiprocessors
     // idle. Where the k-step-64 tiles do not fit, k-step-32 versions are quick instead.
 #if defined(HD_WITH_WGMMA)
-    std::vector<Candidate> warpgroup = wgmma_candidates<T>(p, args);  // empty unless the device is sm_90
+    std::vector<Candidate> warpgroup;  // none unless the device is sm_90
+    if (warpgroup_tiles) warpgroup = wgmma_candidates<T>(p, args);
 #else
     std::vector<Candidate> warpgroup;
+    (void)warpgroup_tiles;
 #endif
     // Where Hopper's warpgroup tiles run, they won every shape of SD1.5 and SDXL on an H100 but the
     // small split-K ones (2026-11-26), so the fragment-layer tiles are timed only by the exhaustive policy.
@@ -241,8 +245,9 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
 // Each layout's file instantiates candidates_of for f16 and bf16 (gemm_tiles_<layout>.cu); every other
 // file only declares them.
 #define HD_GEMM_TILES_INSTANCES(prefix, F)                                                                  \
-  prefix template std::vector<Candidate> candidates_of<__half, F>(const GemmProblem&, const KernelArgs&, bool, bool); \
-  prefix template std::vector<Candidate> candidates_of<Bf16, F>(const GemmProblem&, const KernelArgs&, bool, bool);
+  prefix template std::vector<Candidate> candidates_of<__half, F>(const GemmProblem&, const KernelArgs&, bool, bool, \
+                                                                 bool);                                            \
+  prefix template std::vector<Candidate> candidates_of<Bf16, F>(const GemmProblem&, const KernelArgs&, bool, bool, bool);
 
 #if defined(HD_GPU_HIP)
 inline constexpr bool kAmdEmulated = false;  // AMD builds: each AMD layout's instruction

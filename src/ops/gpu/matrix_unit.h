@@ -8,20 +8,23 @@ namespace hd::gpu {
 // RDNA4's WMMA (gfx12), or none (the portable path: gfx10 and older NVIDIA GPUs).
 enum class MatrixUnit { kNone, kNvidiaMma, kAmdMfma, kAmdWmma11, kAmdWmma12 };
 
-// Which kernels an op runs. kTuned: the device's own matrix unit and, for products, the vendor libraries,
-// chosen by the autotuner. For tests, one fragment layout forced: kPortable, the portable path (what AMD
-// GPUs without matrix cores run); kMfmaLayout, kWmma11Layout, kWmma12Layout, the layout of CDNA's MFMA,
-// RDNA3's or RDNA4's WMMA: the instruction on the AMD GPU that has it, emulated anywhere else, so that
-// NVIDIA runs the AMD kernels' own indexing.
-enum class KernelPath { kTuned, kPortable, kMfmaLayout, kWmma11Layout, kWmma12Layout };
+// Which kernels an op runs. kTuned: the device's fastest: its own matrix unit, Hopper's warpgroup kernels
+// where the device has them and, for products, the vendor libraries, chosen by the autotuner. For tests:
+// kFragments, the device's own matrix unit through the fragment layer only (what NVIDIA GPUs before
+// Hopper run); or one fragment layout forced: kPortable, the portable path (what AMD GPUs without matrix
+// cores run); kMfmaLayout, kWmma11Layout, kWmma12Layout, the layout of CDNA's MFMA, RDNA3's or RDNA4's
+// WMMA: the instruction on the AMD GPU that has it, emulated anywhere else, so that NVIDIA runs the AMD
+// kernels' own indexing.
+enum class KernelPath { kTuned, kFragments, kPortable, kMfmaLayout, kWmma11Layout, kWmma12Layout };
 
-// The AMD unit whose layout a forced path names; kNone for kTuned and kPortable.
+// The AMD unit whose layout a forced path names; kNone for kTuned, kFragments and kPortable.
 constexpr MatrixUnit amd_layout_of(KernelPath path) {
   switch (path) {
     case KernelPath::kMfmaLayout: return MatrixUnit::kAmdMfma;
     case KernelPath::kWmma11Layout: return MatrixUnit::kAmdWmma11;
     case KernelPath::kWmma12Layout: return MatrixUnit::kAmdWmma12;
     case KernelPath::kTuned:
+    case KernelPath::kFragments:
     case KernelPath::kPortable: break;
   }
   return MatrixUnit::kNone;
