@@ -116,7 +116,9 @@ int main(int argc, char** argv) {
   std::printf("copy 1 GiB: %.3f ms, %.0f GB/s (read + write)\n", copy_ms, copy_gbs);
 
   if (wanted("attention")) {
-    std::printf("\nattention (f16, flash forward)       ms     TFLOP/s\n");
+    // The tuned path (Hopper's warpgroup kernel on an H100/H200) beside the fragment-layer kernel (what
+    // NVIDIA GPUs before Hopper run) on the same data.
+    std::printf("\nattention (f16, flash forward)       ms     TFLOP/s  fragment layer ms  TFLOP/s\n");
     struct AttentionCase {
       const char* name;
       int batch, heads, lq, lk, head_dim;
@@ -137,8 +139,12 @@ int main(int argc, char** argv) {
       hd::ops::AttentionParams p;
       p.heads = c.heads;
       const double ms = median_ms([&] { hd::ops::attention(q, k, v, p, out); });
+      const double fragments_ms = median_ms([&] {
+        hd::gpu::attention(q, k, v, c.heads, false, 0.f, out, hd::gpu::KernelPath::kFragments);
+      });
       const double flop = 4.0 * c.batch * c.heads * double(c.lq) * c.lk * c.head_dim;
-      std::printf("%-38s %8.3f %8.1f\n", c.name, ms, flop / (ms * 1e9));
+      std::printf("%-38s %8.3f %8.1f %18.3f %8.1f\n", c.name, ms, flop / (ms * 1e9), fragments_ms,
+                  flop / (fragments_ms * 1e9));
     }
   }
 

@@ -1,9 +1,10 @@
-// Flash attention forward (FlashAttention-2's scheme) on NVIDIA's fragment layout (attention_amd.cuh has
-// the kernel for AMD's MFMA and WMMA layouts, and attention() below picks): each block takes 64 queries of one (batch, head)
-// and streams the keys and values through shared memory in tiles, keeping a running row maximum and
-// sum (online softmax), so that no Lq x Lk matrix exists anywhere. Scores and the output accumulate in
-// f32 on the matrix-fragment layer (mma.cuh); inputs and output are f16 or bf16. On NVIDIA sm_80+ the
-// next key/value tile is copied in the background (async_copy.cuh) while the current one is used.
+// Flash attention forward (FlashAttention-2's scheme) on NVIDIA's fragment layout: each block takes 64
+// queries of one (batch, head) and streams the keys and values through shared memory in tiles, keeping a
+// running row maximum and sum (online softmax), so that no Lq x Lk matrix exists anywhere. Scores and the
+// output accumulate in f32 on the matrix-fragment layer (mma.cuh); inputs and output are f16 or bf16. On
+// NVIDIA sm_80+ the next key/value tile is copied in the background (async_copy.cuh) while the current
+// one is used. attention() below picks among this kernel, the one for AMD's MFMA and WMMA layouts
+// (attention_amd.cuh) and Hopper's warpgroup kernel (nvidia/attention_wgmma.cu).
 #include <algorithm>
 #include <cmath>
 
@@ -14,24 +15,11 @@
 #include "ops/gpu/async_copy.cuh"
 #include "ops/gpu/attention_kernel.cuh"
 #include "ops/gpu/mma.cuh"
+#include "ops/gpu/nvidia/attention_wgmma.h"
 
 namespace hd::gpu {
 
 namespace {
-
-// 2^x: on NVIDIA's tensor-core path the special-function unit's approximation (relative error below
-// 2^-22, far inside f16/bf16 rounding), without the range handling exp2f adds; elsewhere exp2f.
-template <bool kPortable>
-__device__ inline float fast_exp2(float x) {
-#if defined(__CUDA_ARCH__) && !defined(HD_GPU_HIP)
-  if constexpr (!kPortable) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-  }
-#endif
-  return exp2f(x);
-}
 
 // Every loop over a register array below is unrolled: left as loops, clang kept the arrays (the running
 // maxima and sums, the scores) in scratch memory on AMD targets, which the resource gate refuses
@@ -153,18 +141,7 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
       }
     }
     float alpha[2], m_scaled[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      tile_max[i] = fmaxf(tile_max[i], shuffle_xor(tile_max[i], 1, kFragmentLanes));
-      tile_max[i] = fmaxf(tile_max[i], shuffle_xor(tile_max[i], 2, kFragmentLanes));
-      const float m_new = fmaxf(m[i], tile_max[i]);
-      // A row that has seen only masked keys keeps m = -inf: its weights stay 0 and nothing rescales
-      // (m_new is finite in an unmasked tile, and 2^-inf = 0 for the first one).
-      alpha[i] = m_new == -INFINITY ? 1.f : fast_exp2<kPortable>((m[i] - m_new) * a.scale_log2);
-      m[i] = m_new;
-      m_scaled[i] = m_new == -INFINITY ? 0.f : m_new * a.scale_log2;
-      l[i] *= alpha[i];
-    }
+    online_softmax_step<kFragmentLanes, kPortable>(tile_max, m, l, a.scale_log2, alpha, m_scaled);
 #pragma unroll
     for (auto& f : o) {
       f.r[0] *= alpha[0], f.r[1] *= alpha[0];
@@ -194,24 +171,8 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
     if constexpr (kStages == 2) __syncthreads();  // this stage is refilled at the top of the tile after next
   }
 
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    l[i] += shuffle_xor(l[i], 1, kFragmentLanes);
-    l[i] += shuffle_xor(l[i], 2, kFragmentLanes);
-  }
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int query = q0 + row + 8 * half;
-    if (query >= a.lq) continue;
-    const float inv = l[half] > 0.f ? 1.f / l[half] : 0.f;
-    T* dst = out + (int64_t(b) * a.lq + query) * a.out_row + int64_t(h) * a.head_dim;
-#pragma unroll
-    for (int n = 0; n < kDV / 8; ++n) {
-      const int col = n * 8 + 2 * t;
-      if (col >= a.head_dim) continue;  // head_dim is a multiple of 8, so col + 1 is in range too
-      *reinterpret_cast<uint32_t*>(dst + col) = pack2<T>(o[n].r[2 * half] * inv, o[n].r[2 * half + 1] * inv);
-    }
-  }
+  store_attention_rows<kDV, kFragmentLanes>(out, a, b, h, q0 + row, t, l,
+                                            [&](int n, int e) HD_INLINE { return o[n].r[e]; });
 }
 
 template <class T, int kD, bool kPortable, int kDV, int kGroups>
@@ -287,6 +248,12 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, boo
     if (amd == MatrixUnit::kAmdWmma11) return flash_attention_wmma11(q, k, v, out, a);
     return flash_attention_wmma12(q, k, v, out, a);
   }
+#if defined(HD_WITH_WGMMA)
+  // Hopper's warpgroup kernel where the device has it (nvidia/attention_wgmma.cu); the fragment-layer
+  // kernel below on every other NVIDIA GPU, and where a test asks for it (KernelPath::kFragments).
+  if (path == KernelPath::kTuned && head_dim <= kWgmmaAttentionMaxHeadDim && has_warpgroup_mma(q.device.index))
+    return flash_attention_wgmma(q, k, v, out, a);
+#endif
 #if defined(HD_GPU_HIP)
   // AMD runs this layout as the portable shuffles only: the tensor-core instances are not built for it.
   if (q.dtype == DType::kF16) return dispatch_head_dim<__half, true>(q, k, v, out, a);

@@ -1,11 +1,13 @@
-// What the two flash attention kernels share: their arguments and the tile loads. attention.cu holds
-// the kernel on NVIDIA's 32-lane fragment layout (tensor cores, or the portable shuffles);
-// attention_amd.cuh the one on AMD's 16x16 layouts (MFMA, WMMA).
+// What the flash attention kernels share: their arguments, the exponential and the tile loads.
+// attention.cu holds the kernel on NVIDIA's 32-lane fragment layout (tensor cores, or the portable
+// shuffles); attention_amd.cuh the one on AMD's 16x16 layouts (MFMA, WMMA); nvidia/attention_wgmma.cu
+// Hopper's warpgroup kernel.
 #pragma once
 
 #include "core/tensor.h"
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/gpu_runtime.h"
+#include "ops/gpu/numeric.cuh"
 
 namespace hd::gpu {
 
@@ -17,6 +19,66 @@ struct AttentionArgs {
   float scale_log2;                // softmax scale · log2(e): exponentials are exp2
   bool causal;
 };
+
+// 2^x: on NVIDIA's tensor-core paths the special-function unit's approximation (relative error below
+// 2^-22, far inside f16/bf16 rounding), without the range handling exp2f adds; elsewhere exp2f.
+template <bool kPortable = false>
+__device__ inline float fast_exp2(float x) {
+#if defined(__CUDA_ARCH__) && !defined(HD_GPU_HIP)
+  if constexpr (!kPortable) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+  }
+#endif
+  return exp2f(x);
+}
+
+// One step of the online softmax for the two rows a lane holds (rows r and r + 8 of a 16-row fragment,
+// each spread over 4 lanes of kLanes), given the lane's maximum of this tile's raw scores per row: the new
+// running maxima m, the factor alpha that rescales what was summed before (l here, O by the caller), and
+// the maxima already scaled for the exponent (m_scaled). A row that has seen only masked keys keeps
+// m = -inf: its weights stay 0 and nothing rescales (m is finite after an unmasked tile, and 2^-inf = 0
+// for the first one).
+template <int kLanes, bool kPortable = false>
+__device__ inline void online_softmax_step(float (&tile_max)[2], float (&m)[2], float (&l)[2], float scale_log2,
+                                           float (&alpha)[2], float (&m_scaled)[2]) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    tile_max[i] = fmaxf(tile_max[i], shuffle_xor(tile_max[i], 1, kLanes));
+    tile_max[i] = fmaxf(tile_max[i], shuffle_xor(tile_max[i], 2, kLanes));
+    const float m_new = fmaxf(m[i], tile_max[i]);
+    alpha[i] = m_new == -INFINITY ? 1.f : fast_exp2<kPortable>((m[i] - m_new) * scale_log2);
+    m[i] = m_new;
+    m_scaled[i] = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+    l[i] *= alpha[i];
+  }
+}
+
+// The end of the online softmax: each row's sum gathered from its 4 lanes, then the two rows this lane
+// holds (query and query + 8) divided by it and stored, two columns (8n + 2t, + 1) of each 8-column group
+// n a store; o(n, e) is the lane's accumulator e of group n (e / 2: the row, e % 2: the column).
+template <int kDV, int kLanes, class T, class Accumulator>
+__device__ inline void store_attention_rows(T* out, const AttentionArgs& a, int b, int h, int query, int t, float (&l)[2],
+                                            Accumulator o) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += shuffle_xor(l[i], 1, kLanes);
+    l[i] += shuffle_xor(l[i], 2, kLanes);
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    if (query + 8 * half >= a.lq) continue;
+    const float inv = l[half] > 0.f ? 1.f / l[half] : 0.f;
+    T* dst = out + (int64_t(b) * a.lq + query + 8 * half) * a.out_row + int64_t(h) * a.head_dim;
+#pragma unroll
+    for (int n = 0; n < kDV / 8; ++n) {
+      const int col = n * 8 + 2 * t;
+      if (col >= a.head_dim) continue;  // head_dim is a multiple of 8, so col + 1 is in range too
+      *reinterpret_cast<uint32_t*>(dst + col) = pack2<T>(o(n, 2 * half) * inv, o(n, 2 * half + 1) * inv);
+    }
+  }
+}
 
 // Rows [row0, row0 + rows) of a [tokens, head_dim] slice into a shared tile with rows of kD + kAttentionPad
 // 16-bit elements; zeros past the data (rows at or past `limit`, columns past head_dim). Every thread of

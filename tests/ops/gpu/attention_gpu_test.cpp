@@ -1,6 +1,7 @@
 // The GPU flash attention against the CPU reference on fresh random data: SD's head dimensions,
 // self- and cross-attention, lengths that are not multiples of the tiles, causal masking, f16 and bf16,
-// through the matrix units, the portable fragment path, and the kernel for AMD's MFMA layout (emulated).
+// through the tuned path (Hopper's warpgroup kernel on an H100/H200), the fragment layer's matrix units,
+// the portable fragment path, and the kernels for AMD's MFMA and WMMA layouts (emulated).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,7 +25,8 @@ struct Case {
 double tolerance(DType t) { return t == DType::kF16 ? 2e-3 : 1.2e-2; }
 
 void check(const Case& c, DType dtype, gpu::KernelPath path) {
-  const char* path_name = path == gpu::KernelPath::kPortable       ? " portable"
+  const char* path_name = path == gpu::KernelPath::kFragments      ? " fragment layer"
+                          : path == gpu::KernelPath::kPortable     ? " portable"
                           : path == gpu::KernelPath::kMfmaLayout   ? " mfma layout"
                           : path == gpu::KernelPath::kWmma11Layout ? " wmma11 layout"
                           : path == gpu::KernelPath::kWmma12Layout ? " wmma12 layout"
@@ -71,6 +73,25 @@ const Case kCases[] = {
 TEST(GpuAttention, MatchesCpuThroughMatrixUnits) {
   for (DType t : {DType::kF16, DType::kBF16})
     for (const Case& c : kCases) check(c, t, gpu::KernelPath::kTuned);
+}
+
+// What NVIDIA GPUs before Hopper run: on an H100 or H200 the tuned path above is the warpgroup kernel.
+TEST(GpuAttention, MatchesCpuThroughTheFragmentLayer) {
+  for (DType t : {DType::kF16, DType::kBF16})
+    for (const Case& c : kCases) check(c, t, gpu::KernelPath::kFragments);
+}
+
+// Enough queries x heads for the warpgroup kernel's two-warpgroup blocks (128 queries) on a
+// 132-multiprocessor GPU (H100/H200), at every head size it instantiates, lengths off its 64- and
+// 128-key stages; one causal. Elsewhere the same cases test the fragment-layer kernel.
+TEST(GpuAttention, EveryHeadSizeMatchesCpuInWideBlocks) {
+  const Case cases[] = {
+      {1, 12, 1300, 70, 32, false},  {1, 12, 1300, 150, 40, false}, {1, 12, 1300, 260, 48, false},
+      {1, 12, 1300, 140, 64, true},  {1, 12, 1400, 200, 80, false}, {1, 12, 1300, 130, 96, false},
+      {1, 12, 1300, 150, 128, false}, {1, 12, 1300, 100, 160, false},
+  };
+  for (DType t : {DType::kF16, DType::kBF16})
+    for (const Case& c : cases) check(c, t, gpu::KernelPath::kTuned);
 }
 
 TEST(GpuAttention, MatchesCpuThroughPortableFragments) {
