@@ -6,7 +6,10 @@
 # (--every-tile). Then `hipdiffusion bench --kernels own` and `--kernels all` for SD1.5 (unless SD15=0)
 # and SDXL's UNet and VAE (unless SDXL=0), each with a tuning cache of its own, interleaved, ROUNDS times
 # (2); the medians in $OUT/summary.txt. BASELINE=DIR: also build the same sources with DIR's files laid
-# over src/ops/gpu/ (the kernels before a change) and bench it with --kernels own between the others.
+# over src/ops/gpu/ (the kernels before a change) and bench it with --kernels own between the others;
+# BASELINE_TREE=FILE.tar.gz: the same with a whole earlier tree instead (`git archive HEAD -- .
+# ':!tests/fixtures' ':!models' | gzip > .baseline.tar.gz`, for changes that add or move files), benched
+# with both --kernels own and all.
 # CUDA_ARCHS=90: build for that architecture only (the preset builds sm_80 and sm_90). Logs and JSON in
 # $OUT.
 set -uo pipefail
@@ -35,9 +38,14 @@ case "${TESTS:-1}" in
      echo "gpu tests ($TESTS) rc=$? ${SECONDS}s: $(grep -E 'PASSED|FAILED' "$OUT/gpu-tests.log" | head -5 | tr '\n' ' ')" ;;
 esac
 builds=(build/cuda)
-if [ -n "${BASELINE:-}" ]; then
-  rm -rf /tmp/baseline && mkdir /tmp/baseline && tar -c --exclude=./build --exclude=./.git --exclude=./.deps . | tar -x -C /tmp/baseline
-  cp "$BASELINE"/* /tmp/baseline/src/ops/gpu/
+if [ -n "${BASELINE:-}" ] || [ -n "${BASELINE_TREE:-}" ]; then
+  rm -rf /tmp/baseline && mkdir /tmp/baseline
+  if [ -n "${BASELINE_TREE:-}" ]; then
+    tar -xzf "$BASELINE_TREE" -C /tmp/baseline
+  else
+    tar -c --exclude=./build --exclude=./.git --exclude=./.deps . | tar -x -C /tmp/baseline
+    cp "$BASELINE"/* /tmp/baseline/src/ops/gpu/
+  fi
   (cd /tmp/baseline && cmake --preset cuda $conf > "$OUT/configure-baseline.log" 2>&1 &&
     cmake --build --preset cuda -j 16 --target hipdiffusion > "$OUT/build-baseline.log" 2>&1) ||
     { tail -30 "$OUT/build-baseline.log"; exit 1; }
@@ -50,13 +58,17 @@ bench() {  # build kernels name arch [flags]
     "$@" --json > "$OUT/$name.json" 2> "$OUT/$name.err" || { echo "$name failed"; tail -5 "$OUT/$name.err"; return; }
   python3 -c "import json; j = json.load(open('$OUT/$name.json')); print('$name', {k: round(v, 2) for k, v in j.items() if k.endswith('_ms') and isinstance(v, (int, float))})" | tee -a "$OUT/summary.txt"
 }
+baseline=${BASELINE:-}${BASELINE_TREE:-}
 [ "${SD15:-1}" != 0 ] && for round in $(seq "${ROUNDS:-2}"); do
   bench build/cuda own "sd15-own-$round" sd15 --steps 20 --repeats 5
-  [ -n "${BASELINE:-}" ] && bench /tmp/baseline/build/cuda own "sd15-baseline-own-$round" sd15 --steps 20 --repeats 5
+  [ -n "$baseline" ] && bench /tmp/baseline/build/cuda own "sd15-baseline-own-$round" sd15 --steps 20 --repeats 5
   bench build/cuda all "sd15-all-$round" sd15 --steps 20 --repeats 5
+  [ -n "${BASELINE_TREE:-}" ] && bench /tmp/baseline/build/cuda all "sd15-baseline-all-$round" sd15 --steps 20 --repeats 5
 done
 if [ "${SDXL:-1}" != 0 ]; then
   bench build/cuda own sdxl-own sdxl --steps 10 --repeats 3
+  [ -n "$baseline" ] && bench /tmp/baseline/build/cuda own sdxl-baseline-own sdxl --steps 10 --repeats 3
   bench build/cuda all sdxl-all sdxl --steps 10 --repeats 3
+  [ -n "${BASELINE_TREE:-}" ] && bench /tmp/baseline/build/cuda all sdxl-baseline-all sdxl --steps 10 --repeats 3
 fi
 echo "done ${SECONDS}s"
