@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   if (wanted("attention")) {
     // The tuned path (Hopper's warpgroup kernel on an H100/H200) beside the fragment-layer kernel (what
     // NVIDIA GPUs before Hopper run) on the same data.
-    std::printf("\nattention (f16, flash forward)       ms     TFLOP/s  fragment layer ms  TFLOP/s\n");
+    std::printf("\nattention (f16, flash forward)       ms     TFLOP/s  fragment layer ms  TFLOP/s  bf16 ms\n");
     struct AttentionCase {
       const char* name;
       int batch, heads, lq, lk, head_dim;
@@ -142,9 +142,17 @@ int main(int argc, char** argv) {
       const double fragments_ms = median_ms([&] {
         hd::gpu::attention(q, k, v, c.heads, false, 0.f, out, hd::gpu::KernelPath::kFragments);
       });
+      const auto to_bf16 = [&](const hd::OwnedTensor& t) {
+        hd::OwnedTensor converted(t.view().shape, hd::DType::kBF16, gpu0());
+        hd::gpu::convert(t, converted);
+        return converted;
+      };
+      const auto qb = to_bf16(q), kb = to_bf16(k), vb = to_bf16(v);
+      hd::OwnedTensor out_bf16(q.view().shape, hd::DType::kBF16, gpu0());
+      const double bf16_ms = median_ms([&] { hd::ops::attention(qb, kb, vb, p, out_bf16); });
       const double flop = 4.0 * c.batch * c.heads * double(c.lq) * c.lk * c.head_dim;
-      std::printf("%-38s %8.3f %8.1f %18.3f %8.1f\n", c.name, ms, flop / (ms * 1e9), fragments_ms,
-                  flop / (fragments_ms * 1e9));
+      std::printf("%-38s %8.3f %8.1f %18.3f %8.1f %8.3f\n", c.name, ms, flop / (ms * 1e9), fragments_ms,
+                  flop / (fragments_ms * 1e9), bf16_ms);
     }
   }
 
