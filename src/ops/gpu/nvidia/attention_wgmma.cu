@@ -34,7 +34,8 @@ namespace hd::gpu {
 
 namespace {
 
-constexpr int kWarpgroupThreads = 4 * kWarpSize, kRowBytes = 128;  // a swizzled row: 64 16-bit elements
+using wgmma::kRowBytes;
+using wgmma::kWarpgroupThreads;
 
 // One tile configuration: the head width the products use (kD: the head rounded up to 16, the k of
 // Q Kᵀ; kDV: rounded up to 8, the width of P V and O), the warpgroups of a block (64 queries each) and

@@ -27,8 +27,9 @@ namespace hd::gpu::gemm_tiles {
 
 namespace {
 
-constexpr int kBM = 128, kStepK = 64, kThreads = 256, kRowBytes = kStepK * 2;
-constexpr int kWarpgroup = 4 * kWarpSize;  // the threads one wgmma spans
+constexpr int kBM = 128, kStepK = 64, kThreads = 2 * wgmma::kWarpgroupThreads;
+using wgmma::kRowBytes;  // a k-step's 64 elements of a row
+static_assert(kStepK * 2 == kRowBytes, "a k-step fills one swizzled row");
 
 // A warpgroup tile configuration: the width of C it computes (a wgmma width), the k-steps of shared
 // memory (stages - 2 in flight ahead of the one the tensor cores read, and the one they read last), and
@@ -68,7 +69,7 @@ __global__ void __launch_bounds__(kThreads)
         [&](int j, const uint16_t* src, bool ok) HD_INLINE { copy_16_async(b_tile + wgmma::swizzled(in.row(j), in.vec), src, ok); });
   };
 
-  const int warpgroup = tid / kWarpgroup;  // its 64 rows of the tile
+  const int warpgroup = tid / wgmma::kWarpgroupThreads;  // its 64 rows of the tile
   float acc[kBN / 2];
 #pragma unroll
   for (float& v : acc) v = 0.f;
@@ -101,7 +102,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // The accumulators' layout: warp w of the warpgroup holds rows 16w..16w+15; for each 8 columns j a
   // lane holds (row lane/4, columns 8j + 2(lane%4) and +1) and the same 8 rows further down.
-  const int lane = tid % kWarpSize, row = warpgroup * 64 + (tid % kWarpgroup) / kWarpSize * 16 + lane / 4;
+  const int lane = tid % kWarpSize, row = warpgroup * 64 + (tid % wgmma::kWarpgroupThreads) / kWarpSize * 16 + lane / 4;
   if constexpr (Tile::splits > 1) {
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {

@@ -15,8 +15,11 @@
 
 namespace hd::gpu::wgmma {
 
+inline constexpr int kWarpgroupThreads = 4 * kWarpSize;  // the threads one wgmma spans
+inline constexpr int kRowBytes = 128;                     // a swizzled row: 64 16-bit elements
+
 // Byte offset of 16-byte chunk `chunk` of row `row` in a tile of 128-byte swizzled rows.
-__device__ __forceinline__ int swizzled(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
+__device__ __forceinline__ int swizzled(int row, int chunk) { return row * kRowBytes + ((chunk ^ (row & 7)) << 4); }
 
 // The descriptor of a K-major, 128-byte-swizzled operand whose rows start at `tile` (1024-byte aligned,
 // plus 32 bytes per 16 k of the slice): start address, leading offset (unused by this layout: 1), stride
