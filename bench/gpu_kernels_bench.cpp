@@ -118,7 +118,8 @@ int main(int argc, char** argv) {
   if (wanted("attention")) {
     // The tuned path (Hopper's warpgroup kernel on an H100/H200) beside the fragment-layer kernel (what
     // NVIDIA GPUs before Hopper run) on the same data.
-    std::printf("\nattention (f16, flash forward)       ms     TFLOP/s  fragment layer ms  TFLOP/s  bf16 ms\n");
+    std::printf(
+        "\nattention (f16, flash forward)       ms     TFLOP/s  fragment layer ms  TFLOP/s  bf16 ms\n");
     struct AttentionCase {
       const char* name;
       int batch, heads, lq, lk, head_dim;
@@ -139,9 +140,8 @@ int main(int argc, char** argv) {
       hd::ops::AttentionParams p;
       p.heads = c.heads;
       const double ms = median_ms([&] { hd::ops::attention(q, k, v, p, out); });
-      const double fragments_ms = median_ms([&] {
-        hd::gpu::attention(q, k, v, c.heads, false, 0.f, out, hd::gpu::KernelPath::kFragments);
-      });
+      const double fragments_ms = median_ms(
+          [&] { hd::gpu::attention(q, k, v, c.heads, false, 0.f, out, hd::gpu::KernelPath::kFragments); });
       const auto to_bf16 = [&](const hd::OwnedTensor& t) {
         hd::OwnedTensor converted(t.view().shape, hd::DType::kBF16, gpu0());
         hd::gpu::convert(t, converted);

@@ -10,10 +10,10 @@
 
 #include "core/buffer.h"
 #include "core/error.h"
-#include "ops/gpu/gpu_ops.h"
-#include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/async_copy.cuh"
 #include "ops/gpu/attention_kernel.cuh"
+#include "ops/gpu/gpu_ops.h"
+#include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/mma.cuh"
 #include "ops/gpu/nvidia/attention_wgmma.h"
 
@@ -251,7 +251,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, boo
 #if defined(HD_WITH_WGMMA)
   // Hopper's warpgroup kernel where the device has it (nvidia/attention_wgmma.cu); the fragment-layer
   // kernel below on every other NVIDIA GPU, and where a test asks for it (KernelPath::kFragments).
-  if (path == KernelPath::kTuned && head_dim <= kWgmmaAttentionMaxHeadDim && has_warpgroup_mma(q.device.index))
+  if (path == KernelPath::kTuned && head_dim <= kWgmmaAttentionMaxHeadDim &&
+      has_warpgroup_mma(q.device.index))
     return flash_attention_wgmma(q, k, v, out, a);
 #endif
 #if defined(HD_GPU_HIP)

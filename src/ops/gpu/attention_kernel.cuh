@@ -41,8 +41,8 @@ __device__ inline float fast_exp2(float x) {
 // m = -inf: its weights stay 0 and nothing rescales (m is finite after an unmasked tile, and 2^-inf = 0
 // for the first one).
 template <int kLanes, bool kPortable = false>
-__device__ inline void online_softmax_step(float (&tile_max)[2], float (&m)[2], float (&l)[2], float scale_log2,
-                                           float (&alpha)[2], float (&m_scaled)[2]) {
+__device__ inline void online_softmax_step(float (&tile_max)[2], float (&m)[2], float (&l)[2],
+                                           float scale_log2, float (&alpha)[2], float (&m_scaled)[2]) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     tile_max[i] = fmaxf(tile_max[i], shuffle_xor(tile_max[i], 1, kLanes));
@@ -59,8 +59,8 @@ __device__ inline void online_softmax_step(float (&tile_max)[2], float (&m)[2], 
 // holds (query and query + 8) divided by it and stored, two columns (8n + 2t, + 1) of each 8-column group
 // n a store; o(n, e) is the lane's accumulator e of group n (e / 2: the row, e % 2: the column).
 template <int kDV, int kLanes, class T, class Accumulator>
-__device__ inline void store_attention_rows(T* out, const AttentionArgs& a, int b, int h, int query, int t, float (&l)[2],
-                                            Accumulator o) {
+__device__ inline void store_attention_rows(T* out, const AttentionArgs& a, int b, int h, int query, int t,
+                                            float (&l)[2], Accumulator o) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     l[i] += shuffle_xor(l[i], 1, kLanes);

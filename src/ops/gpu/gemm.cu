@@ -58,12 +58,12 @@ struct Prepared {
 // same weights at another batch or image size are its neighbours, whose choice a first use may take.
 std::string tuning_key(const GemmProblem& p, const Prepared& prepared) {
   const bool fragment_layer_only = !prepared.warpgroup_tiles && prepared.fragments == Fragments::kNvidia;
-  const std::string family =
-      str_cat("gemm ", dtype_name(p.dtype), prepared.vector ? " vector" : " gather", suffix_of(prepared.fragments),
-              prepared.libraries ? "" : " tiles only", fragment_layer_only ? " (fragment layer)" : "", " on ",
-              device_name(p.device.index), ": channels ", p.channels,
-              " (pixel stride ", p.pixel_stride, ") kernel ", p.kh, "x", p.kw, " stride ", p.stride,
-              " padding ", p.padding, " -> ", p.n, p.bias ? " bias" : "", p.residual ? " residual" : "");
+  const std::string family = str_cat(
+      "gemm ", dtype_name(p.dtype), prepared.vector ? " vector" : " gather", suffix_of(prepared.fragments),
+      prepared.libraries ? "" : " tiles only", fragment_layer_only ? " (fragment layer)" : "", " on ",
+      device_name(p.device.index), ": channels ", p.channels, " (pixel stride ", p.pixel_stride, ") kernel ",
+      p.kh, "x", p.kw, " stride ", p.stride, " padding ", p.padding, " -> ", p.n, p.bias ? " bias" : "",
+      p.residual ? " residual" : "");
   const std::string size = str_cat("batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x",
                                    p.width, " -> ", p.out_height, "x", p.out_width);
   return ops::sized_key(family, p.outer * p.inner * p.m(), size);
@@ -128,7 +128,6 @@ double time_candidate(const GemmProblem& p, const Candidate& c, ops::TimingEffor
   }
 }
 
-
 // The layout a path runs on this device: the device's matrix units unless a test asks for another (an
 // AMD layout is then its instruction on the AMD GPU that has it, and its emulation anywhere else).
 Fragments fragments_for(KernelPath path, int device) {
@@ -186,7 +185,8 @@ void with_candidates(const GemmProblem& p, const Prepared& prepared, F f) {
       // gemm_tiles_<layout>.cu): NVIDIA's and the AMD layouts' emulations (for the tests) in CUDA builds,
       // AMD's own in HIP builds; the portable one everywhere.
       const auto offer = [&]<Fragments L>() {
-        return f(candidates_of<T, L>(p, prepared.args, prepared.vector, prepared.libraries, prepared.warpgroup_tiles));
+        return f(candidates_of<T, L>(p, prepared.args, prepared.vector, prepared.libraries,
+                                     prepared.warpgroup_tiles));
       };
       switch (prepared.fragments) {
         case Fragments::kPortable: return offer.template operator()<Fragments::kPortable>();

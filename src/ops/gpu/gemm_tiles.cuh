@@ -80,12 +80,12 @@ inline const char* suffix_of(Fragments f) {
 // and hipBLASLt for dense products, or rocBLAS where hipBLASLt has no kernel.
 // The quick candidates (what a shape's first use times under the default policy): the libraries' own
 // heuristic picks (cuDNN's legacy pick and its graph engines that need no compiling, cuBLASLt; MIOpen's
-// first solution, hipBLASLt, rocBLAS) and our shape rule's tiles: the large square tile with the most reuse, a half-height one for
-// outputs too small to fill the GPU with it, and split-K where even those leave it idle (on NVIDIA: the
-// k-step-64 tiles that won most shapes on an H100, below).
+// first solution, hipBLASLt, rocBLAS) and our shape rule's tiles: the large square tile with the most reuse,
+// a half-height one for outputs too small to fill the GPU with it, and split-K where even those leave it idle
+// (on NVIDIA: the k-step-64 tiles that won most shapes on an H100, below).
 template <class T, Fragments F>
-std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& args, bool vector, bool libraries,
-                                     bool warpgroup_tiles) {
+std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& args, bool vector,
+                                     bool libraries, bool warpgroup_tiles) {
   using Frag = FragmentsOf<F>;
   const std::string suffix = suffix_of(F);
   std::vector<Candidate> list;
@@ -244,10 +244,11 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
 
 // Each layout's file instantiates candidates_of for f16 and bf16 (gemm_tiles_<layout>.cu); every other
 // file only declares them.
-#define HD_GEMM_TILES_INSTANCES(prefix, F)                                                                  \
-  prefix template std::vector<Candidate> candidates_of<__half, F>(const GemmProblem&, const KernelArgs&, bool, bool, \
-                                                                 bool);                                            \
-  prefix template std::vector<Candidate> candidates_of<Bf16, F>(const GemmProblem&, const KernelArgs&, bool, bool, bool);
+#define HD_GEMM_TILES_INSTANCES(prefix, F)                                                                   \
+  prefix template std::vector<Candidate> candidates_of<__half, F>(const GemmProblem&, const KernelArgs&,     \
+                                                                  bool, bool, bool);                         \
+  prefix template std::vector<Candidate> candidates_of<Bf16, F>(const GemmProblem&, const KernelArgs&, bool, \
+                                                                bool, bool);
 
 #if defined(HD_GPU_HIP)
 inline constexpr bool kAmdEmulated = false;  // AMD builds: each AMD layout's instruction

@@ -30,7 +30,7 @@ void check(const Case& c, DType dtype, gpu::KernelPath path) {
                           : path == gpu::KernelPath::kMfmaLayout   ? " mfma layout"
                           : path == gpu::KernelPath::kWmma11Layout ? " wmma11 layout"
                           : path == gpu::KernelPath::kWmma12Layout ? " wmma12 layout"
-                                                                      : " fastest";
+                                                                   : " fastest";
   SCOPED_TRACE(testing::Message() << dtype_name(dtype) << path_name
                                   << " B" << c.batch << " H" << c.heads << " Lq" << c.lq << " Lk" << c.lk << " D"
                                   << c.head_dim << (c.causal ? " causal" : ""));
@@ -86,8 +86,8 @@ TEST(GpuAttention, MatchesCpuThroughTheFragmentLayer) {
 // 128-key stages; one causal. Elsewhere the same cases test the fragment-layer kernel.
 TEST(GpuAttention, EveryHeadSizeMatchesCpuInWideBlocks) {
   const Case cases[] = {
-      {1, 12, 1300, 70, 32, false},  {1, 12, 1300, 150, 40, false}, {1, 12, 1300, 260, 48, false},
-      {1, 12, 1300, 140, 64, true},  {1, 12, 1400, 200, 80, false}, {1, 12, 1300, 130, 96, false},
+      {1, 12, 1300, 70, 32, false},   {1, 12, 1300, 150, 40, false},  {1, 12, 1300, 260, 48, false},
+      {1, 12, 1300, 140, 64, true},   {1, 12, 1400, 200, 80, false},  {1, 12, 1300, 130, 96, false},
       {1, 12, 1300, 150, 128, false}, {1, 12, 1300, 100, 160, false},
   };
   for (DType t : {DType::kF16, DType::kBF16})

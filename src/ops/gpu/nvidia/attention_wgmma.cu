@@ -54,9 +54,11 @@ struct AttentionTile {
   static constexpr int blocks_per_sm = d <= 64 && warpgroups == 2 ? 2 : 1;
   static constexpr int queries = 64 * warpgroups, threads = kWarpgroupThreads * warpgroups;
   static constexpr int atoms = (d + 63) / 64, chunks = d / 8;  // 16-byte chunks of a row that are loaded
-  static constexpr int q_block = queries * kRowBytes, kv_block = keys * kRowBytes;  // one 64-element block's rows
+  static constexpr int q_block = queries * kRowBytes,
+                       kv_block = keys * kRowBytes;  // one 64-element block's rows
   static constexpr size_t q_bytes = size_t(q_block) * atoms, kv_bytes = size_t(kv_block) * atoms;
-  static constexpr size_t shared_bytes = q_bytes + 2 * 2 * kv_bytes + 1024;  // + alignment of the swizzle atoms
+  static constexpr size_t shared_bytes =
+      q_bytes + 2 * 2 * kv_bytes + 1024;  // + alignment of the swizzle atoms
   static_assert(d % 16 == 0 && dv % 8 == 0 && dv <= d, "Q Kᵀ takes k in steps of 16");
 };
 
@@ -93,7 +95,8 @@ __device__ __forceinline__ void load_rows(uint8_t* tile, const T* src, int64_t r
 
 template <class T, class Tile>
 __device__ __forceinline__ void attention_body(const T* __restrict__ q, const T* __restrict__ k,
-                                               const T* __restrict__ v, T* __restrict__ out, const AttentionArgs& a) {
+                                               const T* __restrict__ v, T* __restrict__ out,
+                                               const AttentionArgs& a) {
 #if defined(HD_NVIDIA_WGMMA)
   constexpr int kKeys = Tile::keys, kQueries = Tile::queries, kD = Tile::d, kDV = Tile::dv;
   extern __shared__ uint8_t shared_raw[];
@@ -129,7 +132,7 @@ __device__ __forceinline__ void attention_body(const T* __restrict__ q, const T*
     const int stage = tile & 1;
     async_wait<0>();                  // this tile has landed (this thread's copies) ...
     wgmma::fence_shared_for_async();  // ... where wgmma's reads see it ...
-    __syncthreads();                  // ... for every thread; and every warpgroup is done with the other stage
+    __syncthreads();  // ... for every thread; and every warpgroup is done with the other stage
     if (k0 + kKeys < key_end) {
       load_rows<Tile>(k_tile(stage ^ 1), k_base, a.kv_row, k0 + kKeys, kKeys, a.lk, a.head_dim);
       load_rows<Tile>(v_tile(stage ^ 1), v_base, a.kv_row, k0 + kKeys, kKeys, a.lk, a.head_dim);
@@ -193,7 +196,8 @@ __device__ __forceinline__ void attention_body(const T* __restrict__ q, const T*
     wgmma::fence();
 #pragma unroll
     for (int kc = 0; kc < kKeys / 16; ++kc)
-      wgmma::mma_async<kDV, T>(o, p[kc], wgmma::descriptor_n_major(v_s + kc * 16 * kRowBytes, Tile::kv_block));
+      wgmma::mma_async<kDV, T>(o, p[kc],
+                               wgmma::descriptor_n_major(v_s + kc * 16 * kRowBytes, Tile::kv_block));
     wgmma::commit();
     wgmma::wait<0>();  // the other stage is refilled after the next barrier; p and o are read until here
     wgmma::fence_operands(o);
@@ -211,9 +215,9 @@ __device__ __forceinline__ void attention_body(const T* __restrict__ q, const T*
 // what ptxas does even when it is 1 (the threads alone let it keep the wider heads' tiles near 128-190
 // registers; with a minimum of 1 it took up to 214), so the bound is spelled only where it is wanted.
 template <class T, class Tile>
-__global__ void __launch_bounds__(Tile::threads) wgmma_attention_kernel(const T* __restrict__ q, const T* __restrict__ k,
-                                                                        const T* __restrict__ v, T* __restrict__ out,
-                                                                        AttentionArgs a) {
+__global__ void __launch_bounds__(Tile::threads)
+    wgmma_attention_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                           T* __restrict__ out, AttentionArgs a) {
   attention_body<T, Tile>(q, k, v, out, a);
 }
 template <class T, class Tile>
@@ -226,8 +230,10 @@ __global__ void __launch_bounds__(Tile::threads, Tile::blocks_per_sm)
 template <class T, class Tile>
 void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
   const auto kernel = [] {
-    if constexpr (Tile::blocks_per_sm > 1) return wgmma_attention_kernel_packed<T, Tile>;
-    else return wgmma_attention_kernel<T, Tile>;
+    if constexpr (Tile::blocks_per_sm > 1)
+      return wgmma_attention_kernel_packed<T, Tile>;
+    else
+      return wgmma_attention_kernel<T, Tile>;
   }();
   allow_dynamic_shared_memory(kernel, Tile::shared_bytes, q.device.index);
   const dim3 grid(unsigned((a.lq + Tile::queries - 1) / Tile::queries), unsigned(q.dim(0) * a.heads));
@@ -243,14 +249,17 @@ void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out
 // (2026-11-26): SDXL's 64x64 self-attention 0.319 and 0.314 ms against 0.256, SD1.5's 0.226 and 0.175
 // against 0.171.
 template <class T, int kD, int kDV>
-void launch_head(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
+void launch_head(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                 const AttentionArgs& a) {
   const int64_t wide_blocks = (a.lq + 127) / 128 * q.dim(0) * a.heads;
-  if (wide_blocks >= multiprocessor_count(q.device.index)) return launch<T, AttentionTile<kD, kDV, 2>>(q, k, v, out, a);
+  if (wide_blocks >= multiprocessor_count(q.device.index))
+    return launch<T, AttentionTile<kD, kDV, 2>>(q, k, v, out, a);
   launch<T, AttentionTile<kD, kDV, 1>>(q, k, v, out, a);
 }
 
 template <class T>
-void dispatch_head_dim(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
+void dispatch_head_dim(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                       const AttentionArgs& a) {
   const int d = a.head_dim;
   if (d <= 32) return launch_head<T, 32, 32>(q, k, v, out, a);
   if (d <= 40) return launch_head<T, 48, 40>(q, k, v, out, a);  // SD1.5's heads
@@ -264,9 +273,11 @@ void dispatch_head_dim(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 }  // namespace
 
-void flash_attention_wgmma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
-  HD_CHECK(a.head_dim % 8 == 0 && a.head_dim <= kWgmmaAttentionMaxHeadDim, "flash_attention_wgmma: head dimension ",
-           a.head_dim, " is not a multiple of 8 up to ", kWgmmaAttentionMaxHeadDim);
+void flash_attention_wgmma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                           const AttentionArgs& a) {
+  HD_CHECK(a.head_dim % 8 == 0 && a.head_dim <= kWgmmaAttentionMaxHeadDim,
+           "flash_attention_wgmma: head dimension ", a.head_dim, " is not a multiple of 8 up to ",
+           kWgmmaAttentionMaxHeadDim);
   if (q.dtype == DType::kF16) return dispatch_head_dim<__half>(q, k, v, out, a);
   dispatch_head_dim<Bf16>(q, k, v, out, a);
 }

@@ -102,7 +102,8 @@ __global__ void __launch_bounds__(kThreads)
 
   // The accumulators' layout: warp w of the warpgroup holds rows 16w..16w+15; for each 8 columns j a
   // lane holds (row lane/4, columns 8j + 2(lane%4) and +1) and the same 8 rows further down.
-  const int lane = tid % kWarpSize, row = warpgroup * 64 + (tid % wgmma::kWarpgroupThreads) / kWarpSize * 16 + lane / 4;
+  const int lane = tid % kWarpSize,
+            row = warpgroup * 64 + (tid % wgmma::kWarpgroupThreads) / kWarpSize * 16 + lane / 4;
   if constexpr (Tile::splits > 1) {
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
