@@ -1,9 +1,9 @@
 // Flash attention forward (FlashAttention-2's online softmax) on Hopper's warpgroup instructions
 // (wgmma.cuh), for sm_90a.
 //
-// Why a kernel of its own: the fragment-layer kernel (attention.cu, mma.sync) reached 92-138 TFLOP/s on
-// SD's self-attention on an H100, 1.9x-3.4x slower than cuDNN's Hopper kernels behind torch's SDPA
-// (2026-11-23): mma.sync cannot reach Hopper's full matrix rate, and every K and V fragment passes
+// Why a kernel of its own: the fragment-layer kernel (attention.cu, mma.sync) reached 128-202 TFLOP/s on
+// SD's self-attention on an H100, 1.4x-2.3x the time of cuDNN's Hopper kernels behind torch's SDPA
+// (2026-11-26): mma.sync cannot reach Hopper's full matrix rate, and every K and V fragment passes
 // through registers by ldmatrix. wgmma reads Q, K and V from shared memory itself.
 //
 // A block is one or two warpgroups, each owning 64 queries of one (batch, head); the block's queries
