@@ -208,15 +208,7 @@ void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out
 
 template <class T, bool kPortable>
 void dispatch_head_dim(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
-  const int d = a.head_dim;
-  if (d <= 32) return launch<T, 32, kPortable>(q, k, v, out, a);
-  if (d <= 40) return launch<T, 48, kPortable, 40>(q, k, v, out, a);  // SD1.5's heads
-  if (d <= 48) return launch<T, 48, kPortable>(q, k, v, out, a);
-  if (d <= 64) return launch<T, 64, kPortable>(q, k, v, out, a);
-  if (d <= 80) return launch<T, 80, kPortable>(q, k, v, out, a);
-  if (d <= 96) return launch<T, 96, kPortable>(q, k, v, out, a);
-  if (d <= 128) return launch<T, 128, kPortable>(q, k, v, out, a);
-  return launch<T, 160, kPortable>(q, k, v, out, a);
+  with_head_sizes(a.head_dim, [&]<int kD, int kDV>() { launch<T, kD, kPortable, kDV>(q, k, v, out, a); });
 }
 
 }  // namespace

@@ -315,15 +315,9 @@ template <class T, bool kPortable>
 void dispatch_head_dim(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& out, const GradientArgs& ga, const Tensor& dq, const Tensor& dk,
                        const Tensor& dv) {
-  const int d = ga.a.head_dim;
-  if (d <= 32) return launch<T, 32, 32, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
-  if (d <= 40) return launch<T, 48, 40, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);  // SD1.5's heads
-  if (d <= 48) return launch<T, 48, 48, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
-  if (d <= 64) return launch<T, 64, 64, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
-  if (d <= 80) return launch<T, 80, 80, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
-  if (d <= 96) return launch<T, 96, 96, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
-  if (d <= 128) return launch<T, 128, 128, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
-  launch<T, 160, 160, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
+  with_head_sizes(ga.a.head_dim, [&]<int kD, int kDV>() {
+    launch<T, kD, kDV, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
+  });
 }
 
 }  // namespace

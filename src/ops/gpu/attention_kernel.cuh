@@ -20,6 +20,21 @@ struct AttentionArgs {
   bool causal;
 };
 
+// The head sizes the NVIDIA-layout flash kernels (forward, backward, Hopper's) are built for: a head of
+// width d (a multiple of 8, at most 160) runs as f.template operator()<kD, kDV>(), kD its width rounded up
+// to 16 for Q·Kᵀ (zeros padding it), kDV to 8 for P·V and the output (40 for SD1.5's heads, where kD is 48).
+template <class F>
+void with_head_sizes(int d, F&& f) {
+  if (d <= 32) return f.template operator()<32, 32>();
+  if (d <= 40) return f.template operator()<48, 40>();  // SD1.5's heads
+  if (d <= 48) return f.template operator()<48, 48>();
+  if (d <= 64) return f.template operator()<64, 64>();
+  if (d <= 80) return f.template operator()<80, 80>();
+  if (d <= 96) return f.template operator()<96, 96>();
+  if (d <= 128) return f.template operator()<128, 128>();
+  f.template operator()<160, 160>();
+}
+
 // 2^x: on NVIDIA's tensor-core paths the special-function unit's approximation (relative error below
 // 2^-22, far inside f16/bf16 rounding), without the range handling exp2f adds; elsewhere exp2f.
 template <bool kPortable = false>

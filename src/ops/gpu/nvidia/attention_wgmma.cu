@@ -57,8 +57,7 @@ struct AttentionTile {
   static constexpr int q_block = queries * kRowBytes,
                        kv_block = keys * kRowBytes;  // one 64-element block's rows
   static constexpr size_t q_bytes = size_t(q_block) * atoms, kv_bytes = size_t(kv_block) * atoms;
-  static constexpr size_t shared_bytes =
-      q_bytes + 2 * 2 * kv_bytes + 1024;  // + alignment of the swizzle atoms
+  static constexpr size_t shared_bytes = q_bytes + 2 * 2 * kv_bytes + wgmma::kAtomBytes;  // + alignment
   static_assert(d % 16 == 0 && dv % 8 == 0 && dv <= d, "Q Kᵀ takes k in steps of 16");
 };
 
@@ -257,20 +256,6 @@ void launch_head(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   launch<T, AttentionTile<kD, kDV, 1>>(q, k, v, out, a);
 }
 
-template <class T>
-void dispatch_head_dim(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                       const AttentionArgs& a) {
-  const int d = a.head_dim;
-  if (d <= 32) return launch_head<T, 32, 32>(q, k, v, out, a);
-  if (d <= 40) return launch_head<T, 48, 40>(q, k, v, out, a);  // SD1.5's heads
-  if (d <= 48) return launch_head<T, 48, 48>(q, k, v, out, a);
-  if (d <= 64) return launch_head<T, 64, 64>(q, k, v, out, a);
-  if (d <= 80) return launch_head<T, 80, 80>(q, k, v, out, a);
-  if (d <= 96) return launch_head<T, 96, 96>(q, k, v, out, a);
-  if (d <= 128) return launch_head<T, 128, 128>(q, k, v, out, a);
-  launch_head<T, 160, 160>(q, k, v, out, a);
-}
-
 }  // namespace
 
 void flash_attention_wgmma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -278,8 +263,11 @@ void flash_attention_wgmma(const Tensor& q, const Tensor& k, const Tensor& v, co
   HD_CHECK(a.head_dim % 8 == 0 && a.head_dim <= kWgmmaAttentionMaxHeadDim,
            "flash_attention_wgmma: head dimension ", a.head_dim, " is not a multiple of 8 up to ",
            kWgmmaAttentionMaxHeadDim);
-  if (q.dtype == DType::kF16) return dispatch_head_dim<__half>(q, k, v, out, a);
-  dispatch_head_dim<Bf16>(q, k, v, out, a);
+  const auto run = [&]<class T>() {
+    with_head_sizes(a.head_dim, [&]<int kD, int kDV>() { launch_head<T, kD, kDV>(q, k, v, out, a); });
+  };
+  if (q.dtype == DType::kF16) return run.template operator()<__half>();
+  run.template operator()<Bf16>();
 }
 
 }  // namespace hd::gpu

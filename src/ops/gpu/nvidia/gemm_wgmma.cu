@@ -38,7 +38,7 @@ template <int kWidth, int kStageCount, int kSplitCount = 1>
 struct WgmmaTile {
   static constexpr int bn = kWidth, stages = kStageCount, splits = kSplitCount;
   static constexpr size_t stage_bytes = size_t(kBM + bn) * kRowBytes;
-  static constexpr size_t shared_bytes = stages * stage_bytes + 1024;  // + alignment of the swizzle atoms
+  static constexpr size_t shared_bytes = stages * stage_bytes + wgmma::kAtomBytes;  // + alignment
   static std::string name() {
     return "wgmma-" + std::to_string(kBM) + "x" + std::to_string(bn) + "s" + std::to_string(stages) +
            (splits > 1 ? "-split" + std::to_string(splits) : "");

@@ -17,6 +17,7 @@ namespace hd::gpu::wgmma {
 
 inline constexpr int kWarpgroupThreads = 4 * kWarpSize;  // the threads one wgmma spans
 inline constexpr int kRowBytes = 128;                     // a swizzled row: 64 16-bit elements
+inline constexpr int kAtomBytes = 1024;                   // a swizzle atom: 8 rows, 1024-byte aligned
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a tile of 128-byte swizzled rows.
 __device__ __forceinline__ int swizzled(int row, int chunk) { return row * kRowBytes + ((chunk ^ (row & 7)) << 4); }
@@ -26,7 +27,8 @@ __device__ __forceinline__ int swizzled(int row, int chunk) { return row * kRowB
 // between groups of 8 rows (1024 bytes), swizzle mode 1 (128 bytes).
 __device__ __forceinline__ uint64_t descriptor(const void* tile) {
   const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
-  return uint64_t((address & 0x3FFFF) >> 4) | uint64_t(1) << 16 | uint64_t(1024 >> 4) << 32 | uint64_t(1) << 62;
+  return uint64_t((address & 0x3FFFF) >> 4) | uint64_t(1) << 16 | uint64_t(kAtomBytes >> 4) << 32 |
+         uint64_t(1) << 62;
 }
 
 // The descriptor of an N-major, 128-byte-swizzled B whose k-row 0 starts at `tile` (1024-byte aligned, plus
@@ -36,7 +38,7 @@ __device__ __forceinline__ uint64_t descriptor(const void* tile) {
 __device__ __forceinline__ uint64_t descriptor_n_major(const void* tile, int column_block_bytes) {
   const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
   return uint64_t((address & 0x3FFFF) >> 4) | uint64_t((column_block_bytes >> 4) & 0x3FFF) << 16 |
-         uint64_t(1024 >> 4) << 32 | uint64_t(1) << 62;
+         uint64_t(kAtomBytes >> 4) << 32 | uint64_t(1) << 62;
 }
 
 #if defined(HD_NVIDIA_WGMMA)
