@@ -28,8 +28,9 @@ extern "C" {
 /* 2: hd_generation_params gained refiner and refiner_switch_at (a version-1 struct_size still works), and
  * hd_generation_params_init became a macro over hd_generation_params_init_sized.
  * 3: hd_engine_options gained keep_models (an earlier struct_size still works), and hd_engine_options_init
- * became a macro over hd_engine_options_init_sized. */
-#define HD_API_VERSION 3
+ * became a macro over hd_engine_options_init_sized.
+ * 4: hd_engine_options gained model_memory_bytes (an earlier struct_size still works). */
+#define HD_API_VERSION 4
 
 typedef enum hd_status {
   HD_OK = 0,
@@ -70,6 +71,10 @@ typedef struct hd_engine_options {
    * most 64 (default 1; 0 means the default): generations that alternate between models load each once,
    * and when one more is needed the least recently used goes first. */
   size_t keep_models;
+  /* Version 4, read only when struct_size covers it. Bytes the models kept on each device may take
+   * together (their weights in the engine's dtype); 0 (default): no bound but keep_models. The least
+   * recently used go until a new model fits; a model larger than the bound still loads, alone. */
+  uint64_t model_memory_bytes;
 } hd_engine_options;
 
 /* Fills the struct with its defaults and sets struct_size from `size`, the caller's sizeof (as

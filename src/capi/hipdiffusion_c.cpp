@@ -75,7 +75,8 @@ hd_status guarded(Body&& body) {
 // The sizes of the structs as HD_API_VERSION 1 defines them. A later version appends fields, keeps these
 // as the least a caller's struct_size may say, and reads a new field only when struct_size covers it.
 constexpr size_t kEngineOptionsV1 = offsetof(hd_engine_options, keep_models);  // versions 1 and 2
-constexpr size_t kEngineOptionsV3 = sizeof(hd_engine_options);                    // + keep_models
+constexpr size_t kEngineOptionsV3 = offsetof(hd_engine_options, model_memory_bytes);  // + keep_models
+constexpr size_t kEngineOptionsV4 = sizeof(hd_engine_options);                        // + model_memory_bytes
 constexpr size_t kGenerationParamsV1 = offsetof(hd_generation_params, refiner);
 constexpr size_t kGenerationParamsV2 = sizeof(hd_generation_params);  // + refiner, refiner_switch_at
 
@@ -212,6 +213,7 @@ hd_status hd_engine_create(const hd_engine_options* options, hd_engine** engine)
       HD_CHECK(options->keep_models <= 64, "keep_models must be between 1 and 64, got ", options->keep_models);
       o.keep_models = int(options->keep_models);
     }
+    if (options->struct_size >= kEngineOptionsV4) o.model_memory = size_t(options->model_memory_bytes);
     auto made = std::make_unique<hd_engine>();
     made->engine = std::make_unique<hd::serve::Engine>(std::move(o));
     *engine = made.release();

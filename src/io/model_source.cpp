@@ -157,6 +157,20 @@ const ModelComponent* ModelSource::component(std::string_view name) const {
   return nullptr;
 }
 
+int64_t ModelSource::weight_elements() const {
+  int64_t elements = 0;
+  for (std::string_view name : kFolderComponents) {
+    const ModelComponent* c = component(name);
+    if (c == nullptr) continue;
+    for (const TensorRef& t : c->tensors) {
+      int64_t n = 1;
+      for (const int64_t d : t.shape()) n *= d;
+      elements += n;
+    }
+  }
+  return elements;
+}
+
 const SafetensorsFile& ModelSource::add_file(const std::string& path) {
   files_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(path)));
   return *files_.back();

@@ -85,6 +85,10 @@ class ModelSource {
   const std::string& path() const { return path_; }
   const std::vector<ModelComponent>& components() const { return components_; }
   const ModelComponent* component(std::string_view name) const;
+  // The elements of the weights a pipeline loads (its text encoders, UNet and VAE; not the tensors a
+  // single file holds beside them, such as EMA copies): what a loaded model's weights take, times the
+  // placement's element size.
+  int64_t weight_elements() const;
   // Every distinct file that was opened.
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
 

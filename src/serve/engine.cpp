@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/model_source.h"
 
 namespace hd::serve {
 
@@ -193,11 +194,17 @@ Engine::Status Engine::status() const {
   // Cancelled jobs still in the queue have ended (Job::cancel), and leave it at the next submit or turn.
   const auto cancelled = size_t(
       std::count_if(queue_.begin(), queue_.end(), [](const auto& job) { return job->cancel_requested(); }));
-  Status s{queue_.size() - cancelled, {}, finished_ + cancelled, unet_calls_, unet_rows_, {}, {}, model_loads_};
+  Status s;
+  s.queued = queue_.size() - cancelled;
+  s.finished = finished_ + cancelled;
+  s.unet_calls = unet_calls_;
+  s.unet_rows = unet_rows_;
+  s.model_loads = model_loads_;
   for (const auto& w : workers_) {
     s.running.insert(s.running.end(), w->running.begin(), w->running.end());
     s.loaded.push_back(w->loaded_name);
     s.held.push_back(w->held_names);
+    s.held_bytes.push_back(w->held_bytes);
   }
   // In the order they started, across the workers (A1111's skip takes the first).
   std::sort(s.running.begin(), s.running.end(), [](const auto& a, const auto& b) { return a->id() < b->id(); });
@@ -415,15 +422,24 @@ StableDiffusion* Engine::find_held(const Worker& w, const std::string& name) {
   return nullptr;
 }
 
+size_t Engine::weight_bytes(const Worker& w, const std::string& name) const {
+  const CatalogueEntry& entry = options_.catalogue.find(name);
+  const int64_t elements = with_context([&] { return ModelSource::open(entry.path).weight_elements(); },
+                                        [&] { return str_cat("while sizing the model ", entry.name); });
+  return size_t(elements) * dtype_size(w.placement.dtype);
+}
+
 const StableDiffusion& Engine::hold(Worker& w, const std::string& name, const char* role,
                                     const std::string& beside) {
-  const auto publish = [&] {  // held_names, most recently used first
+  const auto publish = [&] {  // held_names, most recently used first, and held_bytes
     std::vector<const HeldModel*> order;
-    for (const HeldModel& h : w.held) order.push_back(&h);
+    size_t bytes = 0;
+    for (const HeldModel& h : w.held) order.push_back(&h), bytes += h.bytes;
     std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) { return a->last_used > b->last_used; });
     std::lock_guard lock(mutex_);
     w.held_names.clear();
     for (const HeldModel* h : order) w.held_names.push_back(h->name);
+    w.held_bytes = bytes;
   };
   for (HeldModel& h : w.held) {
     if (h.name != name) continue;
@@ -431,19 +447,27 @@ const StableDiffusion& Engine::hold(Worker& w, const std::string& name, const ch
     publish();
     return *h.model;
   }
-  // The least recently used that the batch does not need, until `keep` others remain (or none may go).
-  const auto drop_until = [&](size_t keep) {
+  // Drops the least recently used model that the batch does not need while `too_many` says so (or until
+  // none may go).
+  const auto drop_while = [&](auto too_many) {
     for (;;) {
       size_t oldest = w.held.size();
       for (size_t i = 0; i < w.held.size(); ++i)
         if (w.held[i].name != beside && (oldest == w.held.size() || w.held[i].last_used < w.held[oldest].last_used))
           oldest = i;
-      if (w.held.size() <= keep || oldest == w.held.size()) break;
+      if (!too_many() || oldest == w.held.size()) break;
       w.held.erase(w.held.begin() + std::ptrdiff_t(oldest));
     }
     publish();
   };
-  drop_until(size_t(options_.keep_models) - 1);  // their memory is what the next one needs
+  // Their memory is what the next one needs: past keep_models - 1 others, or past model_memory with it.
+  const size_t bytes = options_.model_memory > 0 ? weight_bytes(w, name) : 0;
+  drop_while([&] {
+    size_t held_bytes = 0;
+    for (const HeldModel& h : w.held) held_bytes += h.bytes;
+    return w.held.size() > size_t(options_.keep_models) - 1 ||
+           (options_.model_memory > 0 && held_bytes + bytes > options_.model_memory);
+  });
   const auto others = [&] {
     return std::any_of(w.held.begin(), w.held.end(), [&](const auto& h) { return h.name != beside; });
   };
@@ -456,10 +480,10 @@ const StableDiffusion& Engine::hold(Worker& w, const std::string& name, const ch
     if (!others()) throw;
   }
   if (!loaded) {
-    drop_until(0);  // the kept models took the room: only the batch's own stay
+    drop_while([] { return true; });  // the kept models took the room: only the batch's own stay
     loaded = load(w, name, role);
   }
-  w.held.push_back({name, std::move(loaded), ++w.uses});
+  w.held.push_back({name, std::move(loaded), ++w.uses, bytes});
   {
     std::lock_guard lock(mutex_);
     ++model_loads_;

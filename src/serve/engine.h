@@ -9,7 +9,8 @@
 // job's model share in the model's batches and its refiner share in the refiner's, and the refiner's VAE
 // decodes (the expert ensemble of generate_with_refiner, batched across requests). A worker keeps up to
 // keep_models models loaded (the least recently used goes first), so that requests alternating between
-// models do not load them again each time.
+// models do not load them again each time; model_memory bounds them by their weights' bytes instead or
+// as well.
 #pragma once
 
 #include <atomic>
@@ -130,6 +131,11 @@ struct EngineOptions {
   // that runs out of memory (device or host) drops every model the batch does not need, then tries once
   // more.
   int keep_models = 1;
+  // Bytes the models a worker keeps may take together (their weights in the placement's dtype, as their
+  // files tell before they load: ModelSource::weight_elements); 0: no bound but keep_models. Before a
+  // load, the least recently used others go until the new one fits. The models a batch needs are held
+  // whatever their size: a model larger than the bound still loads, alone.
+  size_t model_memory = 0;
   // How a worker loads a model (empty: StableDiffusion::load of the entry's path on the placement). Tests
   // count loads or make them fail through it.
   std::function<StableDiffusion(const CatalogueEntry&, const ops::Placement&)> loader;
@@ -168,6 +174,8 @@ class Engine {
     std::vector<std::string> loaded;  // the model each device's worker runs (empty: none), in device order
     // Every model each device's worker holds (its refiner and kept ones too), most recently used first.
     std::vector<std::vector<std::string>> held;
+    // The bytes of each device's held models' weights (counted when model_memory is set, else 0).
+    std::vector<size_t> held_bytes;
     uint64_t model_loads = 0;  // models loaded so far, on every worker together
   };
   Status status() const;
@@ -182,6 +190,7 @@ class Engine {
     std::string name;
     std::unique_ptr<StableDiffusion> model;
     uint64_t last_used = 0;
+    size_t bytes = 0;  // its weights (counted when model_memory is set)
   };
   // A device's worker: its thread, its models, and what the others and the callers see of it.
   struct Worker {
@@ -191,6 +200,7 @@ class Engine {
     uint64_t uses = 0;            // the clock of last_used
     std::string loaded_name;      // the model its jobs run on, one of `held` (empty: none); under mutex_
     std::vector<std::string> held_names;  // `held`'s names, most recently used first; under mutex_
+    size_t held_bytes = 0;                // `held`'s bytes; under mutex_
     uint64_t loaded_generation = 0;       // the last select_model it has carried out; under mutex_
     std::vector<std::shared_ptr<Job>> running;  // a copy of its active jobs, for status(); under mutex_
     std::thread thread;
@@ -208,10 +218,13 @@ class Engine {
   // The catalogue's `name` loaded on the worker's placement; its errors say which `role` ("model",
   // "refiner") was loading, and where when there are several workers.
   std::unique_ptr<StableDiffusion> load(const Worker& w, const std::string& name, const char* role) const;
+  // The bytes model `name`'s weights take on the worker's placement, from its files.
+  size_t weight_bytes(const Worker& w, const std::string& name) const;
   // The worker's held model `name`, or nullptr.
   static StableDiffusion* find_held(const Worker& w, const std::string& name);
   // Model `name` held by the worker, marked used: loaded when it is not held, after dropping the least
-  // recently used others past keep_models (never `beside`, the other model its batch needs).
+  // recently used others past keep_models or model_memory (never `beside`, the other model its batch
+  // needs).
   const StableDiffusion& hold(Worker& w, const std::string& name, const char* role, const std::string& beside);
   // The worker's model for its jobs, held or loaded; `refiner`: the refiner they need beside it (kept).
   const StableDiffusion& model(Worker& w, const std::string& name, const std::string& refiner = "");

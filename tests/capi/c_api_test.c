@@ -176,12 +176,12 @@ static void check_refiner(const char* base, const char* refiner, const char* cli
 
 /* keep_models (version 3): two models kept serve alternating generations, each the same picture each time;
  * out of range refused; the old init writes versions 1 and 2's fields only, and such a struct's garbage
- * beyond them is never read. */
+ * beyond them is never read. Then model_memory_bytes (version 4). */
 static void check_kept_models(const char* sd1, const char* sdxl_base) {
   const char* models[2] = {sd1, sdxl_base};
   hd_engine_options options;
   hd_engine_options_init(&options);
-  CHECK(options.keep_models == 1 && options.struct_size == sizeof options, "version 3's init: keep_models %zu",
+  CHECK(options.keep_models == 1 && options.struct_size == sizeof options, "the init: keep_models %zu",
         options.keep_models);
   options.model_paths = models;
   options.model_count = 2;
@@ -208,10 +208,36 @@ static void check_kept_models(const char* sd1, const char* sdxl_base) {
       }
     }
   }
-  free(first[0]);
-  free(first[1]);
   hd_engine_free(engine);
   engine = NULL;
+  /* model_memory_bytes (version 4): zero from the init; a bound below both models loads each alone, and
+   * the pictures stay the same. A version-3 struct (its size ending before the field) is still taken. */
+  hd_engine_options_init(&options);
+  CHECK(options.model_memory_bytes == 0, "version 4's init: model_memory_bytes %llu",
+        (unsigned long long)options.model_memory_bytes);
+  options.model_paths = models;
+  options.model_count = 2;
+  options.keep_models = 2;
+  options.model_memory_bytes = 1;
+  CHECK(hd_engine_create(&options, &engine) == HD_OK, "%s", hd_last_error());
+  for (int m = 0; engine != NULL && m < 2; ++m) {
+    hd_generation_params p;
+    reference_params(&p, 5);
+    p.model = names[m];
+    unsigned char* got = picture(&p, HD_OK);
+    if (got != NULL && first[m] != NULL)
+      CHECK(memcmp(got, first[m], 64 * 64 * 3) == 0, "%s's picture changed under a memory bound", names[m]);
+    free(got);
+  }
+  hd_engine_free(engine);
+  engine = NULL;
+  options.struct_size = (uint32_t)offsetof(hd_engine_options, model_memory_bytes);
+  memset(&options.model_memory_bytes, 0xab, sizeof options.model_memory_bytes);
+  CHECK(hd_engine_create(&options, &engine) == HD_OK, "a version-3 struct was refused: %s", hd_last_error());
+  hd_engine_free(engine);
+  engine = NULL;
+  free(first[0]);
+  free(first[1]);
   memset(&options, 0xab, sizeof options);
   (hd_engine_options_init)(&options); /* the function, not the header's macro */
   CHECK(options.struct_size == offsetof(hd_engine_options, keep_models) && options.max_queue == 64,

@@ -17,6 +17,16 @@ std::vector<SafetensorsWriteItem> concat(std::vector<std::vector<SafetensorsWrit
   return all;
 }
 
+int64_t elements_of(const std::vector<SafetensorsWriteItem>& items) {
+  int64_t total = 0;
+  for (const auto& item : items) {
+    int64_t n = 1;
+    for (const int64_t d : item.shape) n *= d;
+    total += n;
+  }
+  return total;
+}
+
 std::string error_of(const std::string& path) {
   try {
     ModelSource::open(path);
@@ -28,11 +38,12 @@ std::string error_of(const std::string& path) {
 
 TEST(ModelSource, SingleFileLdmIsSplitByPrefix) {
   test::TempDir dir;
+  const auto unet = test::unet_tensors(FixtureFamily::kSD1, true, 4, "model.diffusion_model.");
+  const auto vae = test::vae_tensors("first_stage_model.");
+  const auto text = test::text_encoder_tensors(768, "cond_stage_model.transformer.");
   const auto path = dir.write("sd15.safetensors",
-                              serialize_safetensors(concat({test::unet_tensors(FixtureFamily::kSD1, true, 4, "model.diffusion_model."),
-                                                            test::vae_tensors("first_stage_model."),
-                                                            test::text_encoder_tensors(768, "cond_stage_model.transformer."),
-                                                            {{"alphas_cumprod", "F32", {2}, test::zero_bytes(8)}}})));
+                              serialize_safetensors(concat(
+                                  {unet, vae, text, {{"alphas_cumprod", "F32", {2}, test::zero_bytes(8)}}})));
   const ModelSource m = ModelSource::open(path.string());
   EXPECT_EQ(m.layout(), ModelLayout::kSingleFileLdm);
   ASSERT_NE(m.component("unet"), nullptr);
@@ -41,6 +52,8 @@ TEST(ModelSource, SingleFileLdmIsSplitByPrefix) {
   EXPECT_EQ(m.component("vae")->tensors.size(), 2u);
   EXPECT_EQ(m.component("text_encoder")->tensors.size(), 2u);
   EXPECT_EQ(m.component("other")->tensors.size(), 1u);
+  // What a pipeline loads: the three components, not the tensor beside them.
+  EXPECT_EQ(m.weight_elements(), elements_of(unet) + elements_of(vae) + elements_of(text));
 }
 
 TEST(ModelSource, DiffusersFolderWithShardsAndSideFiles) {
@@ -69,6 +82,8 @@ TEST(ModelSource, DiffusersFolderWithShardsAndSideFiles) {
   EXPECT_NE(m.component("vae"), nullptr);
   EXPECT_TRUE(m.scheduler_config().has_value());
   EXPECT_EQ(m.tokenizer_files(), "tokenizer/ (vocab.json + merges.txt)");
+  EXPECT_EQ(m.weight_elements(), elements_of(unet) + elements_of(test::vae_tensors()) +
+                                     elements_of(test::text_encoder_tensors(1024)));
 }
 
 TEST(ModelSource, ClearErrorsForWhatCannotBeLoaded) {

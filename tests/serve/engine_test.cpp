@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "fixture_util.h"
+#include "io/model_source.h"
 #include "io/png.h"
 #include "pipeline/expert_ensemble.h"
 #include "pipeline/init_image.h"
@@ -496,6 +497,53 @@ TEST(ServeEngine, ALoadOutOfMemoryDropsTheKeptModelsAndTriesOnceMore) {
   EXPECT_EQ(engine.submit(std::move(refined))->wait().image.view().dim(1), 64);
   EXPECT_EQ(attempts, 10);
   EXPECT_EQ(held(), (std::vector<std::string>{"tiny_sdxl_refiner", "tiny_sdxl_pipeline"}));
+}
+
+// model_memory: the kept models' weights stay within the bound (the least recently used go first until a
+// new one fits), and a model larger than the bound still loads, alone.
+TEST(ServeEngine, KeptModelsStayWithinTheirMemory) {
+  const auto bytes_of = [](const char* name) {
+    return size_t(ModelSource::open(kModels + name).weight_elements()) * sizeof(float);  // the CPU's f32
+  };
+  const size_t sd1 = bytes_of("tiny_sd1"), sd2 = bytes_of("tiny_sd2"), xl = bytes_of("tiny_sdxl_pipeline");
+  EngineOptions o = options();
+  o.catalogue = ModelCatalogue::from(
+      {kModels + "tiny_sd1", kModels + "tiny_sd2", kModels + "tiny_sdxl_pipeline"}, std::nullopt);
+  o.keep_models = 64;
+  o.model_memory = sd1 + sd2;
+  Engine engine(std::move(o));
+  const auto run_on = [&](const char* model) {
+    JobRequest r = request("a", 1, 2);
+    r.model = model;
+    return engine.submit(std::move(r))->wait().image.view().dim(1);
+  };
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(run_on("tiny_sd1"), 64);
+  EXPECT_EQ(run_on("tiny_sd2"), 64);
+  EXPECT_EQ(run_on("tiny_sd1"), 64);
+  EXPECT_EQ(engine.status().model_loads, 2u) << "two models within the bound were not both kept";
+  EXPECT_EQ(engine.status().held[0], (Names{"tiny_sd1", "tiny_sd2"}));
+  EXPECT_EQ(engine.status().held_bytes[0], sd1 + sd2);
+  // SDXL's needs room: sd2 (used longest ago) goes, and sd1 too unless both fit.
+  EXPECT_EQ(run_on("tiny_sdxl_pipeline"), 64);
+  const bool sd1_stays = sd1 + xl <= sd1 + sd2;
+  EXPECT_EQ(engine.status().held[0],
+            (sd1_stays ? Names{"tiny_sdxl_pipeline", "tiny_sd1"} : Names{"tiny_sdxl_pipeline"}));
+  EXPECT_EQ(engine.status().held_bytes[0], xl + (sd1_stays ? sd1 : 0));
+
+  // A bound below every model: each loads alone, and its jobs run.
+  EngineOptions small = options();
+  small.keep_models = 64;
+  small.model_memory = 1;
+  Engine tight(std::move(small));
+  for (const char* model : {"tiny_sd1", "tiny_sd2", "tiny_sd1"}) {
+    JobRequest r = request("a", 1, 2);
+    r.model = model;
+    EXPECT_EQ(tight.submit(std::move(r))->wait().image.view().dim(1), 64);
+    EXPECT_EQ(tight.status().held[0], Names{model});
+  }
+  EXPECT_EQ(tight.status().model_loads, 3u);
+  EXPECT_EQ(tight.status().held_bytes[0], sd1);
 }
 
 TEST(ServeEngine, StopFinishesAcceptedJobsAndRefusesNewOnes) {

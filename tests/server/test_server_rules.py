@@ -95,7 +95,7 @@ def test_bodies_must_say_their_length_and_come_plain(start_server):
     assert server.process.poll() is None, server.log()
 
 
-def test_a_bad_api_auth_or_keep_models_is_a_start_error(start_server):
+def test_a_bad_api_auth_keep_models_or_model_memory_is_a_start_error(start_server):
     from conftest import CLI
     import subprocess
 
@@ -105,6 +105,10 @@ def test_a_bad_api_auth_or_keep_models_is_a_start_error(start_server):
         run = subprocess.run([str(CLI), "serve", "--model", str(TINY), "--keep-models", keep], capture_output=True,
                              text=True)
         assert run.returncode == 1 and "--keep-models" in run.stderr, run.stderr
+    for memory in ("0", "-2", "nan", "1e9", "lots"):
+        run = subprocess.run([str(CLI), "serve", "--model", str(TINY), "--model-memory", memory], capture_output=True,
+                             text=True)
+        assert run.returncode == 1 and "--model-memory" in run.stderr, run.stderr
 
 
 def test_devices_serve_one_queue_with_a_worker_each(start_server):

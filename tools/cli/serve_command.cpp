@@ -19,12 +19,13 @@ namespace hd::cli {
 
 int run_serve(std::span<const std::string_view> args) {
 #if HD_WITH_SERVER
-  const Flags flags(
-      "serve", args,
-      {"--model", "--models-dir", "--host", "--port", "--device", "--devices", "--dtype", "--api-auth", "--max-queue",
-       "--max-batch-rows", "--max-body-mb", "--max-pixels", "--max-steps", "--max-images", "--tune",
-       "--tune-cache", "--kernels", "--max-device-memory", "--threads", "--keep-models"},
-      {"--no-batching"});
+  const Flags flags("serve", args, {"--model",       "--models-dir",        "--host",        "--port",
+                                    "--device",      "--devices",           "--dtype",       "--api-auth",
+                                    "--max-queue",   "--max-batch-rows",    "--max-body-mb", "--max-pixels",
+                                    "--max-steps",   "--max-images",        "--tune",        "--tune-cache",
+                                    "--kernels",     "--max-device-memory", "--threads",     "--keep-models",
+                                    "--model-memory"},
+                    {"--no-batching"});
   serve::EngineOptions engine;
   std::vector<std::string> models;
   if (auto v = flags.get("--model")) models.push_back(*v);
@@ -50,6 +51,11 @@ int run_serve(std::span<const std::string_view> args) {
   if (auto v = flags.get("--keep-models")) engine.keep_models = parse_number<int>("--keep-models", *v);
   HD_CHECK(engine.keep_models >= 1 && engine.keep_models <= 64, "--keep-models must be between 1 and 64, got ",
            engine.keep_models);
+  if (auto v = flags.get("--model-memory")) {
+    const auto gib = parse_number<double>("--model-memory", *v);
+    HD_CHECK(gib > 0.0 && gib <= 65536.0, "--model-memory must be a size in GiB above 0, got ", *v);
+    engine.model_memory = size_t(gib * double(size_t(1) << 30));
+  }
   if (auto v = flags.get("--threads")) ThreadPool::set_global_threads(parse_number<int>("--threads", *v));
 
   server::ServerOptions http;
