@@ -51,21 +51,20 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
   const T* v_base = v + int64_t(b) * a.lk * a.kv_row + int64_t(h) * a.head_dim;
   const int vectors = a.head_dim / 8;  // 16-byte vectors of a row that hold data
 
-  const auto load_tile = [&](uint16_t* dst, const T* src, int64_t row_stride, int row0, int rows, int limit) {
-    load_attention_rows<kD, kThreads>(dst, src, row_stride, row0, rows, limit, a.head_dim);
+  const auto load_tile = [&](uint16_t* dst, const T* src, int64_t row_stride, int row0, int limit) {
+    load_attention_rows<kD, kThreads, kKeyTile>(dst, src, row_stride, row0, limit, a.head_dim);
   };
-  const auto load_tile_async = [&](uint16_t* dst, const T* src, int64_t row_stride, int row0, int rows, int limit) {
-    for (int i = int(threadIdx.x); i < rows * (kD / 8); i += kThreads) {
-      const int r = i / (kD / 8), c = i % (kD / 8);
+  const auto load_tile_async = [&](uint16_t* dst, const T* src, int64_t row_stride, int row0, int limit) {
+    for_each_tile_vector<kD, kThreads, kKeyTile>([&](int r, int c) HD_INLINE {
       const bool valid = row0 + r < limit && c < vectors;
       copy_16_async(dst + r * kStride + c * 8, valid ? src + int64_t(row0 + r) * row_stride + c * 8 : src, valid);
-    }
+    });
   };
   const auto pair_at = [](const uint16_t* s, int row, int col) {  // two neighbours of one row
     return *reinterpret_cast<const uint32_t*>(s + row * kStride + col);
   };
 
-  load_tile(q_s, q_base, a.q_row, q0, kQueryTile, a.lq);
+  load_attention_rows<kD, kThreads, kQueryTile>(q_s, q_base, a.q_row, q0, a.lq, a.head_dim);
   __syncthreads();
   FragmentA q_frag[kD / 16];
   const int row = group * 16 + g;  // this lane's first query row in the tile; the second is row + 8
@@ -84,8 +83,8 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
   const int key_end = a.causal ? min(a.lk, q0 + kQueryTile) : a.lk;
 
   if constexpr (kStages == 2) {
-    load_tile_async(k_tile(0), k_base, a.kv_row, 0, kKeyTile, a.lk);
-    load_tile_async(v_tile(0), v_base, a.kv_row, 0, kKeyTile, a.lk);
+    load_tile_async(k_tile(0), k_base, a.kv_row, 0, a.lk);
+    load_tile_async(v_tile(0), v_base, a.kv_row, 0, a.lk);
     async_commit();
   }
   for (int k0 = 0, tile = 0; k0 < key_end; k0 += kKeyTile, ++tile) {
@@ -94,16 +93,16 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
       // The other stage was last read in the previous tile, which every thread finished before that
       // tile's closing barrier.
       if (k0 + kKeyTile < key_end) {
-        load_tile_async(k_tile(stage ^ 1), k_base, a.kv_row, k0 + kKeyTile, kKeyTile, a.lk);
-        load_tile_async(v_tile(stage ^ 1), v_base, a.kv_row, k0 + kKeyTile, kKeyTile, a.lk);
+        load_tile_async(k_tile(stage ^ 1), k_base, a.kv_row, k0 + kKeyTile, a.lk);
+        load_tile_async(v_tile(stage ^ 1), v_base, a.kv_row, k0 + kKeyTile, a.lk);
       }
       async_commit();
       async_wait<1>();  // this tile has landed (for this thread) ...
       __syncthreads();  // ... and for every thread
     } else {
       __syncthreads();  // the previous tile is no longer read
-      load_tile(k_tile(0), k_base, a.kv_row, k0, kKeyTile, a.lk);
-      load_tile(v_tile(0), v_base, a.kv_row, k0, kKeyTile, a.lk);
+      load_tile(k_tile(0), k_base, a.kv_row, k0, a.lk);
+      load_tile(v_tile(0), v_base, a.kv_row, k0, a.lk);
       __syncthreads();
     }
     const uint16_t* k_s = k_tile(stage);

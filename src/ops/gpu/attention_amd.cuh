@@ -94,7 +94,7 @@ __device__ __forceinline__ void flash_attention_block(const T* __restrict__ q, c
   const T* k_base = k + int64_t(b) * a.lk * a.kv_row + int64_t(h) * a.head_dim;
   const T* v_base = v + int64_t(b) * a.lk * a.kv_row + int64_t(h) * a.head_dim;
 
-  load_attention_rows<kD, kThreads>(q_s, q_base, a.q_row, q0, kQueryTile, a.lq, a.head_dim);
+  load_attention_rows<kD, kThreads, kQueryTile>(q_s, q_base, a.q_row, q0, a.lq, a.head_dim);
   __syncthreads();
   // Qᵀ, the B operand (rows of Q are its columns), kept in registers where it fits beside the
   // accumulators, else read from shared memory at each use: on gfx11, whose operands hold 16 values per
@@ -121,7 +121,7 @@ __device__ __forceinline__ void flash_attention_block(const T* __restrict__ q, c
 
   for (int k0 = 0; k0 < key_end; k0 += kKeyTile) {
     __syncthreads();  // the previous tile is no longer read
-    load_attention_rows<kD, kThreads>(k_s, k_base, a.kv_row, k0, kKeyTile, a.lk, a.head_dim);
+    load_attention_rows<kD, kThreads, kKeyTile>(k_s, k_base, a.kv_row, k0, a.lk, a.head_dim);
     load_attention_columns<kD, kKeyTile, kThreads>(vt_s, v_base, a.kv_row, k0, a.lk, a.head_dim);
     __syncthreads();
 

@@ -22,6 +22,9 @@ namespace hd::gpu {
 namespace {
 
 constexpr int kGroups = 4, kThreads = kGroups * kFragmentLanes;
+// Tiles are copied in a loop, not from fixed addresses (for_each_tile_vector): the gradient kernel's dK and
+// dV accumulators fill its registers, and the fixed addresses made it spill 72 bytes (sm_90, 2026-11-27).
+constexpr bool kFixedCopies = false;
 // The widest head whose gradient a 32-lane AMD target (RDNA) runs without spilling registers (the
 // resource gate, tools/rocm/amd_kernel_report.py): dK's and dV's accumulators of wider heads do not fit
 // its 256 registers a lane (CDNA's 512 hold them). Wider instances there are trap stubs, never launched:
@@ -73,13 +76,13 @@ __global__ void __launch_bounds__(kThreads)
     delta[int64_t(bh) * a.lq + q0 + i] = sum;
   }
 
-  load_attention_rows<kD, kThreads>(q_s, q_base, a.q_row, q0, kStatsQueries, a.lq, a.head_dim);
+  load_attention_rows<kD, kThreads, kStatsQueries, kFixedCopies>(q_s, q_base, a.q_row, q0, a.lq, a.head_dim);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int row = group * 16 + g;
   const int key_end = a.causal ? min(a.lk, q0 + kStatsQueries) : a.lk;
   for (int k0 = 0; k0 < key_end; k0 += kStatsKeys) {
     __syncthreads();  // the previous key tile is no longer read (and, the first time, Q has landed)
-    load_attention_rows<kD, kThreads>(k_s, k_base, a.kv_row, k0, kStatsKeys, a.lk, a.head_dim);
+    load_attention_rows<kD, kThreads, kStatsKeys, kFixedCopies>(k_s, k_base, a.kv_row, k0, a.lk, a.head_dim);
     __syncthreads();
     FragmentC s[kStatsKeys / 8];
 #pragma unroll
@@ -154,10 +157,10 @@ __device__ __forceinline__ void attention_gradient_block(
   const int64_t head = int64_t(h) * a.head_dim;
   const T* q_base = q + int64_t(b) * a.lq * a.q_row + head;
   const T* do_base = grad_out + int64_t(b) * a.lq * ga.grad_row + head;
-  load_attention_rows<kD, kThreads>(k_s, k + int64_t(b) * a.lk * a.kv_row + head, a.kv_row, k0, kKeyBlock,
-                                    a.lk, a.head_dim);
-  load_attention_rows<kD, kThreads>(v_s, v + int64_t(b) * a.lk * a.kv_row + head, a.kv_row, k0, kKeyBlock,
-                                    a.lk, a.head_dim);
+  load_attention_rows<kD, kThreads, kKeyBlock, kFixedCopies>(k_s, k + int64_t(b) * a.lk * a.kv_row + head,
+                                                             a.kv_row, k0, a.lk, a.head_dim);
+  load_attention_rows<kD, kThreads, kKeyBlock, kFixedCopies>(v_s, v + int64_t(b) * a.lk * a.kv_row + head,
+                                                             a.kv_row, k0, a.lk, a.head_dim);
 
   FragmentC dk[kNFragments], dv[kNFragments];
 #pragma unroll
@@ -169,8 +172,9 @@ __device__ __forceinline__ void attention_gradient_block(
   const int first_query = a.causal ? (k0 / kQueries) * kQueries : 0;
   for (int q0 = first_query; q0 < a.lq; q0 += kQueries) {
     __syncthreads();  // the previous step's tiles are no longer read
-    load_attention_rows<kD, kThreads>(q_s, q_base, a.q_row, q0, kQueries, a.lq, a.head_dim);
-    load_attention_rows<kD, kThreads>(do_s, do_base, ga.grad_row, q0, kQueries, a.lq, a.head_dim);
+    load_attention_rows<kD, kThreads, kQueries, kFixedCopies>(q_s, q_base, a.q_row, q0, a.lq, a.head_dim);
+    load_attention_rows<kD, kThreads, kQueries, kFixedCopies>(do_s, do_base, ga.grad_row, q0, a.lq,
+                                                              a.head_dim);
     for (int i = int(threadIdx.x); i < kQueries; i += kThreads) {
       const bool valid = q0 + i < a.lq;
       lse_s[i] = valid ? lse[int64_t(bh) * a.lq + q0 + i] : INFINITY;

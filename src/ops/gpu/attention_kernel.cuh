@@ -95,20 +95,53 @@ __device__ inline void store_attention_rows(T* out, const AttentionArgs& a, int 
   }
 }
 
-// Rows [row0, row0 + rows) of a [tokens, head_dim] slice into a shared tile with rows of kD + kAttentionPad
+// Calls copy(r, c) for each 16-byte vector (row r < kRows, vector c < kD / 8) of a tile that this thread
+// copies; every thread of the block takes part. Where kD / 8 rounded up to a power of two (kLanes) divides
+// the threads, each thread has one fixed vector of every (threads / kLanes)-th row, so that its addresses
+// are one computation plus constant steps. As a loop over i = thread, thread + threads, ... (its count
+// unknown to the compiler) the index and bounds arithmetic took more instructions than the softmax in
+// Hopper's attention kernel (SASS, 2026-11-27), which copies its tiles the same way now. On an H100 the
+// fragment-layer kernel (attention.cu) went from 0.240 to 0.222 ms on SD1.5's 64x64 self-attention, 0.042
+// to 0.033 at 32x32 (D80), 0.426 to 0.377 on SDXL's 64x64 (D64). kFixed false keeps the loop: the
+// gradient kernel, whose dK and dV accumulators fill the registers, spilled 72 bytes holding the fixed
+// addresses. AMD targets keep the loop too: with the fixed addresses clang 22 gave some of their attention
+// kernels up to 29 more VGPRs and one wave less occupancy (tools/rocm/amd_kernel_report.py), and no AMD GPU
+// was there to tell whether it pays.
+template <int kD, int kThreads, int kRows, bool kFixed = true, class Copy>
+__device__ __forceinline__ void for_each_tile_vector(Copy copy) {
+  constexpr int kVectors = kD / 8;
+  constexpr int kLanes = kVectors <= 4 ? 4 : kVectors <= 8 ? 8 : 16;
+#if defined(HD_GPU_HIP)
+  constexpr bool kFixedHere = false;
+#else
+  constexpr bool kFixedHere = kFixed;
+#endif
+  // Not for heads of 160 (20 vectors in 32 lanes): on an H100 their kernel slowed from 0.014 to 0.018 ms.
+  if constexpr (kFixedHere && kVectors <= 16 && kThreads % kLanes == 0 && kRows % (kThreads / kLanes) == 0) {
+    constexpr int kStep = kThreads / kLanes;
+    const int c = int(threadIdx.x) % kLanes, r = int(threadIdx.x) / kLanes;
+    if (c >= kVectors) return;
+#pragma unroll
+    for (int j = 0; j < kRows / kStep; ++j) copy(r + j * kStep, c);
+  } else {
+    for (int i = int(threadIdx.x); i < kRows * kVectors; i += kThreads) copy(i / kVectors, i % kVectors);
+  }
+}
+
+// Rows [row0, row0 + kRows) of a [tokens, head_dim] slice into a shared tile with rows of kD + kAttentionPad
 // 16-bit elements; zeros past the data (rows at or past `limit`, columns past head_dim). Every thread of
 // the block takes part.
-template <int kD, int kThreads, class T>
-__device__ inline void load_attention_rows(uint16_t* dst, const T* src, int64_t row_stride, int row0, int rows,
+template <int kD, int kThreads, int kRows, bool kFixed = true, class T>
+__device__ inline void load_attention_rows(uint16_t* dst, const T* src, int64_t row_stride, int row0,
                                            int limit, int head_dim) {
-  constexpr int kStride = kD + kAttentionPad, kVectors = kD / 8;
+  constexpr int kStride = kD + kAttentionPad;
   const int vectors = head_dim / 8;  // 16-byte vectors of a row that hold data
-  for (int i = int(threadIdx.x); i < rows * kVectors; i += kThreads) {
-    const int r = i / kVectors, c = i % kVectors;
+  for_each_tile_vector<kD, kThreads, kRows, kFixed>([&](int r, int c) HD_INLINE {
     uint4 value = make_uint4(0, 0, 0, 0);
-    if (row0 + r < limit && c < vectors) value = *reinterpret_cast<const uint4*>(src + int64_t(row0 + r) * row_stride + c * 8);
+    if (row0 + r < limit && c < vectors)
+      value = *reinterpret_cast<const uint4*>(src + int64_t(row0 + r) * row_stride + c * 8);
     *reinterpret_cast<uint4*>(dst + r * kStride + c * 8) = value;
-  }
+  });
 }
 
 // The widest head the AMD kernel takes on `layout` without spilling registers (the resource gate,
