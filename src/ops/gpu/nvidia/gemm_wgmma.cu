@@ -158,22 +158,29 @@ std::vector<Candidate> wgmma_candidates(const GemmProblem& p, const KernelArgs& 
     list.push_back({Tile::name(), [args](const GemmProblem& q, void* c) { launch_wgmma<T, Tile>(q, args, c); }, quick,
                     false});
   };
-  // 160 wide: SD's 320, 640 and 1280 channels in whole tiles. 3 stages let two blocks share a
-  // multiprocessor (97 and 109 KiB); 4 keep two k-steps in flight for one block. The quick ones won most
-  // of SD1.5's and SDXL's shapes on an H100 (2026-11-26): 128x128 with 3 stages (37 of 84), 128x256 (12;
-  // SDXL 32 of 75: the VAE's wide convolutions), 128x160 with 4 (faster than with 3 on every 160-wide
-  // shape of the kernel benchmark).
+  // Stages are bought with shared memory: 3 let two blocks share a multiprocessor (97-109 KiB), which
+  // pays on large grids with short k (the GEGLU projections); deeper ones keep more k-steps in flight for
+  // the one block a multiprocessor holds, which pays wherever the grid is about one wave or less (SD's
+  // 32x32 and smaller levels). On an H100 (2026-11-27, exhaustive tuning of SD1.5 with our kernels only)
+  // 128x64 with 6 stages took 12 of its 61 shapes, 128x128 with 4 another 12 and 128x160 with 4 ten;
+  // adding the deeper tiles took the step from 9.90 to 8.26 ms. 160 wide: SD's 320, 640 and 1280 channels
+  // in whole tiles.
+  add(WgmmaTile<64, 6>{}, true);
   add(WgmmaTile<128, 3>{}, true);
-  add(WgmmaTile<128, 4>{}, false);
+  add(WgmmaTile<128, 4>{}, true);
   add(WgmmaTile<160, 3>{}, false);
   add(WgmmaTile<160, 4>{}, true);
+  add(WgmmaTile<160, 5>{}, false);
   add(WgmmaTile<256, 4>{}, true);
   // Split k where 128 x 160 tiles leave most multiprocessors idle and k is long (SD's 16x16 and 8x8
-  // levels).
+  // levels): deep pipelines, since such a grid is one wave at most (3 stages took 0.065 ms on
+  // the 16x16 level's 1280-channel convolution in 4 splits, 5 stages 0.047).
   const int64_t tiles = ((args.m + kBM - 1) / kBM) * ((args.n + 159) / 160) * p.outer * p.inner;
   if (tiles < multiprocessor_count(p.device.index) && args.k >= 16 * kStepK) {
-    add(WgmmaTile<160, 3, 2>{}, true);
-    add(WgmmaTile<160, 3, 4>{}, true);
+    add(WgmmaTile<64, 6, 2>{}, true);
+    add(WgmmaTile<64, 6, 4>{}, true);
+    add(WgmmaTile<160, 5, 2>{}, true);
+    add(WgmmaTile<160, 5, 4>{}, true);
   }
   return list;
 }
