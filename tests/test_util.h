@@ -38,7 +38,9 @@ void expect_error_containing(const std::function<void()>& f, const std::string& 
 OwnedTensor random_tensor(Rng& rng, Shape shape, float stddev = 1.0f);
 // A tensor full of NaN, so that any element an op fails to write is caught.
 OwnedTensor poisoned_tensor(Shape shape);
+// A host f32 tensor's elements in index order, whatever its strides (a view of a wider tensor too).
 std::vector<float> to_vector(const Tensor& t);
+std::vector<double> to_doubles(const Tensor& t);
 
 // ‖a − b‖₂ / ‖b‖₂ in double; b is the reference. Infinite when a holds NaN or Inf.
 double relative_l2(const std::vector<float>& a, const std::vector<double>& reference);

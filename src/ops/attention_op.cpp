@@ -12,9 +12,10 @@ namespace hd::ops {
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out) {
   const OpScope scope("attention", q.device);
   const Device& dev = q.device;
+  // The query, key and value may be column ranges of wider rows (one stacked projection's output).
   for (const auto& [what, t] : {std::pair{"query", &q}, {"key", &k}, {"value", &v}, {"output", &out}}) {
-    check_operand("attention", what, *t, dev);
     check_rank("attention", what, *t, 3);
+    t == &out ? check_operand("attention", what, *t, dev) : check_rows("attention", what, *t, dev);
   }
   HD_CHECK(p.heads >= 1 && q.dim(2) % p.heads == 0, "attention: width ", q.dim(2), " of query ",
            q.shape.to_string(), " is not divisible into ", p.heads, " heads");

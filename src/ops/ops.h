@@ -85,7 +85,9 @@ struct AttentionParams {
   bool causal = false;  // query i sees keys j <= i (top-left aligned, as torch's is_causal)
   float scale = 0.0f;   // 0 means 1/sqrt(head_dim)
 };
-// out [B, Lq, H·D] = softmax(q kᵀ · scale) v per head, with q [B, Lq, H·D], k and v [B, Lk, H·D].
+// out [B, Lq, H·D] = softmax(q kᵀ · scale) v per head, with q [B, Lq, H·D], k and v [B, Lk, H·D]. q, k
+// and v may be column ranges of wider rows (one stacked projection's output, models/stacked_linear.h);
+// out is dense.
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out);
 
 // ---- normalisation ----

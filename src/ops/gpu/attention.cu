@@ -217,15 +217,21 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, boo
   const int head_dim = int(q.dim(2) / heads);
   HD_CHECK_KIND(q.dtype == DType::kF16 || q.dtype == DType::kBF16, ErrorKind::kUnsupported,
                 "attention: the GPU kernel takes f16 or bf16, got ", dtype_name(q.dtype));
-  // The kernels read and write whole 16-byte vectors of a head: other widths and alignments are copied
-  // into heads that are (attention_padded.cu).
-  bool vectors = head_dim % 8 == 0;
-  for (const Tensor* t : {&q, &k, &v, &out}) vectors = vectors && is_aligned(t->data, 16);
+  // The kernels read and write whole 16-byte vectors of a head, and step K and V by one row stride:
+  // other widths, alignments and strides are copied into heads that fit (attention_padded.cu). Tokens
+  // are rows (ops::attention's check_rows), which may be wider than the heads (stacked projections).
+  bool vectors = head_dim % 8 == 0 && k.strides[1] == v.strides[1];
+  for (const Tensor* t : {&q, &k, &v, &out})
+    vectors = vectors && is_aligned(t->data, 16) && t->strides[1] % 8 == 0;
   if (!vectors) return attention_padded(q, k, v, heads, causal, scale, out, path);
   if (head_dim > kMaxFlashHeadDim) return attention_materialised(q, k, v, heads, causal, scale, out);
   if (q.dim(1) == 0) return;
-  AttentionArgs a{heads, int(q.dim(1)), int(k.dim(1)), head_dim, q.dim(2), k.dim(2), out.dim(2),
-                  (scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim))) * 1.4426950408889634f, causal};
+  AttentionArgs a{
+      heads,          int(q.dim(1)),
+      int(k.dim(1)),  head_dim,
+      q.strides[1],   k.strides[1],
+      out.strides[1], (scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim))) * 1.4426950408889634f,
+      causal};
   HD_GPU_CHECK(cudaSetDevice(q.device.index));
   // This file's kernel is written for NVIDIA's 32-lane fragment layout (tensor cores, or the portable
   // shuffles AMD GPUs without matrix cores run); AMD's MFMA and WMMA layouts have a kernel of their own.

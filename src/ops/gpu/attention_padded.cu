@@ -1,5 +1,6 @@
 // Attention for heads the kernels do not take as they are: a head dimension that is not a multiple of 8
-// (a small model's 4-wide heads), or tensors that do not start on a 16-byte boundary. Q, K and V are
+// (a small model's 4-wide heads), tensors that do not start on a 16-byte boundary, or rows whose strides
+// the kernels cannot step (unaligned, or K's unlike V's). Q, K and V are
 // copied with each head widened to the next multiple of 8 by zeros, attention runs on those, and each
 // head's first columns are copied out. The zeros change nothing: they add 0 to every score, and the
 // output's extra columns (weights times V's zeros) are dropped. The scale stays that of the true width.
@@ -16,22 +17,26 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// dst [rows][heads · dst_width] from src [rows][heads · src_width]: each head's first head_dim values
-// (head_dim = the narrower of the two widths), then zeros. Widens Q, K and V, and narrows the output.
-__global__ void copy_heads_kernel(const uint16_t* __restrict__ src, int src_width, uint16_t* __restrict__ dst,
-                                  int dst_width, int64_t rows, int heads, int head_dim) {
+// dst [rows][heads · dst_width] from src's rows of heads · src_width values, src_row apart: each head's
+// first head_dim values (head_dim = the narrower of the two widths), then zeros. Widens Q, K and V (whose
+// rows may be wider than their heads: column ranges of a stacked projection), and narrows the output.
+__global__ void copy_heads_kernel(const uint16_t* __restrict__ src, int64_t src_row, int src_width,
+                                  uint16_t* __restrict__ dst, int dst_width, int64_t rows, int heads,
+                                  int head_dim) {
   const int64_t width = int64_t(heads) * dst_width, total = rows * width;
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < total; i += int64_t(gridDim.x) * kThreads) {
     const int64_t row = i / width;
     const int col = int(i % width), h = col / dst_width, d = col % dst_width;
-    dst[i] = d < head_dim ? src[(row * heads + h) * src_width + d] : uint16_t(0);
+    dst[i] = d < head_dim ? src[row * src_row + int64_t(h) * src_width + d] : uint16_t(0);
   }
 }
 
-void copy_heads(const void* src, int src_width, void* dst, int dst_width, int64_t rows, int heads, int head_dim) {
+void copy_heads(const void* src, int64_t src_row, int src_width, void* dst, int dst_width, int64_t rows,
+                int heads, int head_dim) {
   if (rows == 0) return;
-  copy_heads_kernel<<<grid_stride_blocks(rows * heads * dst_width, kThreads), kThreads, 0, current_stream()>>>(
-      static_cast<const uint16_t*>(src), src_width, static_cast<uint16_t*>(dst), dst_width, rows, heads, head_dim);
+  copy_heads_kernel<<<grid_stride_blocks(rows * heads * dst_width, kThreads), kThreads, 0,
+                      current_stream()>>>(static_cast<const uint16_t*>(src), src_row, src_width,
+                                          static_cast<uint16_t*>(dst), dst_width, rows, heads, head_dim);
   HD_GPU_CHECK_LAUNCH();
 }
 
@@ -43,7 +48,7 @@ void attention_padded(const Tensor& q, const Tensor& k, const Tensor& v, int hea
   const auto widened = [&](const Tensor& t, Buffer& storage) {
     const int64_t rows = t.dim(0) * t.dim(1);
     storage = Buffer(t.device, size_t(rows * heads * padded) * sizeof(uint16_t));
-    copy_heads(t.data, head_dim, storage.data(), padded, rows, heads, head_dim);
+    copy_heads(t.data, t.strides[1], head_dim, storage.data(), padded, rows, heads, head_dim);
     return Tensor::contiguous(storage.data(), t.dtype, Shape{t.dim(0), t.dim(1), int64_t(heads) * padded}, t.device);
   };
   HD_GPU_CHECK(cudaSetDevice(q.device.index));
@@ -53,7 +58,8 @@ void attention_padded(const Tensor& q, const Tensor& k, const Tensor& v, int hea
   const Tensor wide_out = Tensor::contiguous(out_storage.data(), out.dtype, wide_q.shape, out.device);
   attention(wide_q, wide_k, wide_v, heads, causal, scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim)), wide_out,
             path);
-  copy_heads(out_storage.data(), padded, out.data, head_dim, out.dim(0) * out.dim(1), heads, head_dim);
+  copy_heads(out_storage.data(), int64_t(heads) * padded, padded, out.data, head_dim, out.dim(0) * out.dim(1),
+             heads, head_dim);
 }
 
 }  // namespace hd::gpu

@@ -91,16 +91,18 @@ void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, i
   void* scores = temp;      // [B, H, Lq, Lk]
   void* v_t = temp + scores_bytes;  // [B, H, D, Lk]: V of each head transposed, the layout B is read in
 
-  GemmProblem s = dense_gemm(q.dtype, q.device, lq, lk, d, q.data, q.dim(2), k.data, k.dim(2), scores, lk);
+  // Tokens are rows, strides[1] apart (q, k and v may be column ranges of a stacked projection's output).
+  const int64_t q_row = q.strides[1], k_row = k.strides[1], v_row = v.strides[1];
+  GemmProblem s = dense_gemm(q.dtype, q.device, lq, lk, d, q.data, q_row, k.data, k_row, scores, lk);
   s.outer = b, s.inner = heads;
-  s.a_batch = {lq * q.dim(2), d};
-  s.b_batch = {lk * k.dim(2), d};
+  s.a_batch = {lq * q_row, d};
+  s.b_batch = {lk * k_row, d};
   s.c_batch = {heads * lq * lk, lq * lk};
   s.alpha = scale > 0.f ? scale : 1.0f / std::sqrt(float(d));
   gemm(s);
   const Tensor scores_view = Tensor::contiguous(scores, q.dtype, Shape{problems * lq, lk}, q.device);
   softmax(scores_view, scores_view, causal ? lq : 0);
-  transpose_16bit(v.data, v.dim(2), {lk * v.dim(2), d}, b, heads, lk, d, v_t, q.device);
+  transpose_16bit(v.data, v_row, {lk * v_row, d}, b, heads, lk, d, v_t, q.device);
   GemmProblem o = dense_gemm(q.dtype, q.device, lq, d, lk, scores, lk, v_t, lk, out.data, out.dim(2));
   o.outer = b, o.inner = heads;
   o.a_batch = {heads * lq * lk, lq * lk};

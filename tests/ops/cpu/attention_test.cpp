@@ -68,6 +68,41 @@ TEST(Attention, MatchesDefinitionOnRandomData) {
   }
 }
 
+// Query, key and value as column ranges of one stacked projection's output [B, L, 3W] (self-attention),
+// or key and value of one [B, Lk, 2W] (cross-attention): the same numbers as from dense copies.
+TEST(Attention, ReadsColumnRangesOfStackedRows) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const int64_t batch = 2, lq = 37, lk = 19, heads = 3, width = heads * 8;
+  const auto qkv = test::random_tensor(rng, Shape{batch, lq, 3 * width});
+  const auto q = qkv.view().slice(2, 0, width), k = qkv.view().slice(2, width, width);
+  const auto v = qkv.view().slice(2, 2 * width, width);
+  auto out = test::poisoned_tensor(Shape{batch, lq, width});
+  ops::attention(q, k, v, {int(heads), false, 0.0f}, out);
+  const double scale = 1.0 / std::sqrt(8.0);
+  const auto dense = [](const Tensor& t) {  // t's elements in a tensor of their own
+    OwnedTensor d(t.shape, DType::kF32);
+    const std::vector<float> v = test::to_vector(t);
+    std::copy(v.begin(), v.end(), d.ptr<float>());
+    return d;
+  };
+  EXPECT_LT(
+      test::relative_l2(out, attention_reference(dense(q), dense(k), dense(v), int(heads), false, scale)),
+      1e-5);
+  const auto kv = test::random_tensor(rng, Shape{batch, lk, 2 * width});
+  const auto cross_k = kv.view().slice(2, 0, width), cross_v = kv.view().slice(2, width, width);
+  ops::attention(q, cross_k, cross_v, {int(heads), false, 0.0f}, out);
+  EXPECT_LT(test::relative_l2(
+                out, attention_reference(dense(q), dense(cross_k), dense(cross_v), int(heads), false, scale)),
+            1e-5);
+  // Not rows: a token range of a batch of two (its samples are not L rows apart), and a strided output.
+  const auto ten = test::poisoned_tensor(Shape{batch, 10, width});
+  EXPECT_THROW(
+      ops::attention(q.slice(1, 0, 10), k.slice(1, 0, 10), v.slice(1, 0, 10), {int(heads), false, 0.0f}, ten),
+      Error);
+  EXPECT_THROW(ops::attention(q, k, v, {int(heads), false, 0.0f}, qkv.view().slice(2, 0, width)), Error);
+}
+
 TEST(Attention, RejectsBadShapes) {
   OwnedTensor q(Shape{1, 4, 6}, DType::kF32), k(Shape{1, 5, 6}, DType::kF32), v(Shape{1, 5, 6}, DType::kF32),
       out(Shape{1, 4, 6}, DType::kF32), k_wide(Shape{1, 5, 8}, DType::kF32);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 
 #include "core/error.h"
 #include "ops/gpu/gpu_ops.h"
@@ -175,6 +176,55 @@ TEST(GpuAttention, UnalignedTensorsMatchCpu) {
   ops::attention(test::rounded_to(q, DType::kF16), test::rounded_to(k, DType::kF16), test::rounded_to(v, DType::kF16),
                  p, expected);
   EXPECT_LE(test::relative_l2(got, test::reference_of(expected)), 2e-3);
+}
+
+// Query, key and value as column ranges of one stacked projection's output [B, L, 3W] (the UNet's
+// self-attention) or key and value of one [B, Lk, 2W] (its cross-attention), read in place by every
+// kernel; a head size the kernels do not take (4) and one past the flash kernels (192) through their
+// copies and the materialised path; and a key with another row stride than its value (copied).
+TEST(GpuAttention, ColumnRangesOfStackedRowsMatchCpu) {
+  struct StackedCase {
+    int heads, lq, lk, head_dim;
+    bool cross, same_strides;
+  };
+  const StackedCase cases[] = {{2, 130, 130, 40, false, true},
+                               {3, 70, 77, 64, true, true},
+                               {2, 50, 50, 4, false, true},
+                               {1, 40, 40, 192, false, true},
+                               {2, 65, 65, 64, false, false}};
+  for (const gpu::KernelPath path :
+       {gpu::KernelPath::kTuned, gpu::KernelPath::kFragments, gpu::KernelPath::kPortable,
+        gpu::KernelPath::kMfmaLayout, gpu::KernelPath::kWmma12Layout})
+    for (DType t : {DType::kF16, DType::kBF16})
+      for (const StackedCase& c : cases) {
+        SCOPED_TRACE(testing::Message()
+                     << dtype_name(t) << " path " << int(path) << " H" << c.heads << " D" << c.head_dim
+                     << (c.cross ? " cross" : " self") << (c.same_strides ? "" : " other strides"));
+        test::Rng rng;
+        HD_SEED_TRACE(rng);
+        const int64_t batch = 2, width = int64_t(c.heads) * c.head_dim;
+        const auto qkv = test::random_tensor(rng, Shape{batch, c.lq, 3 * width});
+        const auto kv = test::random_tensor(rng, Shape{batch, c.lk, 2 * width});
+        const auto lone_v = test::random_tensor(rng, Shape{batch, c.lk, width});
+        const auto views = [&](const Tensor& stacked, const Tensor& pair, const Tensor& lone) {
+          const Tensor q = stacked.slice(2, 0, width);
+          const Tensor k = c.cross ? pair.slice(2, 0, width) : stacked.slice(2, width, width);
+          const Tensor v = !c.same_strides ? lone
+                           : c.cross       ? pair.slice(2, width, width)
+                                           : stacked.slice(2, 2 * width, width);
+          return std::array<Tensor, 3>{q, k, v};
+        };
+        const auto dqkv = test::to_gpu(qkv, t), dkv = test::to_gpu(kv, t), dlone = test::to_gpu(lone_v, t);
+        const auto d = views(dqkv, dkv, dlone);
+        const auto dout = test::poisoned_gpu(Shape{batch, c.lq, width}, t);
+        gpu::attention(d[0], d[1], d[2], c.heads, false, 0.f, dout, path);
+        const auto rqkv = test::rounded_to(qkv, t), rkv = test::rounded_to(kv, t),
+                   rlone = test::rounded_to(lone_v, t);
+        const auto r = views(rqkv, rkv, rlone);
+        OwnedTensor expected(Shape{batch, c.lq, width}, DType::kF32);
+        ops::attention(r[0], r[1], r[2], {c.heads, false, 0.0f}, expected);
+        EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(t));
+      }
 }
 
 // Heads wider than the flash kernel's 160 (the VAE's one 512-wide head) take the materialised path:
