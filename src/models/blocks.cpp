@@ -143,14 +143,14 @@ SpatialTransformer SpatialTransformer::load(const WeightReader& w, const std::st
     const std::string p = name + ".transformer_blocks." + std::to_string(i) + ".";
     const auto vec = [&](const std::string& n) { return w.load(p + n, Shape{c}); };
     const int64_t ff = w.shape(p + "ff.net.2.weight").at(1);  // 4C in Stable Diffusion
-    t.blocks.push_back(Block{vec("norm1.weight"), vec("norm1.bias"), vec("norm2.weight"), vec("norm2.bias"),
-                             vec("norm3.weight"), vec("norm3.bias"),
-                             Linear::load(w, p + "attn1.to_q", c, c, false), Linear::load(w, p + "attn1.to_k", c, c, false),
-                             Linear::load(w, p + "attn1.to_v", c, c, false), Linear::load(w, p + "attn1.to_out.0", c, c),
-                             Linear::load(w, p + "attn2.to_q", c, c, false),
-                             Linear::load(w, p + "attn2.to_k", c, context_dim, false),
-                             Linear::load(w, p + "attn2.to_v", c, context_dim, false), Linear::load(w, p + "attn2.to_out.0", c, c),
-                             Linear::load(w, p + "ff.net.0.proj", 2 * ff, c), Linear::load(w, p + "ff.net.2", c, ff)});
+    t.blocks.push_back(
+        Block{vec("norm1.weight"), vec("norm1.bias"), vec("norm2.weight"), vec("norm2.bias"),
+              vec("norm3.weight"), vec("norm3.bias"),
+              StackedLinear::load(w, {p + "attn1.to_q", p + "attn1.to_k", p + "attn1.to_v"}, c, c),
+              Linear::load(w, p + "attn1.to_out.0", c, c), Linear::load(w, p + "attn2.to_q", c, c, false),
+              StackedLinear::load(w, {p + "attn2.to_k", p + "attn2.to_v"}, c, context_dim),
+              Linear::load(w, p + "attn2.to_out.0", c, c), Linear::load(w, p + "ff.net.0.proj", 2 * ff, c),
+              Linear::load(w, p + "ff.net.2", c, ff)});
   }
   HD_CHECK(!t.blocks.empty(), name, ": no transformer_blocks");
   HD_CHECK(c % heads == 0, name, ": ", c, " channels do not split into ", heads, " heads");
@@ -167,17 +167,21 @@ OwnedTensor SpatialTransformer::operator()(const Tensor& x, const Tensor& contex
     ops::layer_norm(tokens, b.norm1_g, b.norm1_b, layer_norm_eps, h);
     if (split != nullptr) {
       // Keys and values as one batch [K; V] of 2N rows: one gather brings every strip's of both.
-      OwnedTensor kv = OwnedTensor::like(h, Shape{2 * n, positions, c});
-      b.k1(h, nullptr, kv.view().slice(0, 0, n));
-      b.v1(h, nullptr, kv.view().slice(0, n, n));
+      OwnedTensor q = OwnedTensor::like(h, h.view().shape),
+                  kv = OwnedTensor::like(h, Shape{2 * n, positions, c});
+      ops::linear(h, b.qkv1.weight(0), nullptr, q);
+      ops::linear(h, b.qkv1.weight(1), nullptr, kv.view().slice(0, 0, n));
+      ops::linear(h, b.qkv1.weight(2), nullptr, kv.view().slice(0, n, n));
       const OwnedTensor all = split->gather_keys_values(kv);
-      ops::attention(b.q1(h), all.view().slice(0, 0, n), all.view().slice(0, n, n), {heads, false, 0.0f}, attended);
+      ops::attention(q, all.view().slice(0, 0, n), all.view().slice(0, n, n), {heads, false, 0.0f}, attended);
     } else {
-      ops::attention(b.q1(h), b.k1(h), b.v1(h), {heads, false, 0.0f}, attended);
+      const StackedLinear::Outputs qkv = b.qkv1(h);
+      ops::attention(qkv.parts[0], qkv.parts[1], qkv.parts[2], {heads, false, 0.0f}, attended);
     }
     b.out1(attended, &tokens.view(), tokens);  // the residual stream, updated in the product's epilogue
     ops::layer_norm(tokens, b.norm2_g, b.norm2_b, layer_norm_eps, h);
-    ops::attention(b.q2(h), b.k2(context), b.v2(context), {heads, false, 0.0f}, attended);
+    const StackedLinear::Outputs kv = b.kv2(context);
+    ops::attention(b.q2(h), kv.parts[0], kv.parts[1], {heads, false, 0.0f}, attended);
     b.out2(attended, &tokens.view(), tokens);
     ops::layer_norm(tokens, b.norm3_g, b.norm3_b, layer_norm_eps, h);
     const OwnedTensor projected = b.ff_in(h);  // [N, HW, 2 * 4C]

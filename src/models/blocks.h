@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "models/stacked_linear.h"
 #include "models/weights.h"
 
 namespace hd {
@@ -84,8 +85,11 @@ struct SpatialSelfAttention {
 struct SpatialTransformer {
   struct Block {
     OwnedTensor norm1_g, norm1_b, norm2_g, norm2_b, norm3_g, norm3_b;
-    Linear q1, k1, v1, out1;  // self-attention
-    Linear q2, k2, v2, out2;  // cross-attention
+    StackedLinear qkv1;  // self-attention's query, key and value projections
+    Linear out1;
+    Linear q2;  // cross-attention: the query from the tokens, key and value from the text
+    StackedLinear kv2;
+    Linear out2;
     Linear ff_in, ff_out;     // GEGLU projection [2 * 4C, C] and [C, 4C]
   };
   GroupNorm norm;

@@ -39,6 +39,10 @@ WeightReader::WeightReader(const ModelComponent& component, std::string prefix, 
 
 bool WeightReader::has(std::string_view name) const { return component_.find(prefix_ + std::string(name)) != nullptr; }
 
+bool WeightReader::held(std::string_view name) const {
+  return find(name).held.has_value();
+}
+
 const TensorRef& WeightReader::find(std::string_view name) const {
   const std::string full = prefix_ + std::string(name);
   const TensorRef* t = component_.find(full);

@@ -32,6 +32,9 @@ class WeightReader {
   const ops::Placement& placement() const { return placement_; }
 
   bool has(std::string_view name) const;
+  // Whether the tensor is in a caller's memory (held_component) rather than a file: loading it shares
+  // that memory, and whatever copies it (stacking, converting) would double it.
+  bool held(std::string_view name) const;
   // The shape stored in the file; throws "missing tensor" when absent.
   std::vector<int64_t> shape(std::string_view name) const;
   OwnedTensor load(std::string_view name, const Shape& expected) const;

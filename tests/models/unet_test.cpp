@@ -214,7 +214,9 @@ TEST(Unet, HeldWeightsGiveTheFilesModel) {
   const OwnedTensor expected = from_file.forward(sample, 537.0f, context, &added);
   const OwnedTensor got = from_held.forward(sample, 537.0f, context, &added);
   ASSERT_EQ(got.view().shape, expected.view().shape);
-  EXPECT_EQ(test::to_vector(got), test::to_vector(expected));
+  // The same model, not bit for bit the same sums: the file's attention projections run stacked as one
+  // product (StackedLinear), the held ones a product each, which BLAS may block differently.
+  EXPECT_LE(test::relative_l2(got, test::to_doubles(expected)), 1e-6);
 
   // Shared, not copied: a change to the caller's memory is what the held model computes with.
   for (size_t i = 0; i < views.size(); ++i) {
@@ -261,7 +263,9 @@ TEST(Unet, HeldLdmNamesGiveTheSingleFilesModel) {
   const TextTimeConditioning added{text_embeds, time_ids};
   const OwnedTensor expected = from_file.forward(sample, 537.0f, context, &added);
   const OwnedTensor got = from_held.forward(sample, 537.0f, context, &added);
-  EXPECT_EQ(test::to_vector(got), test::to_vector(expected));
+  // The same model, not bit for bit the same sums: the file's attention projections run stacked as one
+  // product (StackedLinear), the held ones a product each, which BLAS may block differently.
+  EXPECT_LE(test::relative_l2(got, test::to_doubles(expected)), 1e-6);
 
   // y = [pooled embedding, sinusoid of each id (cos first, as diffusers' and LDM's)], written out here.
   const int64_t d = c.addition_time_embed_dim, half = d / 2, ids = time_ids.view().dim(1), text_width = in.text_width;
