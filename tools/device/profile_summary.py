@@ -17,7 +17,7 @@ import sys
 # (group, substrings of the kernel name), first match wins: our kernels by their names, then the
 # libraries' (cuDNN's convolution kernels say fprop/conv; cuBLASLt's say gemm or nvjet).
 GROUPS = [
-    ("attention (flash, ours)", ["flash_attention"]),
+    ("attention (flash, ours)", ["flash_attention", "attention_kernel"]),
     ("GroupNorm (+SiLU)", ["group_statistics", "group_apply", "group_partial", "group_finalize"]),
     ("LayerNorm", ["layer_norm"]),
     ("GEGLU", ["geglu"]),
