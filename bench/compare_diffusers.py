@@ -173,11 +173,12 @@ def main():
     parser.add_argument("--sdxl-only", action="store_true", help="only the SDXL whole-image comparison (4.)")
     parser.add_argument("--json-out", help="also write every number to this JSON file")
     parser.add_argument("--kernels", default="all,own",
-                        help="hipDiffusion's kernel choices, comma-separated: all (with NVIDIA's libraries), own")
+                        help="hipDiffusion's kernel choices, comma-separated: all (with NVIDIA's libraries), own, "
+                             "fragments (ours without Hopper's warpgroup kernels)")
     args = parser.parse_args()
     args.kernels = args.kernels.split(",")
-    if not args.kernels or any(k not in ("all", "own") for k in args.kernels) or len(set(args.kernels)) != len(args.kernels):
-        parser.error(f"--kernels takes all and/or own, comma-separated, each once; got {','.join(args.kernels)}")
+    if not args.kernels or any(k not in ("all", "own", "fragments") for k in args.kernels) or len(set(args.kernels)) != len(args.kernels):
+        parser.error(f"--kernels takes all, own and/or fragments, comma-separated, each once; got {','.join(args.kernels)}")
     report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
               "date": time.strftime("%Y-%m-%d"), "arch": args.arch, "steps": args.steps, "kernels": args.kernels}
     if args.sdxl_only:

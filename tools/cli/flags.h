@@ -34,7 +34,7 @@ ops::Placement placement_of(const Flags& flags);
 // --max-device-memory GIB: caps what hipDiffusion holds on the placement's GPU (ops::set_device_memory_limit),
 // so that a smaller card's budget can be kept (the VAE then decodes in tiles when it must). Validated.
 void apply_device_memory_limit(const Flags& flags, const ops::Placement& placement);
-// --kernels own|all: whether the vendor libraries are candidates of the autotuner (ops::set_kernel_choice);
+// --kernels own|fragments|all: which kernels the autotuner may choose from (ops::set_kernel_choice);
 // without it $HD_KERNELS, else all. Validated (the variable too), and returned.
 ops::KernelChoice apply_kernel_choice(const Flags& flags);
 // --tune quick|exhaustive (ops::set_tune_policy; without it $HD_TUNE, else quick) and --tune-cache PATH

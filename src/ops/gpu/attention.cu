@@ -16,6 +16,7 @@
 #include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/mma.cuh"
 #include "ops/gpu/nvidia/attention_wgmma.h"
+#include "ops/tuning/autotuner.h"
 
 namespace hd::gpu {
 
@@ -247,9 +248,10 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, boo
   }
 #if defined(HD_WITH_WGMMA)
   // Hopper's warpgroup kernel where the device has it (nvidia/attention_wgmma.cu); the fragment-layer
-  // kernel below on every other NVIDIA GPU, and where a test asks for it (KernelPath::kFragments).
+  // kernel below on every other NVIDIA GPU, and where a test asks for it (KernelPath::kFragments) or the
+  // run does (--kernels fragments).
   if (path == KernelPath::kTuned && head_dim <= kWgmmaAttentionMaxHeadDim &&
-      has_warpgroup_mma(q.device.index))
+      has_warpgroup_mma(q.device.index) && ops::kernel_choice() != ops::KernelChoice::kFragments)
     return flash_attention_wgmma(q, k, v, out, a);
 #endif
 #if defined(HD_GPU_HIP)

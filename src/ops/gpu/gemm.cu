@@ -54,8 +54,9 @@ struct Prepared {
 
 // Without libraries (a test's forced layout, or --kernels own) a problem is tuned apart from the tuned
 // path on the same layout, whose candidates include the libraries; NVIDIA's fragment layer without
-// Hopper's warpgroup tiles (KernelPath::kFragments) apart again. A sized key (ops::sized_key): the
-// same weights at another batch or image size are its neighbours, whose choice a first use may take.
+// Hopper's warpgroup tiles (KernelPath::kFragments, or --kernels fragments) apart again. A sized key
+// (ops::sized_key): the same weights at another batch or image size are its neighbours, whose choice a first
+// use may take.
 std::string tuning_key(const GemmProblem& p, const Prepared& prepared) {
   const bool fragment_layer_only = !prepared.warpgroup_tiles && prepared.fragments == Fragments::kNvidia;
   const std::string family = str_cat(
@@ -171,8 +172,10 @@ Prepared prepare(const GemmProblem& p, KernelPath path) {
                       p.a_batch.inner % 8 == 0 && is_aligned(p.a, 16) && p.ldb % 8 == 0 && p.b_batch.outer % 8 == 0 &&
                       p.b_batch.inner % 8 == 0 && is_aligned(p.b, 16);
   HD_GPU_CHECK(cudaSetDevice(p.device.index));
-  const bool libraries = path == KernelPath::kTuned && ops::kernel_choice() == ops::KernelChoice::kAll;
-  return {args, vector, fragments_for(path, p.device.index), libraries, path == KernelPath::kTuned};
+  const ops::KernelChoice choice = ops::kernel_choice();
+  const bool libraries = path == KernelPath::kTuned && choice == ops::KernelChoice::kAll;
+  const bool warpgroup_tiles = path == KernelPath::kTuned && choice != ops::KernelChoice::kFragments;
+  return {args, vector, fragments_for(path, p.device.index), libraries, warpgroup_tiles};
 }
 
 // Calls f with the candidates of p (their element type and fragment path resolved).

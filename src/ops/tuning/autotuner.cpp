@@ -166,8 +166,12 @@ bool near_choices_allowed() {
 KernelChoice parse_kernel_choice(std::string_view text, std::string_view source) {
   if (text == "own") return KernelChoice::kOwn;
   if (text == "all") return KernelChoice::kAll;
-  throw Error(ErrorKind::kInvalidInput, str_cat(source, " must be 'own' (our kernels only) or 'all' (with the vendor "
-                                                "libraries), got '", text, "'"));
+  if (text == "fragments") return KernelChoice::kFragments;
+  throw Error(ErrorKind::kInvalidInput,
+              str_cat(source,
+                      " must be 'own' (our kernels only), 'fragments' (ours on the fragment layer only) or "
+                      "'all' (with the vendor libraries), got '",
+                      text, "'"));
 }
 
 void set_kernel_choice(KernelChoice choice) {
@@ -177,7 +181,9 @@ void set_kernel_choice(KernelChoice choice) {
 
 KernelChoice kernel_choice() { return setting(g_kernel_choice, "HD_KERNELS", KernelChoice::kAll, parse_kernel_choice); }
 
-const char* kernel_choice_name(KernelChoice choice) { return choice == KernelChoice::kOwn ? "own" : "all"; }
+const char* kernel_choice_name(KernelChoice choice) {
+  return choice == KernelChoice::kOwn ? "own" : choice == KernelChoice::kFragments ? "fragments" : "all";
+}
 
 TunePolicy parse_tune_policy(std::string_view text, std::string_view source) {
   if (text == "quick") return TunePolicy::kQuick;

@@ -134,14 +134,18 @@ TuningStats tuning_since(const TuningStats& before);
 
 // Which kernels the autotuner may choose from. kAll: our own and the vendor libraries the build has
 // (cuDNN, cuBLASLt; hipBLASLt, rocBLAS, MIOpen); kOwn: our own only, what a GPU runs where those libraries
-// have no kernel, and the measure of our kernels beside them. The choice is part of every tuning key, so
-// both kinds of choices live in one cache. Starts from $HD_KERNELS ("own" or "all"; unset: all); front
-// ends override it (--kernels).
-enum class KernelChoice { kAll, kOwn };
-// "own" or "all"; anything else is a kInvalidInput error naming `source` (a flag, or the variable).
+// have no kernel, and the measure of our kernels beside them; kFragments: our own on the fragment layer
+// only (mma.sync and its kind), leaving out the kernels of one GPU family (Hopper's warpgroup tiles and
+// attention): what NVIDIA GPUs before Hopper run, and on a Hopper GPU the measure of the layer AMD's
+// matrix-core kernels mirror. The choice is part of every tuning key, so all kinds of choices live in one
+// cache. Starts from $HD_KERNELS ("own", "fragments" or "all"; unset: all); front ends override it
+// (--kernels).
+enum class KernelChoice { kAll, kOwn, kFragments };
+// "own", "fragments" or "all"; anything else is a kInvalidInput error naming `source` (a flag, or the
+// variable).
 KernelChoice parse_kernel_choice(std::string_view text, std::string_view source);
 void set_kernel_choice(KernelChoice choice);
-KernelChoice kernel_choice();  // throws kInvalidInput when $HD_KERNELS holds neither word
+KernelChoice kernel_choice();  // throws kInvalidInput when $HD_KERNELS holds none of the words
 const char* kernel_choice_name(KernelChoice choice);
 
 }  // namespace hd::ops

@@ -200,7 +200,7 @@ bool is_library(const std::string& candidate) {
 
 // --kernels own (ops::KernelChoice::kOwn): the tuned path offers our tiles only, for convolutions and dense
 // products alike, and the ops still match the CPU through them; with all, the vendor's libraries are back
-// (cuBLASLt is in every CUDA build).
+// (cuBLASLt is in every CUDA build). --kernels fragments leaves Hopper's warpgroup tiles out too.
 TEST(GpuKernelChoice, OwnLeavesEveryVendorLibraryOut) {
   struct Restore {
     ops::KernelChoice before = ops::kernel_choice();
@@ -227,11 +227,23 @@ TEST(GpuKernelChoice, OwnLeavesEveryVendorLibraryOut) {
   ASSERT_FALSE(own.empty());
   for (const std::string& name : own) EXPECT_FALSE(is_library(name)) << name;
   for (DType dtype : {DType::kF16, DType::kBF16}) check_conv(c, dtype, gpu::KernelPath::kTuned);
+  // fragments: ours without Hopper's warpgroup tiles (what GPUs before Hopper run), still correct.
+  ops::set_kernel_choice(ops::KernelChoice::kFragments);
+  const std::vector<std::string> fragments = candidates();
+  ASSERT_FALSE(fragments.empty());
+  for (const std::string& name : fragments) {
+    EXPECT_FALSE(is_library(name)) << name;
+    EXPECT_EQ(name.rfind("wgmma", 0), std::string::npos) << name;
+  }
+  for (DType dtype : {DType::kF16, DType::kBF16}) check_conv(c, dtype, gpu::KernelPath::kTuned);
   ops::set_kernel_choice(ops::KernelChoice::kAll);
   const std::vector<std::string> all = candidates();
   EXPECT_GE(all.size(), own.size());
   if (gpu::device_matrix_unit(0) == gpu::MatrixUnit::kNvidiaMma)
     EXPECT_TRUE(std::any_of(all.begin(), all.end(), is_library));
+  if (gpu::has_warpgroup_mma(0))
+    EXPECT_TRUE(
+        std::any_of(own.begin(), own.end(), [](const std::string& n) { return n.rfind("wgmma", 0) == 0; }));
 }
 
 // The residual fused into the product, in a tensor of its own and in place (the transformer's residual

@@ -434,11 +434,15 @@ TEST(TunePolicy, ParsesQuickAndExhaustiveAndNamesTheSourceOfAnythingElse) {
   EXPECT_STREQ(ops::tune_policy_name(ops::TunePolicy::kExhaustive), "exhaustive");
 }
 
-// --kernels / $HD_KERNELS: two words, anything else refused with where it came from.
+// --kernels / $HD_KERNELS: three words, anything else refused with where it came from.
 TEST(KernelChoice, ParsesOwnAndAllAndNamesTheSourceOfAnythingElse) {
   EXPECT_EQ(ops::parse_kernel_choice("own", "--kernels"), ops::KernelChoice::kOwn);
   EXPECT_EQ(ops::parse_kernel_choice("all", "--kernels"), ops::KernelChoice::kAll);
-  for (const char* bad : {"", "Own", "vendor", "own "}) {
+  EXPECT_EQ(ops::parse_kernel_choice("fragments", "--kernels"), ops::KernelChoice::kFragments);
+  for (const ops::KernelChoice c :
+       {ops::KernelChoice::kOwn, ops::KernelChoice::kAll, ops::KernelChoice::kFragments})
+    EXPECT_EQ(ops::parse_kernel_choice(ops::kernel_choice_name(c), "--kernels"), c);
+  for (const char* bad : {"", "Own", "vendor", "own ", "fragment"}) {
     try {
       ops::parse_kernel_choice(bad, "HD_KERNELS");
       ADD_FAILURE() << "accepted '" << bad << "'";
