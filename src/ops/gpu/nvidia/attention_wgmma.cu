@@ -88,7 +88,10 @@ __device__ __forceinline__ uint32_t pack_probabilities(float lo, float hi) {
 // instructions, 398 IMAD and 232 ISETP against 73 MUFU; 1696 now), and with the loop unrolled instead
 // ptxas kept every copy's address in registers (the D64 kernel spilled 108 bytes). On an H200 this took
 // SDXL's D64 self-attention from 0.258 to 0.204-0.214 ms, SD1.5's D40 from 0.175 to 0.161, D80 from 0.029
-// to 0.024.
+// to 0.024. The same decision as attention_kernel.cuh's for_each_tile_vector, made here apart because of
+// the swizzled layout: rows kStep apart share a swizzle phase only when kStep is a multiple of 8, and the
+// destination is then one address plus constant offsets, which a per-(row, vector) callback would leave
+// to the compiler to discover.
 template <class Tile, int kRows, class T>
 __device__ __forceinline__ void load_rows(uint8_t* tile, const T* src, int64_t row_stride, int row0,
                                           int limit, int head_dim) {
