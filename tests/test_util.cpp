@@ -53,16 +53,7 @@ OwnedTensor poisoned_tensor(Shape shape) {
 std::vector<float> to_vector(const Tensor& t) {
   const float* p = t.ptr<float>();
   if (t.is_contiguous()) return std::vector<float>(p, p + t.numel());
-  std::vector<float> out;
-  out.reserve(size_t(t.numel()));
-  std::vector<int64_t> index(size_t(t.rank()), 0);
-  for (int64_t n = 0; n < t.numel(); ++n) {
-    int64_t offset = 0;
-    for (int d = 0; d < t.rank(); ++d) offset += index[size_t(d)] * t.strides[d];
-    out.push_back(p[offset]);
-    for (int d = t.rank() - 1; d >= 0 && ++index[size_t(d)] == t.dim(d); --d) index[size_t(d)] = 0;
-  }
-  return out;
+  return to_vector(OwnedTensor::copy_of(t));
 }
 
 std::vector<double> to_doubles(const Tensor& t) {

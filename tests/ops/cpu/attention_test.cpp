@@ -80,21 +80,16 @@ TEST(Attention, ReadsColumnRangesOfStackedRows) {
   auto out = test::poisoned_tensor(Shape{batch, lq, width});
   ops::attention(q, k, v, {int(heads), false, 0.0f}, out);
   const double scale = 1.0 / std::sqrt(8.0);
-  const auto dense = [](const Tensor& t) {  // t's elements in a tensor of their own
-    OwnedTensor d(t.shape, DType::kF32);
-    const std::vector<float> v = test::to_vector(t);
-    std::copy(v.begin(), v.end(), d.ptr<float>());
-    return d;
-  };
-  EXPECT_LT(
-      test::relative_l2(out, attention_reference(dense(q), dense(k), dense(v), int(heads), false, scale)),
-      1e-5);
+  EXPECT_LT(test::relative_l2(out, attention_reference(OwnedTensor::copy_of(q), OwnedTensor::copy_of(k),
+                                                       OwnedTensor::copy_of(v), int(heads), false, scale)),
+            1e-5);
   const auto kv = test::random_tensor(rng, Shape{batch, lk, 2 * width});
   const auto cross_k = kv.view().slice(2, 0, width), cross_v = kv.view().slice(2, width, width);
   ops::attention(q, cross_k, cross_v, {int(heads), false, 0.0f}, out);
-  EXPECT_LT(test::relative_l2(
-                out, attention_reference(dense(q), dense(cross_k), dense(cross_v), int(heads), false, scale)),
-            1e-5);
+  EXPECT_LT(
+      test::relative_l2(out, attention_reference(OwnedTensor::copy_of(q), OwnedTensor::copy_of(cross_k),
+                                                 OwnedTensor::copy_of(cross_v), int(heads), false, scale)),
+      1e-5);
   // Not rows: a token range of a batch of two (its samples are not L rows apart), and a strided output.
   const auto ten = test::poisoned_tensor(Shape{batch, 10, width});
   EXPECT_THROW(

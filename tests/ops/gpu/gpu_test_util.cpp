@@ -4,6 +4,7 @@
 
 #include "ops/gpu/gpu_runtime.h"
 #include "ops/ops.h"
+#include "test_util.h"
 
 namespace hd::test {
 
@@ -44,8 +45,7 @@ OwnedTensor rounded_to(const Tensor& host_f32, DType dtype) {
 }
 
 std::vector<double> reference_of(const Tensor& host_f32) {
-  const float* p = host_f32.ptr<float>();
-  return std::vector<double>(p, p + host_f32.numel());
+  return to_doubles(host_f32);
 }
 
 }  // namespace hd::test
