@@ -12,24 +12,18 @@ longer ours took (µs per forward, the first of the profile's forwards), then to
 follow. SEGMENTS (comma-separated indices) prints those segments kernel by kernel.
 """
 import collections
-import csv
 import re
 import sys
 
-UNITS = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
+from profile_summary import kernel_durations
+
 # Our kernels that are not products: they bound the segments.
 NOT_PRODUCTS = ("flash", "group_", "layer_norm", "geglu", "binary_", "scale_kernel", "activation_kernel", "upsample",
                 "concat", "embedding", "softmax", "convert", "timestep", "attention", "transpose")
 
 
 def kernels(path):
-    rows = [line for line in open(path, encoding="utf-8") if line.startswith('"')]  # ncu's messages precede
-    by_id = collections.OrderedDict()
-    for row in csv.DictReader(rows):
-        k = by_id.setdefault(int(row["ID"]), {"name": row["Kernel Name"], "grid": row.get("Grid Size", "")})
-        if row["Metric Name"] == "gpu__time_duration.sum":
-            k["us"] = float(row["Metric Value"].replace(",", "")) * UNITS.get(row["Metric Unit"], 1.0)
-    listed = list(by_id.values())
+    listed = [{"name": name, "grid": grid, "us": ns / 1e3} for name, grid, ns in kernel_durations(path)]
     return listed[: len(listed) // 2]  # the profile's first forward of two
 
 

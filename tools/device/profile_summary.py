@@ -38,19 +38,27 @@ def group_of(name: str) -> str:
     return "other"
 
 
-def main():
-    path, forwards = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1
-    with open(path, newline="") as f:
+NANOSECONDS = {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
+
+
+def kernel_durations(path):
+    """Each profiled kernel in launch order: (name, grid size as ncu prints it, nanoseconds)."""
+    with open(path, newline="", encoding="utf-8") as f:
         lines = [line for line in f if line.startswith('"')]  # ncu's own messages precede the table
-    per_group, count = collections.defaultdict(float), collections.Counter()
-    per_kernel = collections.defaultdict(float)
-    for row in csv.DictReader(lines):
+    kernels = []
+    for row in csv.DictReader(lines):  # one row per kernel and metric
         if row.get("Metric Name") != "gpu__time_duration.sum":
             continue
-        ns = float(row["Metric Value"].replace(",", ""))
-        unit = row.get("Metric Unit", "nsecond")
-        ns *= {"nsecond": 1, "usecond": 1e3, "msecond": 1e6, "second": 1e9}.get(unit, 1)
-        name = row["Kernel Name"]
+        ns = float(row["Metric Value"].replace(",", "")) * NANOSECONDS.get(row.get("Metric Unit", "ns"), 1)
+        kernels.append((row["Kernel Name"], row.get("Grid Size", ""), ns))
+    return kernels
+
+
+def main():
+    path, forwards = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    per_group, count = collections.defaultdict(float), collections.Counter()
+    per_kernel = collections.defaultdict(float)
+    for name, _, ns in kernel_durations(path):
         per_group[group_of(name)] += ns
         count[group_of(name)] += 1
         per_kernel[name[:90]] += ns
