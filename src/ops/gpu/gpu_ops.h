@@ -13,19 +13,26 @@ namespace hd::gpu {
 void convert(const Tensor& src, const Tensor& dst);
 
 // Attention for f16/bf16, any head dimension. Heads up to kMaxFlashHeadDim run the flash kernel; wider
-// heads (the VAE's single 512-wide head) take the materialised path: scores in scratch memory
-// (B·H·Lq·Lk elements), softmax, then P·V, all on the GEMM kernels. Both read whole 16-byte vectors: a
-// head dimension that is not a multiple of 8 (or a tensor off a 16-byte boundary) runs on copies
-// widened by zeros. A forced path (matrix_unit.h)
-// runs the kernel written for that layout: the portable shuffles (AMD GPUs without matrix cores), or
-// AMD's 16x16 layouts (CDNA's MFMA, RDNA3's and RDNA4's WMMA), the instruction on the AMD GPU that has it,
-// emulated elsewhere.
+// heads (the VAE's single 512-wide head) take the materialised path: scores in scratch memory, softmax,
+// then P·V, all on the GEMM kernels, the queries in chunks whose scores fit max_scores_bytes. Both read whole
+// 16-byte vectors: a head dimension that is not a multiple of 8 (or a tensor off a 16-byte boundary) runs on
+// copies widened by zeros. A forced path (matrix_unit.h) runs the kernel written for that layout: the
+// portable shuffles (AMD GPUs without matrix cores), or AMD's 16x16 layouts (CDNA's MFMA, RDNA3's and RDNA4's
+// WMMA), the instruction on the AMD GPU that has it, emulated elsewhere.
 inline constexpr int kMaxFlashHeadDim = 160;
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
                const Tensor& out, KernelPath path = KernelPath::kTuned);
-// The materialised path by itself.
-void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
-                            const Tensor& out);
+// The materialised path by itself, its queries in chunks whose scores fit max_scores_bytes but of at least
+// min_rows queries: with fewer, P·V's product (rows x head outputs) has too few tiles to fill the GPU. On
+// an H100 (2026-11-27) chunks of 4096 queries took the VAE's 16384-token attention from 1.60 to 1.75 ms,
+// chunks of 1024 its 65536-token one from 25 to 53 ms. The defaults keep a 1024x1024 picture's scores
+// whole (512 MiB) and bound a 2048x2048 one's to 1 GiB (8 GiB whole).
+struct MaterialisedChunks {
+  size_t max_scores_bytes = size_t(512) << 20;
+  int64_t min_rows = 8192;
+};
+void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal,
+                            float scale, const Tensor& out, MaterialisedChunks chunks = {});
 
 // Matrix products (f16/bf16, f32 accumulation) on the implicit-GEMM kernels, tile shapes autotuned.
 void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, ops::Conv2dParams p,

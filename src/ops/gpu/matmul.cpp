@@ -1,5 +1,6 @@
 // conv2d, linear, batched_matmul and the materialised attention as problems for the one GEMM kernel
 // family (gemm.h). Host code only: shapes and pointers, no kernels.
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -82,33 +83,48 @@ void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool tra
   gemm(g);
 }
 
-void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
-                            const Tensor& out) {
+void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal,
+                            float scale, const Tensor& out, MaterialisedChunks chunks) {
   const int64_t b = q.dim(0), lq = q.dim(1), lk = k.dim(1), d = q.dim(2) / heads, problems = b * heads;
   const size_t element = dtype_size(q.dtype);
-  const size_t scores_bytes = (size_t(problems * lq * lk) * element + 255) / 256 * 256;
+  // The queries go through in chunks (gpu_ops.h, MaterialisedChunks): the scores of a 2048x2048
+  // picture's VAE attention (65536 tokens) would be 8 GiB at once, and the decode's latent-resolution head
+  // runs whole even when the rest is tiled. Causal masking counts rows from query 0 (softmax's
+  // causal_queries), so a causal problem keeps all its rows in one chunk.
+  const int64_t row_bytes = problems * lk * int64_t(element);
+  int64_t rows = lq;
+  if (!causal && row_bytes > 0 && size_t(lq * row_bytes) > chunks.max_scores_bytes) {
+    const int64_t fit = int64_t(chunks.max_scores_bytes) / row_bytes / 16 * 16;
+    rows = std::min(lq, std::max<int64_t>({16, chunks.min_rows, fit}));
+  }
+  const size_t scores_bytes = (size_t(rows * row_bytes) + 255) / 256 * 256;
   char* temp = static_cast<char*>(scratch(q.device, scores_bytes + size_t(problems * d * lk) * element));
-  void* scores = temp;      // [B, H, Lq, Lk]
+  void* scores = temp;              // [B, H, rows, Lk]
   void* v_t = temp + scores_bytes;  // [B, H, D, Lk]: V of each head transposed, the layout B is read in
 
   // Tokens are rows, strides[1] apart (q, k and v may be column ranges of a stacked projection's output).
-  const int64_t q_row = q.strides[1], k_row = k.strides[1], v_row = v.strides[1];
-  GemmProblem s = dense_gemm(q.dtype, q.device, lq, lk, d, q.data, q_row, k.data, k_row, scores, lk);
-  s.outer = b, s.inner = heads;
-  s.a_batch = {lq * q_row, d};
-  s.b_batch = {lk * k_row, d};
-  s.c_batch = {heads * lq * lk, lq * lk};
-  s.alpha = scale > 0.f ? scale : 1.0f / std::sqrt(float(d));
-  gemm(s);
-  const Tensor scores_view = Tensor::contiguous(scores, q.dtype, Shape{problems * lq, lk}, q.device);
-  softmax(scores_view, scores_view, causal ? lq : 0);
+  const int64_t q_row = q.strides[1], k_row = k.strides[1], v_row = v.strides[1], out_row = out.dim(2);
   transpose_16bit(v.data, v_row, {lk * v_row, d}, b, heads, lk, d, v_t, q.device);
-  GemmProblem o = dense_gemm(q.dtype, q.device, lq, d, lk, scores, lk, v_t, lk, out.data, out.dim(2));
-  o.outer = b, o.inner = heads;
-  o.a_batch = {heads * lq * lk, lq * lk};
-  o.b_batch = {heads * d * lk, d * lk};
-  o.c_batch = {lq * out.dim(2), d};
-  gemm(o);
+  for (int64_t q0 = 0; q0 < lq; q0 += rows) {
+    const int64_t n = std::min(rows, lq - q0);
+    const char* q_rows = static_cast<const char*>(q.data) + size_t(q0 * q_row) * element;
+    char* out_rows = static_cast<char*>(out.data) + size_t(q0 * out_row) * element;
+    GemmProblem s = dense_gemm(q.dtype, q.device, n, lk, d, q_rows, q_row, k.data, k_row, scores, lk);
+    s.outer = b, s.inner = heads;
+    s.a_batch = {lq * q_row, d};
+    s.b_batch = {lk * k_row, d};
+    s.c_batch = {heads * n * lk, n * lk};
+    s.alpha = scale > 0.f ? scale : 1.0f / std::sqrt(float(d));
+    gemm(s);
+    const Tensor scores_view = Tensor::contiguous(scores, q.dtype, Shape{problems * n, lk}, q.device);
+    softmax(scores_view, scores_view, causal ? lq : 0);
+    GemmProblem o = dense_gemm(q.dtype, q.device, n, d, lk, scores, lk, v_t, lk, out_rows, out_row);
+    o.outer = b, o.inner = heads;
+    o.a_batch = {heads * n * lk, n * lk};
+    o.b_batch = {heads * d * lk, d * lk};
+    o.c_batch = {lq * out_row, d};
+    gemm(o);
+  }
 }
 
 }  // namespace hd::gpu

@@ -25,16 +25,12 @@ struct Case {
 // input type before the second product, as in every flash attention.
 double tolerance(DType t) { return t == DType::kF16 ? 2e-3 : 1.2e-2; }
 
-void check(const Case& c, DType dtype, gpu::KernelPath path) {
-  const char* path_name = path == gpu::KernelPath::kFragments      ? " fragment layer"
-                          : path == gpu::KernelPath::kPortable     ? " portable"
-                          : path == gpu::KernelPath::kMfmaLayout   ? " mfma layout"
-                          : path == gpu::KernelPath::kWmma11Layout ? " wmma11 layout"
-                          : path == gpu::KernelPath::kWmma12Layout ? " wmma12 layout"
-                                                                   : " fastest";
-  SCOPED_TRACE(testing::Message() << dtype_name(dtype) << path_name
-                                  << " B" << c.batch << " H" << c.heads << " Lq" << c.lq << " Lk" << c.lk << " D"
-                                  << c.head_dim << (c.causal ? " causal" : ""));
+// The GPU result of run(q, k, v, out) on c's random data against the CPU reference.
+template <class Run>
+void check_run(const Case& c, DType dtype, const char* label, Run run) {
+  SCOPED_TRACE(testing::Message() << dtype_name(dtype) << label << " B" << c.batch << " H" << c.heads << " Lq"
+                                  << c.lq << " Lk" << c.lk << " D" << c.head_dim
+                                  << (c.causal ? " causal" : ""));
   test::Rng rng;
   HD_SEED_TRACE(rng);
   const int64_t width = int64_t(c.heads) * c.head_dim;
@@ -43,7 +39,7 @@ void check(const Case& c, DType dtype, gpu::KernelPath path) {
   const auto v = test::random_tensor(rng, Shape{c.batch, c.lk, width});
   const auto dq = test::to_gpu(q, dtype), dk = test::to_gpu(k, dtype), dv = test::to_gpu(v, dtype);
   const auto dout = test::poisoned_gpu(q.view().shape, dtype);
-  gpu::attention(dq, dk, dv, c.heads, c.causal, 0.f, dout, path);
+  run(dq.view(), dk.view(), dv.view(), dout.view());
   const auto got = test::to_host_f32(dout);
 
   OwnedTensor expected(q.view().shape, DType::kF32);
@@ -53,6 +49,18 @@ void check(const Case& c, DType dtype, gpu::KernelPath path) {
   ops::attention(test::rounded_to(q, dtype), test::rounded_to(k, dtype), test::rounded_to(v, dtype), p, expected);
   const double err = test::relative_l2(got, test::reference_of(expected));
   EXPECT_LE(err, tolerance(dtype));
+}
+
+void check(const Case& c, DType dtype, gpu::KernelPath path) {
+  const char* path_name = path == gpu::KernelPath::kFragments      ? " fragment layer"
+                          : path == gpu::KernelPath::kPortable     ? " portable"
+                          : path == gpu::KernelPath::kMfmaLayout   ? " mfma layout"
+                          : path == gpu::KernelPath::kWmma11Layout ? " wmma11 layout"
+                          : path == gpu::KernelPath::kWmma12Layout ? " wmma12 layout"
+                                                                   : " fastest";
+  check_run(c, dtype, path_name, [&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out) {
+    gpu::attention(q, k, v, c.heads, c.causal, 0.f, out, path);
+  });
 }
 
 const Case kCases[] = {
@@ -234,6 +242,27 @@ TEST(GpuAttention, WideHeadsMatchCpuThroughTheMaterialisedPath) {
     for (const Case& c : {Case{1, 1, 256, 256, 512, false}, Case{2, 2, 100, 37, 192, false},
                           Case{1, 1, 3, 5, 512, false}}) {
       check(c, t, gpu::KernelPath::kTuned);
+    }
+  }
+}
+
+// The materialised path's queries in chunks whose scores fit a bound: 16 rows of each head at a time
+// (the smallest chunk; 300 queries leave a last chunk of 12), 48 at a time, and a causal problem, which
+// keeps its rows in one chunk whatever the bound.
+TEST(GpuAttention, MaterialisedPathInChunksOfQueriesMatchesCpu) {
+  struct Chunked {
+    Case c;
+    int64_t rows;  // the chunk's queries the bound leaves room for
+  };
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    for (const Chunked& k :
+         {Chunked{{2, 2, 300, 77, 192, false}, 1}, Chunked{{2, 2, 300, 77, 192, false}, 48},
+          Chunked{{1, 1, 100, 513, 512, false}, 33}, Chunked{{1, 2, 90, 90, 192, true}, 16}}) {
+      const size_t bound = size_t(k.rows * k.c.batch * k.c.heads * k.c.lk) * dtype_size(t);
+      check_run(k.c, t, " materialised in chunks",
+                [&](const Tensor& q, const Tensor& key, const Tensor& v, const Tensor& out) {
+                  gpu::attention_materialised(q, key, v, k.c.heads, k.c.causal, 0.f, out, {bound, 1});
+                });
     }
   }
 }
