@@ -50,16 +50,12 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
   const T* q_base = q + int64_t(b) * a.lq * a.q_row + int64_t(h) * a.head_dim;
   const T* k_base = k + int64_t(b) * a.lk * a.kv_row + int64_t(h) * a.head_dim;
   const T* v_base = v + int64_t(b) * a.lk * a.kv_row + int64_t(h) * a.head_dim;
-  const int vectors = a.head_dim / 8;  // 16-byte vectors of a row that hold data
 
   const auto load_tile = [&](uint16_t* dst, const T* src, int64_t row_stride, int row0, int limit) {
     load_attention_rows<kD, kThreads, kKeyTile>(dst, src, row_stride, row0, limit, a.head_dim);
   };
   const auto load_tile_async = [&](uint16_t* dst, const T* src, int64_t row_stride, int row0, int limit) {
-    for_each_tile_vector<kD, kThreads, kKeyTile>([&](int r, int c) HD_INLINE {
-      const bool valid = row0 + r < limit && c < vectors;
-      copy_16_async(dst + r * kStride + c * 8, valid ? src + int64_t(row0 + r) * row_stride + c * 8 : src, valid);
-    });
+    load_attention_rows_async<kD, kThreads, kKeyTile>(dst, src, row_stride, row0, limit, a.head_dim);
   };
   const auto pair_at = [](const uint16_t* s, int row, int col) {  // two neighbours of one row
     return *reinterpret_cast<const uint32_t*>(s + row * kStride + col);

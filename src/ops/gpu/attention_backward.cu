@@ -6,12 +6,15 @@
 //   2. attention_gradient: each block takes 64 keys of one (batch, head), holds them and their values in
 //      shared memory, and walks the query tiles: Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ·scale·log2e − lse), dV += Pᵀ·dO,
 //      dPᵀ = V·dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − delta), dK += dSᵀ·Q; dQ += dS·K is summed over the key blocks
-//      with f32 atomics. Each of the block's four fragment groups owns 16 keys.
+//      with f32 atomics. Each of the block's four fragment groups owns 16 keys. The next query step's
+//      tiles are copied in the background, and each key block starts its walk at its own step, so
+//      that a head's blocks do not all add into the same rows of dQ at once.
 //   3. dQ converted from its f32 sums.
 // Everything accumulates in f32; inputs and gradients are f16 or bf16.
 #include <cmath>
 
 #include "core/error.h"
+#include "ops/gpu/async_copy.cuh"
 #include "ops/gpu/attention_kernel.cuh"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_runtime.h"
@@ -51,7 +54,38 @@ __device__ inline FragmentA as_a(const FragmentC& lo, const FragmentC& hi) {
                     pack2<T>(hi.r[2], hi.r[3])}};
 }
 
-// 1. lse (exp2 domain) and delta per (batch·head, query): 16 queries per fragment group.
+// delta = rowsum(dO ∘ O) for queries [q0, q0 + kRows) of head h: kLanes lanes a query (the head's 16-byte
+// vectors rounded up to a power of two), each a dot product of 8 elements, then added across the lanes by
+// shuffles in a fixed order. Every thread of the block takes part.
+template <class T, int kD, int kRows>
+__device__ inline void row_deltas(const T* __restrict__ out, const T* __restrict__ grad_out,
+                                  float* __restrict__ delta, const GradientArgs& ga, int b, int h, int bh,
+                                  int q0) {
+  constexpr int kVectors = kD / 8, kLanes = kVectors <= 4 ? 4 : kVectors <= 8 ? 8 : kVectors <= 16 ? 16 : 32;
+  const AttentionArgs& a = ga.a;
+  const int lane = int(threadIdx.x) % kLanes, vectors = a.head_dim / 8;
+  for (int r = int(threadIdx.x) / kLanes; r < kRows; r += kThreads / kLanes) {  // whole kLanes groups loop
+    const int query = q0 + r;
+    float sum = 0.f;
+    if (query < a.lq) {
+      const int64_t at = (int64_t(b) * a.lq + query) * ga.grad_row + int64_t(h) * a.head_dim;
+      for (int c = lane; c < vectors; c += kLanes) {
+        T o8[8], g8[8];
+        *reinterpret_cast<uint4*>(o8) = *reinterpret_cast<const uint4*>(out + at + c * 8);
+        *reinterpret_cast<uint4*>(g8) = *reinterpret_cast<const uint4*>(grad_out + at + c * 8);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sum += to_float(o8[e]) * to_float(g8[e]);
+      }
+    }
+#pragma unroll
+    for (int m = kLanes / 2; m > 0; m /= 2) sum += shuffle_xor(sum, m, kLanes);
+    if (lane == 0 && query < a.lq) delta[int64_t(bh) * a.lq + query] = sum;
+  }
+}
+
+// 1. lse (exp2 domain) and delta per (batch·head, query): 16 queries per fragment group. The key tiles
+// come through two shared buffers, the next copied in the background while this one is used, where two
+// fit the 48 KB of static shared memory (heads up to 96); one elsewhere.
 template <class T, int kD, bool kPortable>
 __global__ void __launch_bounds__(kThreads)
     row_statistics(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ out,
@@ -60,30 +94,40 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kStride = kD + kAttentionPad;
   const AttentionArgs& a = ga.a;
   __shared__ __align__(16) uint16_t q_s[kStatsQueries * kStride];
-  __shared__ __align__(16) uint16_t k_s[kStatsKeys * kStride];
+  constexpr int kKeyStages = (kStatsQueries + 2 * kStatsKeys) * kStride * 2 <= 48 * 1024 ? 2 : 1;
+  __shared__ __align__(16) uint16_t k_s[kKeyStages][kStatsKeys * kStride];
   const int group = int(threadIdx.x) / kFragmentLanes, lane = int(threadIdx.x) % kFragmentLanes;
   const int g = lane / 4, t = lane % 4;
   const int bh = int(blockIdx.y), b = bh / a.heads, h = bh % a.heads;
   const int q0 = int(blockIdx.x) * kStatsQueries;
   const T* q_base = q + int64_t(b) * a.lq * a.q_row + int64_t(h) * a.head_dim;
   const T* k_base = k + int64_t(b) * a.lk * a.kv_row + int64_t(h) * a.head_dim;
-
-  // delta: one thread a query.
-  for (int i = int(threadIdx.x); i < kStatsQueries && q0 + i < a.lq; i += kThreads) {
-    const int64_t at = (int64_t(b) * a.lq + q0 + i) * ga.grad_row + int64_t(h) * a.head_dim;
-    float sum = 0.f;
-    for (int d = 0; d < a.head_dim; ++d) sum += to_float(out[at + d]) * to_float(grad_out[at + d]);
-    delta[int64_t(bh) * a.lq + q0 + i] = sum;
-  }
+  const int key_end = a.causal ? min(a.lk, q0 + kStatsQueries) : a.lk;
+  const auto load_keys = [&](int stage, int k0) {
+    load_attention_rows_async<kD, kThreads, kStatsKeys, kFixedCopies>(k_s[stage], k_base, a.kv_row, k0, a.lk,
+                                                                      a.head_dim);
+    async_commit();
+  };
+  if constexpr (kKeyStages == 2) load_keys(0, 0);
+  row_deltas<T, kD, kStatsQueries>(out, grad_out, delta, ga, b, h, bh, q0);
 
   load_attention_rows<kD, kThreads, kStatsQueries, kFixedCopies>(q_s, q_base, a.q_row, q0, a.lq, a.head_dim);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int row = group * 16 + g;
-  const int key_end = a.causal ? min(a.lk, q0 + kStatsQueries) : a.lk;
-  for (int k0 = 0; k0 < key_end; k0 += kStatsKeys) {
-    __syncthreads();  // the previous key tile is no longer read (and, the first time, Q has landed)
-    load_attention_rows<kD, kThreads, kStatsKeys, kFixedCopies>(k_s, k_base, a.kv_row, k0, a.lk, a.head_dim);
-    __syncthreads();
+  for (int k0 = 0, tile = 0; k0 < key_end; k0 += kStatsKeys, ++tile) {
+    // The buffer written here was last read before the previous tile's middle barrier.
+    if constexpr (kKeyStages == 2) {
+      if (k0 + kStatsKeys < key_end)
+        load_keys((tile + 1) & 1, k0 + kStatsKeys);
+      else
+        async_commit();  // an empty group keeps the count of groups in flight the same
+      async_wait<1>();
+    } else {
+      load_keys(0, k0);
+      async_wait<0>();
+    }
+    __syncthreads();  // this tile (and, the first time, Q) has landed for every thread
+    const uint16_t* keys = k_s[kKeyStages == 2 ? tile & 1 : 0];
     FragmentC s[kStatsKeys / 8];
 #pragma unroll
     for (int j = 0; j < kStatsKeys / 8; ++j) {
@@ -91,8 +135,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int kc = 0; kc < kD / 16; ++kc)
         mma_16x8x16<T, kPortable>(s[j], load_a<kPortable>(q_s, kStride, group * 16, kc * 16),
-                                  load_b<kPortable>(k_s, kStride, j * 8, kc * 16));
+                                  load_b<kPortable>(keys, kStride, j * 8, kc * 16));
     }
+    __syncthreads();  // every thread is done with this buffer before the next tile refills it
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < kStatsKeys / 8; ++j) {
@@ -129,9 +174,37 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Adds a C fragment's 16 rows x 8 columns (row_g: the lane's row g, at column 2t; row_g8: row g + 8) to
+// f32 sums in global memory. Where one instruction adds four neighbouring floats (NVIDIA sm_90+), lanes
+// t and t ^ 1 swap halves first so that each adds four columns of one row: a quarter of the atomic
+// operations of adding floats one by one, which is what bounds dQ's sums (every key block adds into the
+// same rows).
+__device__ inline void add_fragment(float* row_g, float* row_g8, const FragmentC& f, int t, bool has_g,
+                                    bool has_g8) {
+#if defined(HD_NVIDIA_VECTOR_ATOMICS)
+  const bool even = (t & 1) == 0;
+  const float give0 = even ? f.r[2] : f.r[0], give1 = even ? f.r[3] : f.r[1];
+  const float got0 = shuffle_xor(give0, 1, kFragmentLanes), got1 = shuffle_xor(give1, 1, kFragmentLanes);
+  if (even) {
+    if (has_g) atomicAdd(reinterpret_cast<float4*>(row_g), make_float4(f.r[0], f.r[1], got0, got1));
+  } else if (has_g8) {
+    atomicAdd(reinterpret_cast<float4*>(row_g8 - 2), make_float4(got0, got1, f.r[2], f.r[3]));
+  }
+#else
+  (void)t;
+  if (has_g) atomicAdd(row_g, f.r[0]), atomicAdd(row_g + 1, f.r[1]);
+  if (has_g8) atomicAdd(row_g8, f.r[2]), atomicAdd(row_g8 + 1, f.r[3]);
+#endif
+}
+
 // 2. dK, dV and dQ's f32 sums. kD: the head rounded up to 16 (the k dimension of Sᵀ and dPᵀ), kDV: rounded
 // up to 8 (the n dimension of the gradients). kQueries: queries per step (32; 16 for the widest heads,
-// whose accumulators take most registers).
+// whose accumulators take most registers). kStages 2 (NVIDIA sm_80+): the next step's Q and dO are
+// copied in the background while this step's are used; 1 elsewhere (AMD's 64 KB of shared memory).
+//
+// The key blocks of one head all add into the same rows of dQ's sums. Walking the query steps in the
+// same order, they would add into the same addresses at the same time; with two stages each block
+// starts its walk at its own step instead (block i of n at step i·steps/n) and wraps around.
 template <class T, int kD, int kDV, int kQueries, bool kPortable>
 __device__ __forceinline__ void attention_gradient_block(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ grad_out,
@@ -140,13 +213,14 @@ __device__ __forceinline__ void attention_gradient_block(
   constexpr int kStride = kD + kAttentionPad, kDsStride = kKeyBlock + kAttentionPad;
   constexpr int kRowGroups = kQueries / 16, kColumnParts = kGroups / kRowGroups;
   constexpr int kNFragments = kDV / 8, kPartFragments = (kNFragments + kColumnParts - 1) / kColumnParts;
+  constexpr int kStages = kPortable ? 1 : 2;
   const AttentionArgs& a = ga.a;
   extern __shared__ uint4 smem_raw[];
   uint16_t* k_s = reinterpret_cast<uint16_t*>(smem_raw);
   uint16_t* v_s = k_s + kKeyBlock * kStride;
-  uint16_t* q_s = v_s + kKeyBlock * kStride;
-  uint16_t* do_s = q_s + kQueries * kStride;
-  uint16_t* ds_s = do_s + kQueries * kStride;  // dS as [query][key], for dQ
+  const auto q_tile = [&](int stage) { return v_s + (kKeyBlock + 2 * stage * kQueries) * kStride; };
+  const auto do_tile = [&](int stage) { return q_tile(stage) + kQueries * kStride; };
+  uint16_t* ds_s = q_tile(kStages);  // dS as [query][key], for dQ
   float* lse_s = reinterpret_cast<float*>(ds_s + kQueries * kDsStride);
   float* delta_s = lse_s + kQueries;
 
@@ -157,10 +231,54 @@ __device__ __forceinline__ void attention_gradient_block(
   const int64_t head = int64_t(h) * a.head_dim;
   const T* q_base = q + int64_t(b) * a.lq * a.q_row + head;
   const T* do_base = grad_out + int64_t(b) * a.lq * ga.grad_row + head;
-  load_attention_rows<kD, kThreads, kKeyBlock, kFixedCopies>(k_s, k + int64_t(b) * a.lk * a.kv_row + head,
-                                                             a.kv_row, k0, a.lk, a.head_dim);
-  load_attention_rows<kD, kThreads, kKeyBlock, kFixedCopies>(v_s, v + int64_t(b) * a.lk * a.kv_row + head,
-                                                             a.kv_row, k0, a.lk, a.head_dim);
+  // Causal: queries before the block's first key see none of its keys.
+  const int first_query = a.causal ? (k0 / kQueries) * kQueries : 0;
+  const int steps = max(0, (a.lq - first_query + kQueries - 1) / kQueries);
+  // With one stage (AMD) the walk starts at the first step and runs to the last, as a loop over q0 alone:
+  // with the start and a step count, CDNA2's kernels for heads of 80 and 96 spilled scalar registers.
+  const int first_step_query =
+      first_query + (kStages == 2 ? int(int64_t(blockIdx.x) * steps / gridDim.x) : 0) * kQueries;
+  const auto following = [&](int q0) {  // the query of the step after the one at q0, wrapping around
+    return q0 + kQueries < a.lq ? q0 + kQueries : first_query;
+  };
+  const auto load_step = [&](int stage, int q0) {
+    load_attention_rows_async<kD, kThreads, kQueries, kFixedCopies>(q_tile(stage), q_base, a.q_row, q0, a.lq,
+                                                                    a.head_dim);
+    load_attention_rows_async<kD, kThreads, kQueries, kFixedCopies>(do_tile(stage), do_base, ga.grad_row, q0,
+                                                                    a.lq, a.head_dim);
+    async_commit();
+  };
+  // A step's lse and delta, one query a thread: with two stages read into registers a step ahead; with
+  // one read into shared memory at the step's start.
+  float next_lse = INFINITY, next_delta = 0.f;
+  const auto fetch_statistics = [&](int q0) {
+    const int i = int(threadIdx.x);
+    if (i < kQueries && q0 + i < a.lq) {
+      next_lse = lse[int64_t(bh) * a.lq + q0 + i];
+      next_delta = delta[int64_t(bh) * a.lq + q0 + i];
+    } else {
+      next_lse = INFINITY, next_delta = 0.f;  // queries past lq: no probability, no gradient
+    }
+  };
+  const auto store_statistics = [&](int q0) {
+    if constexpr (kStages == 2) {
+      if (threadIdx.x < kQueries) lse_s[threadIdx.x] = next_lse, delta_s[threadIdx.x] = next_delta;
+    } else {
+      for (int i = int(threadIdx.x); i < kQueries; i += kThreads) {
+        const bool valid = q0 + i < a.lq;
+        lse_s[i] = valid ? lse[int64_t(bh) * a.lq + q0 + i] : INFINITY;
+        delta_s[i] = valid ? delta[int64_t(bh) * a.lq + q0 + i] : 0.f;
+      }
+    }
+  };
+  load_attention_rows_async<kD, kThreads, kKeyBlock, kFixedCopies>(
+      k_s, k + int64_t(b) * a.lk * a.kv_row + head, a.kv_row, k0, a.lk, a.head_dim);
+  load_attention_rows_async<kD, kThreads, kKeyBlock, kFixedCopies>(
+      v_s, v + int64_t(b) * a.lk * a.kv_row + head, a.kv_row, k0, a.lk, a.head_dim);
+  if (steps > 0 && kStages == 2) {
+    load_step(0, first_step_query);  // one group with the keys and values
+    fetch_statistics(first_step_query);
+  }
 
   FragmentC dk[kNFragments], dv[kNFragments];
 #pragma unroll
@@ -168,19 +286,25 @@ __device__ __forceinline__ void attention_gradient_block(
   const int key_row = group * 16;  // this group's keys in the block; the lane's are key_row + g and + 8
   // dQ's share of this group: query rows [dq_row, dq_row + 16) of the step, fragments from dq_first.
   const int dq_row = (group % kRowGroups) * 16, dq_first = (group / kRowGroups) * kPartFragments;
-  // Causal: queries before the block's first key see none of its keys.
-  const int first_query = a.causal ? (k0 / kQueries) * kQueries : 0;
-  for (int q0 = first_query; q0 < a.lq; q0 += kQueries) {
-    __syncthreads();  // the previous step's tiles are no longer read
-    load_attention_rows<kD, kThreads, kQueries, kFixedCopies>(q_s, q_base, a.q_row, q0, a.lq, a.head_dim);
-    load_attention_rows<kD, kThreads, kQueries, kFixedCopies>(do_s, do_base, ga.grad_row, q0, a.lq,
-                                                              a.head_dim);
-    for (int i = int(threadIdx.x); i < kQueries; i += kThreads) {
-      const bool valid = q0 + i < a.lq;
-      lse_s[i] = valid ? lse[int64_t(bh) * a.lq + q0 + i] : INFINITY;
-      delta_s[i] = valid ? delta[int64_t(bh) * a.lq + q0 + i] : 0.f;
+  for (int i = 0, q0 = first_step_query; kStages == 2 ? i < steps : q0 < a.lq;
+       ++i, q0 = kStages == 2 ? following(q0) : q0 + kQueries) {
+    const int stage = kStages == 2 ? i & 1 : 0;
+    // Every buffer written here was last read before the previous step's middle barrier.
+    if constexpr (kStages == 2) {
+      if (i + 1 < steps)
+        load_step(stage ^ 1, following(q0));
+      else
+        async_commit();  // an empty group: the wait below still means "this step's copies"
+      async_wait<1>();
+    } else {
+      load_step(0, q0);
+      async_wait<0>();
     }
-    __syncthreads();
+    store_statistics(q0);
+    __syncthreads();  // this step's tiles and statistics (and, the first time, K and V) are there
+    if (kStages == 2 && i + 1 < steps) fetch_statistics(following(q0));
+    const uint16_t* q_s = q_tile(stage);
+    const uint16_t* do_s = do_tile(stage);
 
     // Pᵀ and dPᵀ for this group's 16 keys and the step's queries.
     FragmentC p[kQueries / 8], dp[kQueries / 8];
@@ -223,7 +347,7 @@ __device__ __forceinline__ void attention_gradient_block(
         ds_s[query * kDsStride + key] = uint16_t(pack2<T>(dp[j].r[e], 0.f) & 0xffffu);
       }
     }
-    __syncthreads();
+    __syncthreads();  // dS is there; this step's Q, dO and statistics are no longer read
     FragmentC dq[kPartFragments];
 #pragma unroll
     for (int n = 0; n < kPartFragments; ++n) zero(dq[n]);
@@ -237,21 +361,19 @@ __device__ __forceinline__ void attention_gradient_block(
                                     load_b_transposed<kPortable>(k_s, kStride, kc * 16, (dq_first + n) * 8));
       }
     }
+    const int query = q0 + dq_row + g;
+    float* row_g = grad_q_sums + (int64_t(b) * a.lq + query) * ga.grad_row + head;
 #pragma unroll
     for (int n = 0; n < kPartFragments; ++n) {
       const int col = (dq_first + n) * 8 + 2 * t;
-      if (dq_first + n >= kNFragments || col >= a.head_dim) continue;
+      if (dq_first + n >= kNFragments || (dq_first + n) * 8 >= a.head_dim) continue;  // whole fragments
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int query = q0 + dq_row + g + 8 * half;
-        if (query >= a.lq) continue;
-        float* dst = grad_q_sums + (int64_t(b) * a.lq + query) * ga.grad_row + head + col;
-        atomicAdd(dst, dq[n].r[2 * half] * ga.scale);
-        atomicAdd(dst + 1, dq[n].r[2 * half + 1] * ga.scale);
-      }
+      for (int e = 0; e < 4; ++e) dq[n].r[e] *= ga.scale;
+      add_fragment(row_g + col, row_g + 8 * ga.grad_row + col, dq[n], t, query < a.lq, query + 8 < a.lq);
     }
   }
 
+  if (steps == 0) async_commit(), async_wait<0>();  // the key and value copies, which no step waited for
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int key = k0 + key_row + g + 8 * half;
@@ -301,10 +423,10 @@ void launch(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tens
       qp, kp, static_cast<const T*>(out.data), gp, lse.ptr<float>(), delta.ptr<float>(), ga);
   HD_GPU_CHECK_LAUNCH();
 
-  constexpr int kQueries = kD > 96 ? 16 : 32;
-  const size_t smem = size_t(2 * kKeyBlock + 2 * kQueries) * (kD + kAttentionPad) * sizeof(uint16_t) +
-                      size_t(kQueries) * (kKeyBlock + kAttentionPad) * sizeof(uint16_t) +
-                      2 * kQueries * sizeof(float);
+  constexpr int kQueries = kD > 96 ? 16 : 32, kStages = kPortable ? 1 : 2;
+  const size_t smem =
+      size_t(2 * kKeyBlock + 2 * kStages * kQueries) * (kD + kAttentionPad) * sizeof(uint16_t) +
+      size_t(kQueries) * (kKeyBlock + kAttentionPad) * sizeof(uint16_t) + 2 * kQueries * sizeof(float);
   const auto kernel = attention_gradient<T, kD, kDV, kQueries, kPortable>;
   allow_dynamic_shared_memory(kernel, smem, device.index);
   const dim3 grid(unsigned((a.lk + kKeyBlock - 1) / kKeyBlock), unsigned(q.dim(0) * a.heads));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/gpu/async_copy.cuh"
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/numeric.cuh"
@@ -141,6 +142,20 @@ __device__ inline void load_attention_rows(uint16_t* dst, const T* src, int64_t 
     if (row0 + r < limit && c < vectors)
       value = *reinterpret_cast<const uint4*>(src + int64_t(row0 + r) * row_stride + c * 8);
     *reinterpret_cast<uint4*>(dst + r * kStride + c * 8) = value;
+  });
+}
+
+// The same rows copied in the background (async_copy.cuh): they are there after async_commit, async_wait
+// and a barrier.
+template <int kD, int kThreads, int kRows, bool kFixed = true, class T>
+__device__ inline void load_attention_rows_async(uint16_t* dst, const T* src, int64_t row_stride, int row0,
+                                                 int limit, int head_dim) {
+  constexpr int kStride = kD + kAttentionPad;
+  const int vectors = head_dim / 8;
+  for_each_tile_vector<kD, kThreads, kRows, kFixed>([&](int r, int c) HD_INLINE {
+    const bool valid = row0 + r < limit && c < vectors;
+    copy_16_async(dst + r * kStride + c * 8, valid ? src + int64_t(row0 + r) * row_stride + c * 8 : src,
+                  valid);
   });
 }
 

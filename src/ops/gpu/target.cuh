@@ -3,7 +3,8 @@
 //
 // In device code, exactly one of the family macros below is defined (or none: the portable path):
 //   HD_NVIDIA_MMA      NVIDIA sm_80 and newer: mma.sync, ldmatrix, cp.async
-//                      (and HD_NVIDIA_WGMMA beside it for sm_90a: Hopper's warpgroup instructions)
+//                      (and HD_NVIDIA_WGMMA beside it for sm_90a: Hopper's warpgroup instructions;
+//                      HD_NVIDIA_VECTOR_ATOMICS for sm_90+: float4 atomic adds)
 //   HD_AMD_MFMA        AMD CDNA2/CDNA3 (gfx90a, gfx942): v_mfma_* on 64-lane wavefronts
 //   HD_AMD_WMMA_GFX11  AMD RDNA3 (gfx1100/1101/1102): v_wmma_* on wave32, operands duplicated per half-wave
 //   HD_AMD_WMMA_GFX12  AMD RDNA4 (gfx1200/1201): v_wmma_*_gfx12 on wave32, its own register map
@@ -13,6 +14,10 @@
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIP_PLATFORM_AMD__)
 #define HD_NVIDIA_MMA 1
+#endif
+// NVIDIA sm_90 and newer: atomicAdd of a float2 or float4 in global memory is one instruction.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(__HIP_PLATFORM_AMD__)
+#define HD_NVIDIA_VECTOR_ATOMICS 1
 #endif
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define HD_NVIDIA_WGMMA 1
