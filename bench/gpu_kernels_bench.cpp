@@ -4,8 +4,9 @@
 // Each figure: the median over 7 batches of launches (each batch long enough to hide launch gaps),
 // after a warm-up. Usage: hd_bench_gpu_kernels [--every-tile] [--only SECTION] [--case TEXT]
 // (--every-tile: each of our tile shapes timed under each convolution and product, not only the best;
-// --only: attention, norm, matrix, materialised or layer_norm; --case: only the convolutions and products
-// whose name holds TEXT, "GEMM 8192^3" among them, so that a profiler sees one problem's kernels)
+// --only: attention, backward, norm, matrix, materialised or layer_norm; --case: only the convolutions and
+// products and attention gradients whose name holds TEXT, "GEMM 8192^3" among them, so that a profiler sees
+// one problem's kernels)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -85,7 +86,8 @@ int main(int argc, char** argv) {
   bool every_tile = false;
   std::string only;  // one section, or all of them
   std::string only_case;  // --case: only the products whose name holds this (for a profiler's run)
-  const std::vector<std::string> sections{"attention", "norm", "matrix", "materialised", "layer_norm"};
+  const std::vector<std::string> sections{"attention", "backward",     "norm",
+                                          "matrix",    "materialised", "layer_norm"};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--every-tile") {
@@ -98,7 +100,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: hd_bench_gpu_kernels [--every-tile] [--only "
-                   "attention|norm|matrix|materialised|layer_norm] [--case TEXT]\n");
+                   "attention|backward|norm|matrix|materialised|layer_norm] [--case TEXT]\n");
       return 2;
     }
   }
@@ -153,6 +155,44 @@ int main(int argc, char** argv) {
       const double flop = 4.0 * c.batch * c.heads * double(c.lq) * c.lk * c.head_dim;
       std::printf("%-38s %8.3f %8.1f %18.3f %8.1f %8.3f\n", c.name, ms, flop / (ms * 1e9), fragments_ms,
                   flop / (fragments_ms * 1e9), bf16_ms);
+    }
+  }
+
+  if (wanted("backward")) {
+    // Attention's gradient alone (dQ, dK, dV from dO, Q, K, V and the forward's O), SD1.5's and SDXL's
+    // shapes at batch 2 (bench/attention_backward_bench.py times it beside SDPA's backward through
+    // PyTorch's autograd). TFLOP/s counts five products (the scores again, dP, dV, dK, dQ: 2.5x the
+    // forward's flops, as FlashAttention counts them).
+    std::printf("\nattention backward (f16)                      ms     TFLOP/s  bf16 ms\n");
+    struct BackwardCase {
+      const char* name;
+      int heads, lq, lk, head_dim;
+    };
+    const BackwardCase backward_cases[] = {
+        {"SD1.5 64x64 self  B2 H8 L4096 D40", 8, 4096, 4096, 40},
+        {"SD1.5 64x64 cross B2 H8 L4096/77 D40", 8, 4096, 77, 40},
+        {"SD1.5 32x32 self  B2 H8 L1024 D80", 8, 1024, 1024, 80},
+        {"SD1.5 16x16 self  B2 H8 L256 D160", 8, 256, 256, 160},
+        {"SDXL 64x64 self   B2 H10 L4096 D64", 10, 4096, 4096, 64},
+        {"SDXL 64x64 cross  B2 H10 L4096/77 D64", 10, 4096, 77, 64},
+        {"SDXL 32x32 self   B2 H20 L1024 D64", 20, 1024, 1024, 64},
+    };
+    for (const auto& c : backward_cases) {
+      if (!case_wanted(c.name)) continue;
+      double ms[2] = {};
+      for (int typed = 0; typed < 2; ++typed) {
+        const hd::DType t = typed == 0 ? hd::DType::kF16 : hd::DType::kBF16;
+        const int64_t width = int64_t(c.heads) * c.head_dim;
+        const auto q = random_gpu({2, c.lq, width}, t, rng), k = random_gpu({2, c.lk, width}, t, rng);
+        const auto v = random_gpu({2, c.lk, width}, t, rng), grad = random_gpu({2, c.lq, width}, t, rng);
+        hd::OwnedTensor out(q.view().shape, t, gpu0()), dq(q.view().shape, t, gpu0());
+        hd::OwnedTensor dk(k.view().shape, t, gpu0()), dv(v.view().shape, t, gpu0());
+        hd::gpu::attention(q, k, v, c.heads, false, 0.f, out);
+        ms[typed] = median_ms(
+            [&] { hd::gpu::attention_backward(grad, q, k, v, out, c.heads, false, 0.f, dq, dk, dv); });
+      }
+      const double flop = 10.0 * 2 * c.heads * double(c.lq) * c.lk * c.head_dim;
+      std::printf("%-44s %8.3f %8.1f %8.3f\n", c.name, ms[0], flop / (ms[0] * 1e9), ms[1]);
     }
   }
 
@@ -303,7 +343,9 @@ int main(int argc, char** argv) {
 
   if (wanted("materialised")) {
     std::printf("\nattention, materialised path (f16)   ms     TFLOP/s\n");
-    for (const int64_t l : {int64_t(4096), int64_t(16384)}) {
+    // 65536 tokens: the mid block of a 2048x2048 picture's decode (scores of 8 GiB at once, before they
+    // went through in chunks of queries).
+    for (const int64_t l : {int64_t(4096), int64_t(16384), int64_t(65536)}) {
       const auto q = random_gpu({1, l, 512}, hd::DType::kF16, rng);
       hd::OwnedTensor out(q.view().shape, hd::DType::kF16, gpu0());
       hd::ops::AttentionParams p;
