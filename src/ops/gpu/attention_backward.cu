@@ -34,6 +34,11 @@ constexpr bool kFixedCopies = false;
 // attention_backward_supported says no.
 constexpr int kWave32AmdMaxHead = 96;
 constexpr int kKeyBlock = 16 * kGroups;  // keys per block in attention_gradient
+// Query steps whose Q and dO tiles attention_gradient holds at once: 2 where the next step's are copied in
+// the background (NVIDIA's tensor-core path), 1 elsewhere (AMD's 64 KB of shared memory). The kernel's
+// tile layout and the launch's shared-memory size both follow it.
+template <bool kPortable>
+constexpr int kGradientStages = kPortable ? 1 : 2;
 constexpr int kStatsQueries = 16 * kGroups, kStatsKeys = 64;
 
 struct GradientArgs {
@@ -61,7 +66,10 @@ template <class T, int kD, int kRows>
 __device__ inline void row_deltas(const T* __restrict__ out, const T* __restrict__ grad_out,
                                   float* __restrict__ delta, const GradientArgs& ga, int b, int h, int bh,
                                   int q0) {
-  constexpr int kVectors = kD / 8, kLanes = kVectors <= 4 ? 4 : kVectors <= 8 ? 8 : kVectors <= 16 ? 16 : 32;
+  constexpr int kVectors = kD / 8, kLanes = kVectors <= 4    ? 4
+                                            : kVectors <= 8  ? 8
+                                            : kVectors <= 16 ? 16
+                                                             : kFragmentLanes;
   const AttentionArgs& a = ga.a;
   const int lane = int(threadIdx.x) % kLanes, vectors = a.head_dim / 8;
   for (int r = int(threadIdx.x) / kLanes; r < kRows; r += kThreads / kLanes) {  // whole kLanes groups loop
@@ -202,8 +210,7 @@ __device__ inline void add_fragment(float* row_g, float* row_g8, const FragmentC
 
 // 2. dK, dV and dQ's f32 sums. kD: the head rounded up to 16 (the k dimension of Sᵀ and dPᵀ), kDV: rounded
 // up to 8 (the n dimension of the gradients). kQueries: queries per step (32; 16 for the widest heads,
-// whose accumulators take most registers). kStages 2 (NVIDIA sm_80+): the next step's Q and dO are
-// copied in the background while this step's are used; 1 elsewhere (AMD's 64 KB of shared memory).
+// whose accumulators take most registers). kStages: kGradientStages.
 //
 // The key blocks of one head all add into the same rows of dQ's sums. Walking the query steps in the
 // same order, they would add into the same addresses at the same time; with two stages each block
@@ -216,7 +223,7 @@ __device__ __forceinline__ void attention_gradient_block(
   constexpr int kStride = kD + kAttentionPad, kDsStride = kKeyBlock + kAttentionPad;
   constexpr int kRowGroups = kQueries / 16, kColumnParts = kGroups / kRowGroups;
   constexpr int kNFragments = kDV / 8, kPartFragments = (kNFragments + kColumnParts - 1) / kColumnParts;
-  constexpr int kStages = kPortable ? 1 : 2;
+  constexpr int kStages = kGradientStages<kPortable>;
   // The scores' k-steps outside the loop over queries (each K and V fragment loaded once a step) on
   // NVIDIA's tensor cores for heads of 64 to 96: on an H100 (2026-11-27) SDXL's gradients took 8%-11% less
   // time and SD1.5's 80-wide one 8% less; SD1.5's 40-wide one took 9% more (128 -> 164 registers, one
@@ -461,7 +468,7 @@ void launch(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tens
       qp, kp, static_cast<const T*>(out.data), gp, lse.ptr<float>(), delta.ptr<float>(), ga);
   HD_GPU_CHECK_LAUNCH();
 
-  constexpr int kQueries = kD > 96 ? 16 : 32, kStages = kPortable ? 1 : 2;
+  constexpr int kQueries = kD > 96 ? 16 : 32, kStages = kGradientStages<kPortable>;
   const size_t smem =
       size_t(2 * kKeyBlock + 2 * kStages * kQueries) * (kD + kAttentionPad) * sizeof(uint16_t) +
       size_t(kQueries) * (kKeyBlock + kAttentionPad) * sizeof(uint16_t) + 2 * kQueries * sizeof(float);
