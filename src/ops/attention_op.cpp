@@ -9,7 +9,8 @@
 
 namespace hd::ops {
 
-void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out) {
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out,
+               const Tensor* lse) {
   const OpScope scope("attention", q.device);
   const Device& dev = q.device;
   // The query, key and value may be column ranges of wider rows (one stacked projection's output).
@@ -25,9 +26,10 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParam
   HD_CHECK(k.dim(1) > 0 || q.dim(1) == 0, "attention: no keys for ", q.dim(1), " queries");
   for (const Tensor* t : {&k, &v, &out})
     HD_CHECK(t->dtype == q.dtype, "attention: query is ", dtype_name(q.dtype), " but ", t->describe(), " is not");
-  if (dev.is_cpu()) return cpu::attention(q, k, v, p, out);
+  if (lse != nullptr) check_log_sum_exp("attention", *lse, q, p.heads);
+  if (dev.is_cpu()) return cpu::attention(q, k, v, p, out, lse);
 #if defined(HD_WITH_GPU)
-  gpu::attention(q, k, v, p.heads, p.causal, p.scale, out);
+  gpu::attention(q, k, v, p.heads, p.causal, p.scale, out, gpu::KernelPath::kTuned, lse);
 #else
   no_kernel("attention", dev);
 #endif

@@ -29,7 +29,7 @@ void check_operands(std::string_view op, const Device& dev, DType dtype, Operand
 
 void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& out, AttentionParams p, const Tensor& grad_q, const Tensor& grad_k,
-                        const Tensor& grad_v) {
+                        const Tensor& grad_v, const Tensor* lse) {
   constexpr std::string_view op = "attention_backward";
   const OpScope scope("attention_backward", q.device);
   check_operands(op, q.device, q.dtype,
@@ -47,9 +47,12 @@ void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k
   check_shape(op, "key gradient", grad_k, k.shape);
   check_shape(op, "value gradient", grad_v, k.shape);
   HD_CHECK(k.dim(1) > 0 || q.dim(1) == 0, op, ": no keys for ", q.dim(1), " queries");
+  if (lse != nullptr) check_log_sum_exp(op, *lse, q, p.heads);
+  // The CPU's blocks of queries recompute their softmax whole (the log-sum-exp would save nothing there).
   if (q.device.is_cpu()) return cpu::attention_backward(grad_out, q, k, v, out, p, grad_q, grad_k, grad_v);
 #if defined(HD_WITH_GPU)
-  gpu::attention_backward(grad_out, q, k, v, out, p.heads, p.causal, p.scale, grad_q, grad_k, grad_v);
+  gpu::attention_backward(grad_out, q, k, v, out, p.heads, p.causal, p.scale, grad_q, grad_k, grad_v,
+                          gpu::KernelPath::kTuned, lse);
 #else
   no_kernel(op, q.device);
 #endif

@@ -38,6 +38,12 @@ void check_rank(std::string_view op, std::string_view what, const Tensor& t, int
   HD_CHECK(t.rank() == rank, op, ": ", what, " has shape ", t.shape.to_string(), ", expected rank ", rank);
 }
 
+void check_log_sum_exp(std::string_view op, const Tensor& lse, const Tensor& q, int heads) {
+  HD_CHECK(lse.dtype == DType::kF32, op, ": the log-sum-exp ", lse.describe(), " must be f32");
+  check_shape(op, "log-sum-exp", lse, Shape{q.dim(0), heads, q.dim(1)});
+  check_operand(op, "log-sum-exp", lse, q.device);
+}
+
 void no_kernel(std::string_view op, const Device& device) {
   throw Error(ErrorKind::kUnsupported,
               str_cat(op, ": no kernel for ", device.to_string(), " yet; the GPU backend is not built (run on cpu)"));

@@ -17,6 +17,8 @@ void check_operand(std::string_view op, std::string_view what, const Tensor& t, 
 void check_rows(std::string_view op, std::string_view what, const Tensor& t, const Device& device);
 void check_shape(std::string_view op, std::string_view what, const Tensor& t, const Shape& expected);
 void check_rank(std::string_view op, std::string_view what, const Tensor& t, int rank);
+// An attention's log-sum-exp: dense [B, heads, Lq] f32 on the query's device.
+void check_log_sum_exp(std::string_view op, const Tensor& lse, const Tensor& q, int heads);
 // The error for an op whose kernel for `device` does not exist yet.
 [[noreturn]] void no_kernel(std::string_view op, const Device& device);
 

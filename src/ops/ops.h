@@ -87,8 +87,11 @@ struct AttentionParams {
 };
 // out [B, Lq, H·D] = softmax(q kᵀ · scale) v per head, with q [B, Lq, H·D], k and v [B, Lk, H·D]. q, k
 // and v may be column ranges of wider rows (one stacked projection's output, models/stacked_linear.h);
-// out is dense.
-void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out);
+// out is dense. Where lse is given (dense [B, H, Lq] f32), each row's log-sum-exp of its scaled scores
+// goes there too (natural log, as SDPA's; +inf for a row with no key): what attention_backward would
+// otherwise recompute. The GPU writes it for heads up to 160 (the flash kernels) and refuses wider ones.
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out,
+               const Tensor* lse = nullptr);
 
 // ---- normalisation ----
 
@@ -155,10 +158,11 @@ void surround_strip(const Tensor& x, const Tensor* above, const Tensor* below, c
 
 // Given out = attention(q, k, v, p) and grad_out (out's shape), writes grad_q, grad_k and grad_v (the
 // shapes of q, k, v). The probabilities are recomputed from q and k, a block of queries at a time, as
-// the forward computed them: nothing but out is kept between the two.
+// the forward computed them. lse, where given, is the forward's log-sum-exp (attention's): the GPU kernel
+// then skips its own pass over Q and K for it; the CPU recomputes the softmax either way.
 void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& out, AttentionParams p, const Tensor& grad_q, const Tensor& grad_k,
-                        const Tensor& grad_v);
+                        const Tensor& grad_v, const Tensor* lse = nullptr);
 // Given out = group_norm(x, gamma, beta, groups, eps, fuse_silu): grad_x (x's shape), grad_gamma and
 // grad_beta ([C]). The statistics are recomputed from x.
 void group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma, const Tensor& beta,

@@ -11,10 +11,28 @@
 namespace hd::ops::cpu {
 
 namespace {
+
 constexpr int64_t kQueryBlock = 256;
+
+// Each row's log-sum-exp of its scaled scores (natural log; +inf for a row with every key masked).
+void row_log_sum_exp(const float* scores, int64_t rows, int64_t cols, float* lse) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = scores + r * cols;
+    const float max = *std::max_element(row, row + cols);
+    if (max == -std::numeric_limits<float>::infinity()) {
+      lse[r] = std::numeric_limits<float>::infinity();
+      continue;
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < cols; ++j) sum += std::exp(double(row[j]) - max);
+    lse[r] = float(max + std::log(sum));
+  }
 }
 
-void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out) {
+}  // namespace
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out,
+               const Tensor* lse) {
   const int64_t batch = q.dim(0), lq = q.dim(1), lk = k.dim(1), width = q.dim(2);
   const int64_t heads = p.heads, d = width / heads;
   // Tokens are rows: q, k and v may be column ranges of wider ones (ops::attention's check_rows).
@@ -34,6 +52,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParam
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t j = q0 + r + 1; j < lk; ++j) scores[r * lk + j] = -std::numeric_limits<float>::infinity();
         }
+        if (lse != nullptr)
+          row_log_sum_exp(scores.data(), rows, lk, lse->ptr<float>() + (b * heads + h) * lq + q0);
         softmax_rows(scores.data(), scores.data(), rows, lk);
         sgemm(false, false, rows, d, lk, 1.0f, scores.data(), lk, vh, v_row, 0.0f, oh + q0 * width, width);
       }

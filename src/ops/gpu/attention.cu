@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
     if constexpr (kStages == 2) __syncthreads();  // this stage is refilled at the top of the tile after next
   }
 
-  store_attention_rows<kDV, kFragmentLanes>(out, a, b, h, q0 + row, t, l,
+  store_attention_rows<kDV, kFragmentLanes>(out, a, b, h, q0 + row, t, m, l,
                                             [&](int n, int e) HD_INLINE { return o[n].r[e]; });
 }
 
@@ -210,7 +210,7 @@ void dispatch_head_dim(const Tensor& q, const Tensor& k, const Tensor& v, const 
 }  // namespace
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
-               const Tensor& out, KernelPath path) {
+               const Tensor& out, KernelPath path, const Tensor* lse) {
   const int head_dim = int(q.dim(2) / heads);
   HD_CHECK_KIND(q.dtype == DType::kF16 || q.dtype == DType::kBF16, ErrorKind::kUnsupported,
                 "attention: the GPU kernel takes f16 or bf16, got ", dtype_name(q.dtype));
@@ -220,15 +220,20 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, boo
   bool vectors = head_dim % 8 == 0 && k.strides[1] == v.strides[1];
   for (const Tensor* t : {&q, &k, &v, &out})
     vectors = vectors && is_aligned(t->data, 16) && t->strides[1] % 8 == 0;
-  if (!vectors) return attention_padded(q, k, v, heads, causal, scale, out, path);
-  if (head_dim > kMaxFlashHeadDim) return attention_materialised(q, k, v, heads, causal, scale, out);
+  if (!vectors) return attention_padded(q, k, v, heads, causal, scale, out, path, lse);
+  if (head_dim > kMaxFlashHeadDim) {
+    HD_CHECK_KIND(lse == nullptr, ErrorKind::kUnsupported,
+                  "attention: the log-sum-exp is written for heads up to ", kMaxFlashHeadDim,
+                  " (the flash kernels), not for heads of ", head_dim);
+    return attention_materialised(q, k, v, heads, causal, scale, out);
+  }
   if (q.dim(1) == 0) return;
   AttentionArgs a{
       heads,          int(q.dim(1)),
       int(k.dim(1)),  head_dim,
       q.strides[1],   k.strides[1],
       out.strides[1], (scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim))) * 1.4426950408889634f,
-      causal};
+      causal,         lse != nullptr ? lse->ptr<float>() : nullptr};
   HD_GPU_CHECK(cudaSetDevice(q.device.index));
   // This file's kernel is written for NVIDIA's 32-lane fragment layout (tensor cores, or the portable
   // shuffles AMD GPUs without matrix cores run); AMD's MFMA and WMMA layouts have a kernel of their own.

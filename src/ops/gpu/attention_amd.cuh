@@ -181,6 +181,9 @@ __device__ __forceinline__ void flash_attention_block(const T* __restrict__ q, c
 
   l = Frag::column_sum(l);
   if (query >= a.lq) return;  // after the last collective call
+  // Lanes 0-15 hold the 16 queries of the group once each (lane % 16); m and l are whole on every lane.
+  if (a.lse != nullptr && lane < 16)
+    a.lse[(int64_t(b) * a.heads + h) * a.lq + query] = row_log_sum_exp(m, l, a.scale_log2);
   const float inv = l > 0.f ? 1.f / l : 0.f;
   T* dst = out + (int64_t(b) * a.lq + query) * a.out_row + int64_t(h) * a.head_dim;
   // head_dim is a multiple of 8: where neighbouring registers hold neighbouring dims (kRowPairs), both

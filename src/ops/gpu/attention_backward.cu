@@ -1,16 +1,18 @@
 // Attention's gradient (FlashAttention-2's backward scheme) on NVIDIA's 32-lane fragment layout (tensor
 // cores on sm_80+, the portable shuffles elsewhere, AMD included): no Lq x Lk matrix exists anywhere.
-//   1. row_statistics: per query and head the softmax's log-sum-exp (in the exp2 domain: the scores'
-//      maximum times scale·log2(e) plus log2 of the row's sum), recomputed from Q and K as the forward's
-//      online softmax does, and delta = rowsum(dO ∘ O).
+//   1. row_statistics: per query and head the softmax's log-sum-exp (natural log, as the forward writes
+//      it: AttentionArgs::lse), recomputed from Q and K as the forward's online softmax does, and
+//      delta = rowsum(dO ∘ O); or, given the forward's log-sum-exp, row_deltas_kernel: delta alone.
 //   2. attention_gradient: each block takes 64 keys of one (batch, head), holds them and their values in
 //      shared memory, and walks the query tiles: Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ·scale·log2e − lse), dV += Pᵀ·dO,
 //      dPᵀ = V·dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − delta), dK += dSᵀ·Q; dQ += dS·K is summed over the key blocks
-//      with f32 atomics. Each of the block's four fragment groups owns 16 keys. The next query step's
-//      tiles are copied in the background, and each key block starts its walk at its own step, so
-//      that a head's blocks do not all add into the same rows of dQ at once.
+//      with f32 atomics (lse read as lse·log2(e): the exponentials are exp2). Each of the block's four
+//      fragment groups owns 16 keys. The next query step's tiles are copied in the background, and each
+//      key block starts its walk at its own step, so that a head's blocks do not all add into the same
+//      rows of dQ at once; a head with few key blocks has its query steps split over several blocks.
 //   3. dQ converted from its f32 sums.
 // Everything accumulates in f32; inputs and gradients are f16 or bf16.
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -24,6 +26,7 @@ namespace hd::gpu {
 
 namespace {
 
+// The statistics kernels' blocks: four fragment groups of 32 lanes.
 constexpr int kGroups = 4, kThreads = kGroups * kFragmentLanes;
 // Tiles are copied in a loop, not from fixed addresses (for_each_tile_vector): the gradient kernel's dK and
 // dV accumulators fill its registers, and the fixed addresses made it spill 72 bytes (sm_90, 2026-11-27).
@@ -33,13 +36,39 @@ constexpr bool kFixedCopies = false;
 // its 256 registers a lane (CDNA's 512 hold them). Wider instances there are trap stubs, never launched:
 // attention_backward_supported says no.
 constexpr int kWave32AmdMaxHead = 96;
-constexpr int kKeyBlock = 16 * kGroups;  // keys per block in attention_gradient
-// Query steps whose Q and dO tiles attention_gradient holds at once: 2 where the next step's are copied in
-// the background (NVIDIA's tensor-core path), 1 elsewhere (AMD's 64 KB of shared memory). The kernel's
-// tile layout and the launch's shared-memory size both follow it.
-template <bool kPortable>
-constexpr int kGradientStages = kPortable ? 1 : 2;
 constexpr int kStatsQueries = 16 * kGroups, kStatsKeys = 64;
+
+// attention_gradient's tiles for heads of kD (rounded up to 16) and its shared memory, described once for
+// the kernel and its launch.
+template <int kD, bool kPortable>
+struct GradientTile {
+  // Fragment groups of 32 lanes, 16 keys each: the block's keys. Eight (128 keys) for SD1.5's 40-wide
+  // heads on NVIDIA's tensor cores: half the blocks re-reading each Q and dO tile and adding into dQ. On
+  // an H100 (2026-11-27) SD1.5's 4096-token gradient took 0.89 ms instead of 1.19-1.22 (f16; bf16 1.09
+  // either way) and its cross-attention 0.071 instead of 0.085; at head size 64 eight groups were 14%
+  // faster in f16 but 6% slower in bf16 and 7-24% slower on 1024 tokens, so the wider heads keep four.
+  static constexpr int kGroups = !kPortable && kD <= 48 ? 8 : 4;
+  static constexpr int kKeys = 16 * kGroups, kThreads = kGroups * kFragmentLanes;
+  // Queries a step: 16 for the widest heads, whose dK and dV accumulators take most registers.
+  static constexpr int kQueries = kD > 96 ? 16 : 32;
+  // Query steps whose Q and dO tiles the block holds at once: 2 where the next step's are copied in the
+  // background (NVIDIA's tensor-core path), 1 elsewhere (AMD's 64 KB of shared memory).
+  static constexpr int kStages = kPortable ? 1 : 2;
+  // In 16-bit elements: rows of the head tiles (K, V, Q, dO) and of dS ([query][key]).
+  static constexpr int kStride = kD + kAttentionPad, kDsStride = kKeys + kAttentionPad;
+  // K and V, then kStages pairs of Q and dO tiles, dS, then lse and delta (f32) for the step's queries.
+  static constexpr int kKOffset = 0, kVOffset = kKeys * kStride;
+  __host__ __device__ static constexpr int q_offset(int stage) {
+    return (2 * kKeys + 2 * stage * kQueries) * kStride;
+  }
+  __host__ __device__ static constexpr int do_offset(int stage) {
+    return q_offset(stage) + kQueries * kStride;
+  }
+  static constexpr int kDsOffset = (2 * kKeys + 2 * kStages * kQueries) * kStride;
+  static constexpr int kStatisticsOffset = kDsOffset + kQueries * kDsStride;  // 16-bit units
+  static constexpr size_t kSharedBytes =
+      size_t(kStatisticsOffset) * sizeof(uint16_t) + 2 * kQueries * sizeof(float);
+};
 
 struct GradientArgs {
   AttentionArgs a;
@@ -91,7 +120,18 @@ __device__ inline void row_deltas(const T* __restrict__ out, const T* __restrict
   }
 }
 
-// 1. lse (exp2 domain) and delta per (batch·head, query): 16 queries per fragment group. On NVIDIA's
+// 1'. delta alone, where the forward's log-sum-exp is given: kStatsQueries queries of one (batch·head) a
+// block.
+template <class T, int kD>
+__global__ void __launch_bounds__(kThreads)
+    row_deltas_kernel(const T* __restrict__ out, const T* __restrict__ grad_out, float* __restrict__ delta,
+                      GradientArgs ga) {
+  const int bh = int(blockIdx.y);
+  row_deltas<T, kD, kStatsQueries>(out, grad_out, delta, ga, bh / ga.a.heads, bh % ga.a.heads, bh,
+                                   int(blockIdx.x) * kStatsQueries);
+}
+
+// 1. lse and delta per (batch·head, query): 16 queries per fragment group. On NVIDIA's
 // tensor-core path the key tiles come through two shared buffers, the next copied in the background while
 // this one is used, where two fit the 48 KB of static shared memory (heads up to 96). Elsewhere one: AMD
 // copies synchronously, and a second buffer there only cost waves (the resource report's occupancy fell
@@ -180,8 +220,7 @@ __global__ void __launch_bounds__(kThreads)
     l[i] += shuffle_xor(l[i], 2, kFragmentLanes);
     const int query = q0 + row + 8 * i;
     // A row with no key (every key masked) has no probabilities: +inf makes every exp2 below 0.
-    if (t == 0 && query < a.lq)
-      lse[int64_t(bh) * a.lq + query] = l[i] > 0.f ? m[i] * a.scale_log2 + log2f(l[i]) : INFINITY;
+    if (t == 0 && query < a.lq) lse[int64_t(bh) * a.lq + query] = row_log_sum_exp(m[i], l[i], a.scale_log2);
   }
 }
 
@@ -209,21 +248,28 @@ __device__ inline void add_fragment(float* row_g, float* row_g8, const FragmentC
 }
 
 // 2. dK, dV and dQ's f32 sums. kD: the head rounded up to 16 (the k dimension of Sᵀ and dPᵀ), kDV: rounded
-// up to 8 (the n dimension of the gradients). kQueries: queries per step (32; 16 for the widest heads,
-// whose accumulators take most registers). kStages: kGradientStages.
+// up to 8 (the n dimension of the gradients). The tiles, steps and stages: GradientTile.
 //
 // The key blocks of one head all add into the same rows of dQ's sums. Walking the query steps in the
 // same order, they would add into the same addresses at the same time; with two stages each block
 // starts its walk at its own step instead (block i of n at step i·steps/n) and wraps around.
-template <class T, int kD, int kDV, int kQueries, bool kPortable>
+//
+// Where a head has few keys (cross-attention's 77: two key blocks), the blocks alone would not fill the
+// GPU: with two stages the query steps are then split among gridDim.z blocks per key block (blockIdx.z:
+// which part), and each adds its share of dK and dV into f32 sums (grad_k_sums, grad_v_sums) instead of
+// storing it. One stage (AMD) keeps one part: the parts' bounds made CDNA's bf16 kernels spill scalar
+// registers (gfx90a and gfx942, heads of 40-96; the resource gate, 2026-11-27).
+template <class T, int kD, int kDV, bool kPortable>
 __device__ __forceinline__ void attention_gradient_block(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ grad_out,
     const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ grad_q_sums,
-    T* __restrict__ grad_k, T* __restrict__ grad_v, GradientArgs ga) {
-  constexpr int kStride = kD + kAttentionPad, kDsStride = kKeyBlock + kAttentionPad;
-  constexpr int kRowGroups = kQueries / 16, kColumnParts = kGroups / kRowGroups;
+    T* __restrict__ grad_k, T* __restrict__ grad_v, float* __restrict__ grad_k_sums,
+    float* __restrict__ grad_v_sums, GradientArgs ga) {
+  using Tile = GradientTile<kD, kPortable>;
+  constexpr int kStride = Tile::kStride, kDsStride = Tile::kDsStride, kKeyBlock = Tile::kKeys;
+  constexpr int kQueries = Tile::kQueries, kStages = Tile::kStages, kThreads = Tile::kThreads;
+  constexpr int kRowGroups = kQueries / 16, kColumnParts = Tile::kGroups / kRowGroups;
   constexpr int kNFragments = kDV / 8, kPartFragments = (kNFragments + kColumnParts - 1) / kColumnParts;
-  constexpr int kStages = kGradientStages<kPortable>;
   // The scores' k-steps outside the loop over queries (each K and V fragment loaded once a step) on
   // NVIDIA's tensor cores for heads of 64 to 96: on an H100 (2026-11-27) SDXL's gradients took 8%-11% less
   // time and SD1.5's 80-wide one 8% less; SD1.5's 40-wide one took 9% more (128 -> 164 registers, one
@@ -232,12 +278,13 @@ __device__ __forceinline__ void attention_gradient_block(
   constexpr bool kStepFragmentsOnce = !kPortable && kD >= 64 && kD <= 96;
   const AttentionArgs& a = ga.a;
   extern __shared__ uint4 smem_raw[];
-  uint16_t* k_s = reinterpret_cast<uint16_t*>(smem_raw);
-  uint16_t* v_s = k_s + kKeyBlock * kStride;
-  const auto q_tile = [&](int stage) { return v_s + (kKeyBlock + 2 * stage * kQueries) * kStride; };
-  const auto do_tile = [&](int stage) { return q_tile(stage) + kQueries * kStride; };
-  uint16_t* ds_s = q_tile(kStages);  // dS as [query][key], for dQ
-  float* lse_s = reinterpret_cast<float*>(ds_s + kQueries * kDsStride);
+  uint16_t* const smem = reinterpret_cast<uint16_t*>(smem_raw);
+  uint16_t* k_s = smem + Tile::kKOffset;
+  uint16_t* v_s = smem + Tile::kVOffset;
+  const auto q_tile = [&](int stage) { return smem + Tile::q_offset(stage); };
+  const auto do_tile = [&](int stage) { return smem + Tile::do_offset(stage); };
+  uint16_t* ds_s = smem + Tile::kDsOffset;  // dS as [query][key], for dQ
+  float* lse_s = reinterpret_cast<float*>(smem + Tile::kStatisticsOffset);
   float* delta_s = lse_s + kQueries;
 
   const int group = int(threadIdx.x) / kFragmentLanes, lane = int(threadIdx.x) % kFragmentLanes;
@@ -247,15 +294,23 @@ __device__ __forceinline__ void attention_gradient_block(
   const int64_t head = int64_t(h) * a.head_dim;
   const T* q_base = q + int64_t(b) * a.lq * a.q_row + head;
   const T* do_base = grad_out + int64_t(b) * a.lq * ga.grad_row + head;
-  // Causal: queries before the block's first key see none of its keys.
+  // Causal: queries before the block's first key see none of its keys. This block's part of the steps
+  // from there: [part_begin, part_end) of the queries.
   const int first_query = a.causal ? (k0 / kQueries) * kQueries : 0;
-  const int steps = max(0, (a.lq - first_query + kQueries - 1) / kQueries);
-  // With one stage (AMD) the walk starts at the first step and runs to the last, as a loop over q0 alone:
-  // with the start and a step count, CDNA2's kernels for heads of 80 and 96 spilled scalar registers.
+  const int all_steps = max(0, (a.lq - first_query + kQueries - 1) / kQueries);
+  const int part = kStages == 2 ? int(blockIdx.z) : 0, parts = kStages == 2 ? int(gridDim.z) : 1;
+  const int step_begin = int(int64_t(part) * all_steps / parts),
+            step_end = int(int64_t(part + 1) * all_steps / parts);
+  const int steps = step_end - step_begin;
+  const int part_begin = first_query + step_begin * kQueries;
+  const int part_end = kStages == 2 ? min(a.lq, first_query + step_end * kQueries) : a.lq;
+  // With one stage (AMD: one part) the walk starts at the first step and runs to the last, as a loop over
+  // q0 alone: with the start and a step count, CDNA2's kernels for heads of 80 and 96 spilled scalar
+  // registers.
   const int first_step_query =
-      first_query + (kStages == 2 ? int(int64_t(blockIdx.x) * steps / gridDim.x) : 0) * kQueries;
+      part_begin + (kStages == 2 ? int(int64_t(blockIdx.x) * steps / gridDim.x) : 0) * kQueries;
   const auto following = [&](int q0) {  // the query of the step after the one at q0, wrapping around
-    return q0 + kQueries < a.lq ? q0 + kQueries : first_query;
+    return q0 + kQueries < part_end ? q0 + kQueries : part_begin;
   };
   const auto load_step = [&](int stage, int q0) {
     load_attention_rows_async<kD, kThreads, kQueries, kFixedCopies>(q_tile(stage), q_base, a.q_row, q0, a.lq,
@@ -264,13 +319,14 @@ __device__ __forceinline__ void attention_gradient_block(
                                                                     a.lq, a.head_dim);
     async_commit();
   };
-  // A step's lse and delta, one query a thread: with two stages read into registers a step ahead; with
-  // one read into shared memory at the step's start.
+  // A step's lse (in the exp2 domain) and delta, one query a thread: with two stages read into registers
+  // a step ahead; with one read into shared memory at the step's start.
+  constexpr float kLog2e = 1.4426950408889634f;
   float next_lse = INFINITY, next_delta = 0.f;
   const auto fetch_statistics = [&](int q0) {
     const int i = int(threadIdx.x);
     if (i < kQueries && q0 + i < a.lq) {
-      next_lse = lse[int64_t(bh) * a.lq + q0 + i];
+      next_lse = lse[int64_t(bh) * a.lq + q0 + i] * kLog2e;
       next_delta = delta[int64_t(bh) * a.lq + q0 + i];
     } else {
       next_lse = INFINITY, next_delta = 0.f;  // queries past lq: no probability, no gradient
@@ -282,7 +338,7 @@ __device__ __forceinline__ void attention_gradient_block(
     } else {
       for (int i = int(threadIdx.x); i < kQueries; i += kThreads) {
         const bool valid = q0 + i < a.lq;
-        lse_s[i] = valid ? lse[int64_t(bh) * a.lq + q0 + i] : INFINITY;
+        lse_s[i] = valid ? lse[int64_t(bh) * a.lq + q0 + i] * kLog2e : INFINITY;
         delta_s[i] = valid ? delta[int64_t(bh) * a.lq + q0 + i] : 0.f;
       }
     }
@@ -302,7 +358,7 @@ __device__ __forceinline__ void attention_gradient_block(
   const int key_row = group * 16;  // this group's keys in the block; the lane's are key_row + g and + 8
   // dQ's share of this group: query rows [dq_row, dq_row + 16) of the step, fragments from dq_first.
   const int dq_row = (group % kRowGroups) * 16, dq_first = (group / kRowGroups) * kPartFragments;
-  for (int i = 0, q0 = first_step_query; kStages == 2 ? i < steps : q0 < a.lq;
+  for (int i = 0, q0 = first_step_query; kStages == 2 ? i < steps : q0 < part_end;
        ++i, q0 = kStages == 2 ? following(q0) : q0 + kQueries) {
     const int stage = kStages == 2 ? i & 1 : 0;
     // Every buffer written here was last read before the previous step's middle barrier.
@@ -419,6 +475,22 @@ __device__ __forceinline__ void attention_gradient_block(
   }
 
   if (steps == 0) async_commit(), async_wait<0>();  // the key and value copies, which no step waited for
+  if (kStages == 2 && parts > 1) {                  // a share of dK and dV, added into their f32 sums
+    if (steps == 0) return;
+    const int key = k0 + key_row + g;
+    float* k_row = grad_k_sums + (int64_t(b) * a.lk + key) * ga.grad_row + head;
+    float* v_row = grad_v_sums + (int64_t(b) * a.lk + key) * ga.grad_row + head;
+#pragma unroll
+    for (int n = 0; n < kNFragments; ++n) {
+      const int col = n * 8 + 2 * t;
+      if (n * 8 >= a.head_dim) continue;  // whole fragments: head_dim is a multiple of 8
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[n].r[e] *= ga.scale;
+      add_fragment(k_row + col, k_row + 8 * ga.grad_row + col, dk[n], t, key < a.lk, key + 8 < a.lk);
+      add_fragment(v_row + col, v_row + 8 * ga.grad_row + col, dv[n], t, key < a.lk, key + 8 < a.lk);
+    }
+    return;
+  }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int key = k0 + key_row + g + 8 * half;
@@ -435,60 +507,96 @@ __device__ __forceinline__ void attention_gradient_block(
   }
 }
 
-template <class T, int kD, int kDV, int kQueries, bool kPortable>
-__global__ void __launch_bounds__(kThreads)
+template <class T, int kD, int kDV, bool kPortable>
+__global__ void __launch_bounds__(
+    (GradientTile<kD, kPortable>::kThreads))  // (): HIP's macro splits at commas
     attention_gradient(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                        const T* __restrict__ grad_out, const float* __restrict__ lse,
                        const float* __restrict__ delta, float* __restrict__ grad_q_sums,
-                       T* __restrict__ grad_k, T* __restrict__ grad_v, GradientArgs ga) {
+                       T* __restrict__ grad_k, T* __restrict__ grad_v, float* __restrict__ grad_k_sums,
+                       float* __restrict__ grad_v_sums, GradientArgs ga) {
 #if defined(__HIP_DEVICE_COMPILE__)
   if constexpr (kWarpSize == 32 && kD > kWave32AmdMaxHead) {
     HD_TRAP();
     return;
   } else
 #endif
-    attention_gradient_block<T, kD, kDV, kQueries, kPortable>(q, k, v, grad_out, lse, delta, grad_q_sums,
-                                                              grad_k, grad_v, ga);
+    attention_gradient_block<T, kD, kDV, kPortable>(q, k, v, grad_out, lse, delta, grad_q_sums, grad_k,
+                                                    grad_v, grad_k_sums, grad_v_sums, ga);
+}
+
+// The gradient's tensors: the forward's inputs and output, dO, the three gradients, and the forward's
+// log-sum-exp (null: recomputed).
+struct GradientOperands {
+  const Tensor &grad_out, &q, &k, &v, &out, &grad_q, &grad_k, &grad_v;
+  const Tensor* lse;
+};
+
+// How many parts the query steps of each key block are split into where the kernel splits them
+// (attention_gradient_block: two stages), given the blocks the GPU holds at once (resident): as many
+// copies of the key blocks as fit in that one wave, each part at least four steps long. Where the key
+// blocks fill more than half the wave, a split would only add a wave (and dK's and dV's atomics).
+[[maybe_unused]]  // where only the one-stage kernel is built (HIP)
+int query_parts(int64_t key_blocks, int query_steps, int64_t resident) {
+  if (2 * key_blocks > resident) return 1;
+  return int(std::max<int64_t>(1, std::min<int64_t>(resident / key_blocks, query_steps / 4)));
 }
 
 template <class T, int kD, int kDV, bool kPortable>
-void launch(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-            const GradientArgs& ga, const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v) {
+void launch(const GradientOperands& t, const GradientArgs& ga) {
   const AttentionArgs& a = ga.a;
-  const Device& device = q.device;
-  const int64_t rows = q.dim(0) * a.heads * int64_t(a.lq);
-  OwnedTensor lse(Shape{rows}, DType::kF32, device), delta(Shape{rows}, DType::kF32, device);
-  OwnedTensor sums(q.shape, DType::kF32, device);
-  HD_GPU_CHECK(cudaMemsetAsync(sums.view().data, 0, sums.view().nbytes(), current_stream()));
-  const auto* qp = static_cast<const T*>(q.data);
-  const auto* kp = static_cast<const T*>(k.data);
-  const auto* gp = static_cast<const T*>(grad_out.data);
-  const dim3 stats_grid(unsigned((a.lq + kStatsQueries - 1) / kStatsQueries), unsigned(q.dim(0) * a.heads));
-  row_statistics<T, kD, kPortable><<<stats_grid, kThreads, 0, current_stream()>>>(
-      qp, kp, static_cast<const T*>(out.data), gp, lse.ptr<float>(), delta.ptr<float>(), ga);
+  const Device& device = t.q.device;
+  const int64_t batch_heads = t.q.dim(0) * a.heads, rows = batch_heads * a.lq;
+  const auto* qp = static_cast<const T*>(t.q.data);
+  const auto* kp = static_cast<const T*>(t.k.data);
+  const auto* gp = static_cast<const T*>(t.grad_out.data);
+  const auto* op = static_cast<const T*>(t.out.data);
+  OwnedTensor delta(Shape{rows}, DType::kF32, device), own_lse;
+  const dim3 stats_grid(unsigned((a.lq + kStatsQueries - 1) / kStatsQueries), unsigned(batch_heads));
+  if (t.lse != nullptr) {
+    row_deltas_kernel<T, kD><<<stats_grid, kThreads, 0, current_stream()>>>(op, gp, delta.ptr<float>(), ga);
+  } else {
+    own_lse = OwnedTensor(Shape{rows}, DType::kF32, device);
+    row_statistics<T, kD, kPortable><<<stats_grid, kThreads, 0, current_stream()>>>(
+        qp, kp, op, gp, own_lse.ptr<float>(), delta.ptr<float>(), ga);
+  }
   HD_GPU_CHECK_LAUNCH();
+  const float* lse = t.lse != nullptr ? t.lse->ptr<float>() : own_lse.ptr<float>();
 
-  constexpr int kQueries = kD > 96 ? 16 : 32, kStages = kGradientStages<kPortable>;
-  const size_t smem =
-      size_t(2 * kKeyBlock + 2 * kStages * kQueries) * (kD + kAttentionPad) * sizeof(uint16_t) +
-      size_t(kQueries) * (kKeyBlock + kAttentionPad) * sizeof(uint16_t) + 2 * kQueries * sizeof(float);
-  const auto kernel = attention_gradient<T, kD, kDV, kQueries, kPortable>;
-  allow_dynamic_shared_memory(kernel, smem, device.index);
-  const dim3 grid(unsigned((a.lk + kKeyBlock - 1) / kKeyBlock), unsigned(q.dim(0) * a.heads));
-  kernel<<<grid, kThreads, smem, current_stream()>>>(
-      qp, kp, static_cast<const T*>(v.data), gp, lse.ptr<float>(), delta.ptr<float>(), sums.ptr<float>(),
-      static_cast<T*>(grad_k.data), static_cast<T*>(grad_v.data), ga);
+  using Tile = GradientTile<kD, kPortable>;
+  const auto kernel = attention_gradient<T, kD, kDV, kPortable>;
+  allow_dynamic_shared_memory(kernel, Tile::kSharedBytes, device.index);
+  const int64_t key_blocks = (a.lk + Tile::kKeys - 1) / Tile::kKeys;
+  int parts = 1;
+  if constexpr (Tile::kStages == 2) {
+    int per_multiprocessor = 0;
+    HD_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, Tile::kThreads,
+                                                               Tile::kSharedBytes));
+    parts = query_parts(key_blocks * batch_heads, (a.lq + Tile::kQueries - 1) / Tile::kQueries,
+                        int64_t(per_multiprocessor) * multiprocessor_count(device.index));
+  }
+  // f32 sums: dQ's always (every key block adds into it); dK's and dV's where the query steps are split.
+  const auto zeroed_sums = [&](const Shape& shape) {
+    OwnedTensor sums(shape, DType::kF32, device);
+    HD_GPU_CHECK(cudaMemsetAsync(sums.view().data, 0, sums.view().nbytes(), current_stream()));
+    return sums;
+  };
+  const OwnedTensor q_sums = zeroed_sums(t.q.shape);
+  const OwnedTensor k_sums = parts > 1 ? zeroed_sums(t.k.shape) : OwnedTensor();
+  const OwnedTensor v_sums = parts > 1 ? zeroed_sums(t.k.shape) : OwnedTensor();
+  const dim3 grid{unsigned(key_blocks), unsigned(batch_heads), unsigned(parts)};
+  kernel<<<grid, Tile::kThreads, Tile::kSharedBytes, current_stream()>>>(
+      qp, kp, static_cast<const T*>(t.v.data), gp, lse, delta.ptr<float>(), q_sums.ptr<float>(),
+      static_cast<T*>(t.grad_k.data), static_cast<T*>(t.grad_v.data),
+      parts > 1 ? k_sums.ptr<float>() : nullptr, parts > 1 ? v_sums.ptr<float>() : nullptr, ga);
   HD_GPU_CHECK_LAUNCH();
-  convert(sums, grad_q);
+  convert(q_sums, t.grad_q);
+  if (parts > 1) convert(k_sums, t.grad_k), convert(v_sums, t.grad_v);
 }
 
 template <class T, bool kPortable>
-void dispatch_head_dim(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const Tensor& out, const GradientArgs& ga, const Tensor& dq, const Tensor& dk,
-                       const Tensor& dv) {
-  with_head_sizes(ga.a.head_dim, [&]<int kD, int kDV>() {
-    launch<T, kD, kDV, kPortable>(grad_out, q, k, v, out, ga, dq, dk, dv);
-  });
+void dispatch_head_dim(const GradientOperands& t, const GradientArgs& ga) {
+  with_head_sizes(ga.a.head_dim, [&]<int kD, int kDV>() { launch<T, kD, kDV, kPortable>(t, ga); });
 }
 
 }  // namespace
@@ -507,7 +615,7 @@ bool attention_backward_supported(const Tensor& q, int heads) {
 
 void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& out, int heads, bool causal, float scale, const Tensor& grad_q,
-                        const Tensor& grad_k, const Tensor& grad_v, KernelPath path) {
+                        const Tensor& grad_k, const Tensor& grad_v, KernelPath path, const Tensor* lse) {
   const int head_dim = int(q.dim(2) / heads);
   for (const Tensor* t : {&grad_out, &q, &k, &v, &out, &grad_q, &grad_k, &grad_v})
     HD_CHECK_KIND(t->is_contiguous() && is_aligned(t->data, 16), ErrorKind::kUnsupported,
@@ -528,21 +636,19 @@ void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k
                          softmax_scale * 1.4426950408889634f, causal},
                         q.dim(2),
                         softmax_scale};
+  const GradientOperands operands{grad_out, q, k, v, out, grad_q, grad_k, grad_v, lse};
   HD_GPU_CHECK(cudaSetDevice(q.device.index));
 #if defined(HD_GPU_HIP)
   (void)path;
-  if (q.dtype == DType::kF16)
-    return dispatch_head_dim<__half, true>(grad_out, q, k, v, out, ga, grad_q, grad_k, grad_v);
-  dispatch_head_dim<Bf16, true>(grad_out, q, k, v, out, ga, grad_q, grad_k, grad_v);
+  if (q.dtype == DType::kF16) return dispatch_head_dim<__half, true>(operands, ga);
+  dispatch_head_dim<Bf16, true>(operands, ga);
 #else
   const bool portable =
       path == KernelPath::kPortable || device_matrix_unit(q.device.index) != MatrixUnit::kNvidiaMma;
   if (q.dtype == DType::kF16) {
-    portable ? dispatch_head_dim<__half, true>(grad_out, q, k, v, out, ga, grad_q, grad_k, grad_v)
-             : dispatch_head_dim<__half, false>(grad_out, q, k, v, out, ga, grad_q, grad_k, grad_v);
+    portable ? dispatch_head_dim<__half, true>(operands, ga) : dispatch_head_dim<__half, false>(operands, ga);
   } else {
-    portable ? dispatch_head_dim<Bf16, true>(grad_out, q, k, v, out, ga, grad_q, grad_k, grad_v)
-             : dispatch_head_dim<Bf16, false>(grad_out, q, k, v, out, ga, grad_q, grad_k, grad_v);
+    portable ? dispatch_head_dim<Bf16, true>(operands, ga) : dispatch_head_dim<Bf16, false>(operands, ga);
   }
 #endif
 }

@@ -19,7 +19,17 @@ struct AttentionArgs {
   int64_t q_row, kv_row, out_row;  // elements between consecutive tokens
   float scale_log2;                // softmax scale · log2(e): exponentials are exp2
   bool causal;
+  // Where not null, the forward also writes each row's log-sum-exp of the scaled scores (natural log,
+  // as SDPA's; +inf for a row with no key), [batch, heads, lq] f32: what the gradient would otherwise
+  // recompute from Q and K.
+  float* lse = nullptr;
 };
+
+// A row's log-sum-exp (natural log) from the online softmax's raw maximum m and its sum l of
+// 2^(s·scale_log2 − m·scale_log2).
+__device__ inline float row_log_sum_exp(float m, float l, float scale_log2) {
+  return l > 0.f ? (m * scale_log2 + log2f(l)) * 0.6931471805599453f : INFINITY;
+}
 
 // The head sizes the NVIDIA-layout flash kernels (forward, backward, Hopper's) are built for: a head of
 // width d (a multiple of 8, at most 160) runs as f.template operator()<kD, kDV>(), kD its width rounded up
@@ -73,10 +83,11 @@ __device__ inline void online_softmax_step(float (&tile_max)[2], float (&m)[2], 
 
 // The end of the online softmax: each row's sum gathered from its 4 lanes, then the two rows this lane
 // holds (query and query + 8) divided by it and stored, two columns (8n + 2t, + 1) of each 8-column group
-// n a store; o(n, e) is the lane's accumulator e of group n (e / 2: the row, e % 2: the column).
+// n a store; o(n, e) is the lane's accumulator e of group n (e / 2: the row, e % 2: the column). m: the
+// rows' raw maxima, for the log-sum-exp where a.lse asks for it.
 template <int kDV, int kLanes, class T, class Accumulator>
 __device__ inline void store_attention_rows(T* out, const AttentionArgs& a, int b, int h, int query, int t,
-                                            float (&l)[2], Accumulator o) {
+                                            const float (&m)[2], float (&l)[2], Accumulator o) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     l[i] += shuffle_xor(l[i], 1, kLanes);
@@ -85,6 +96,9 @@ __device__ inline void store_attention_rows(T* out, const AttentionArgs& a, int 
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     if (query + 8 * half >= a.lq) continue;
+    if (a.lse != nullptr && t == 0)
+      a.lse[(int64_t(b) * a.heads + h) * a.lq + query + 8 * half] =
+          row_log_sum_exp(m[half], l[half], a.scale_log2);
     const float inv = l[half] > 0.f ? 1.f / l[half] : 0.f;
     T* dst = out + (int64_t(b) * a.lq + query + 8 * half) * a.out_row + int64_t(h) * a.head_dim;
 #pragma unroll
@@ -172,9 +186,10 @@ void flash_attention_mfma(const Tensor& q, const Tensor& k, const Tensor& v, con
 void flash_attention_wmma11(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                             const AttentionArgs& a);
 // Heads whose width is not a multiple of 8, or tensors off a 16-byte boundary (attention_padded.cu):
-// attention() on copies whose heads are widened by zeros to a multiple of 8.
+// attention() on copies whose heads are widened by zeros to a multiple of 8 (the zeros change no score,
+// so lse, where not null, is written as it is).
 void attention_padded(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
-                      const Tensor& out, KernelPath path);
+                      const Tensor& out, KernelPath path, const Tensor* lse);
 
 void flash_attention_wmma12(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                             const AttentionArgs& a);

@@ -43,7 +43,7 @@ void copy_heads(const void* src, int64_t src_row, int src_width, void* dst, int 
 }  // namespace
 
 void attention_padded(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
-                      const Tensor& out, KernelPath path) {
+                      const Tensor& out, KernelPath path, const Tensor* lse) {
   const int head_dim = int(q.dim(2) / heads), padded = (head_dim + 7) / 8 * 8;
   const auto widened = [&](const Tensor& t, Buffer& storage) {
     const int64_t rows = t.dim(0) * t.dim(1);
@@ -56,8 +56,8 @@ void attention_padded(const Tensor& q, const Tensor& k, const Tensor& v, int hea
   const Tensor wide_q = widened(q, q_storage), wide_k = widened(k, k_storage), wide_v = widened(v, v_storage);
   const Buffer out_storage(out.device, size_t(wide_q.numel()) * sizeof(uint16_t));
   const Tensor wide_out = Tensor::contiguous(out_storage.data(), out.dtype, wide_q.shape, out.device);
-  attention(wide_q, wide_k, wide_v, heads, causal, scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim)), wide_out,
-            path);
+  attention(wide_q, wide_k, wide_v, heads, causal, scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim)),
+            wide_out, path, lse);
   copy_heads(out_storage.data(), int64_t(heads) * padded, padded, out.data, head_dim, out.dim(0) * out.dim(1),
              heads, head_dim);
 }

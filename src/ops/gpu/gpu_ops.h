@@ -18,10 +18,12 @@ void convert(const Tensor& src, const Tensor& dst);
 // 16-byte vectors: a head dimension that is not a multiple of 8 (or a tensor off a 16-byte boundary) runs on
 // copies widened by zeros. A forced path (matrix_unit.h) runs the kernel written for that layout: the
 // portable shuffles (AMD GPUs without matrix cores), or AMD's 16x16 layouts (CDNA's MFMA, RDNA3's and RDNA4's
-// WMMA), the instruction on the AMD GPU that has it, emulated elsewhere.
+// WMMA), the instruction on the AMD GPU that has it, emulated elsewhere. Where lse is not null (dense
+// [B, heads, Lq] f32), the flash kernels also write each row's log-sum-exp (ops::attention's), which
+// attention_backward then reads instead of recomputing it; the materialised path refuses it (kUnsupported).
 inline constexpr int kMaxFlashHeadDim = 160;
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal, float scale,
-               const Tensor& out, KernelPath path = KernelPath::kTuned);
+               const Tensor& out, KernelPath path = KernelPath::kTuned, const Tensor* lse = nullptr);
 // The materialised path by itself, its queries in chunks whose scores fit max_scores_bytes but of at least
 // min_rows queries: with fewer, P·V's product (rows x head outputs) has too few tiles to fill the GPU. On
 // an H100 (2026-11-27) chunks of 4096 queries took the VAE's 16384-token attention from 1.60 to 1.75 ms,
@@ -64,12 +66,13 @@ void geglu(const Tensor& x, ops::GeluApproximation approximation, const Tensor& 
 
 // Attention's gradient (attention_backward.cu, FlashAttention-2's recomputation): f16/bf16 heads of a
 // multiple of 8 up to kMaxFlashHeadDim (96 on AMD's 32-lane RDNA GPUs) on dense 16-byte-aligned tensors;
-// anything else is kUnsupported
-// (the PyTorch extension then runs PyTorch's gradient, counted).
+// anything else is kUnsupported (the PyTorch extension then runs PyTorch's gradient, counted). lse: the
+// forward's log-sum-exp (attention's), or null to recompute it from Q and K.
 bool attention_backward_supported(const Tensor& q, int heads);
 void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& out, int heads, bool causal, float scale, const Tensor& grad_q,
-                        const Tensor& grad_k, const Tensor& grad_v, KernelPath path = KernelPath::kTuned);
+                        const Tensor& grad_k, const Tensor& grad_v, KernelPath path = KernelPath::kTuned,
+                        const Tensor* lse = nullptr);
 
 // Gradients (the PyTorch extension's autograd), f32 arithmetic: norm_backward.cu, geglu_backward.cu.
 void group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups,

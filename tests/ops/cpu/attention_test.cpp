@@ -10,12 +10,14 @@
 namespace hd {
 namespace {
 
-// Softmax attention per head in double, straight from the definition.
-std::vector<double> attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal,
-                                        double scale) {
+// Softmax attention per head in double, straight from the definition; where lse is given, each row's
+// log-sum-exp of its scaled scores there too ([B, heads, Lq]).
+std::vector<double> attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
+                                        bool causal, double scale, std::vector<double>* lse = nullptr) {
   const int64_t batch = q.dim(0), lq = q.dim(1), lk = k.dim(1), width = q.dim(2), d = width / heads;
   std::vector<double> out(size_t(q.numel()));
   std::vector<double> s(static_cast<size_t>(lk));
+  if (lse != nullptr) lse->assign(size_t(batch * heads * lq), 0.0);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < lq; ++i) {
@@ -29,6 +31,7 @@ std::vector<double> attention_reference(const Tensor& q, const Tensor& k, const 
         }
         double sum = 0.0;
         for (int64_t j = 0; j < lk; ++j) sum += (s[size_t(j)] = std::exp(s[size_t(j)] - max));
+        if (lse != nullptr) (*lse)[size_t((b * heads + h) * lq + i)] = max + std::log(sum);
         for (int64_t c = 0; c < d; ++c) {
           double acc = 0.0;
           for (int64_t j = 0; j < lk; ++j) acc += s[size_t(j)] * v.ptr<float>()[(b * lk + j) * width + h * d + c];
@@ -62,9 +65,13 @@ TEST(Attention, MatchesDefinitionOnRandomData) {
     const auto k = test::random_tensor(rng, Shape{c.batch, c.lk, width});
     const auto v = test::random_tensor(rng, Shape{c.batch, c.lk, width});
     auto out = test::poisoned_tensor(Shape{c.batch, c.lq, width});
-    ops::attention(q, k, v, {c.heads, c.causal, c.scale}, out);
+    auto lse = test::poisoned_tensor(Shape{c.batch, c.heads, c.lq});
+    ops::attention(q, k, v, {c.heads, c.causal, c.scale}, out, &lse.view());
     const double scale = c.scale != 0.0f ? c.scale : 1.0 / std::sqrt(double(c.head_dim));
-    EXPECT_LT(test::relative_l2(out, attention_reference(q, k, v, c.heads, c.causal, scale)), 1e-5);
+    std::vector<double> expected_lse;
+    EXPECT_LT(test::relative_l2(out, attention_reference(q, k, v, c.heads, c.causal, scale, &expected_lse)),
+              1e-5);
+    EXPECT_LT(test::relative_l2(lse, expected_lse), 1e-6) << "log-sum-exp";
   }
 }
 
@@ -104,6 +111,10 @@ TEST(Attention, RejectsBadShapes) {
   EXPECT_THROW(ops::attention(q, k, v, {4, false, 0.0f}, out), Error);  // 6 is not divisible by 4
   EXPECT_THROW(ops::attention(q, k_wide, v, {2, false, 0.0f}, out), Error);
   EXPECT_THROW(ops::attention(q, k, v, {2, false, 0.0f}, k), Error);
+  // The log-sum-exp is [B, heads, Lq] f32.
+  OwnedTensor lse_short(Shape{1, 2, 3}, DType::kF32), lse_ok(Shape{1, 2, 4}, DType::kF32);
+  EXPECT_THROW(ops::attention(q, k, v, {2, false, 0.0f}, out, &lse_short.view()), Error);
+  EXPECT_NO_THROW(ops::attention(q, k, v, {2, false, 0.0f}, out, &lse_ok.view()));
 }
 
 }  // namespace

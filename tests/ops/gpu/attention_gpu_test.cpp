@@ -25,9 +25,10 @@ struct Case {
 // input type before the second product, as in every flash attention.
 double tolerance(DType t) { return t == DType::kF16 ? 2e-3 : 1.2e-2; }
 
-// The GPU result of run(q, k, v, out) on c's random data against the CPU reference.
+// The GPU result of run(q, k, v, out, lse) on c's random data against the CPU reference; with with_lse
+// also each row's log-sum-exp (lse: [B, H, Lq] f32 on the GPU; null without).
 template <class Run>
-void check_run(const Case& c, DType dtype, const char* label, Run run) {
+void check_run(const Case& c, DType dtype, const char* label, bool with_lse, Run run) {
   SCOPED_TRACE(testing::Message() << dtype_name(dtype) << label << " B" << c.batch << " H" << c.heads << " Lq"
                                   << c.lq << " Lk" << c.lk << " D" << c.head_dim
                                   << (c.causal ? " causal" : ""));
@@ -39,16 +40,24 @@ void check_run(const Case& c, DType dtype, const char* label, Run run) {
   const auto v = test::random_tensor(rng, Shape{c.batch, c.lk, width});
   const auto dq = test::to_gpu(q, dtype), dk = test::to_gpu(k, dtype), dv = test::to_gpu(v, dtype);
   const auto dout = test::poisoned_gpu(q.view().shape, dtype);
-  run(dq.view(), dk.view(), dv.view(), dout.view());
+  const Shape lse_shape{c.batch, c.heads, c.lq};
+  const auto lse = test::poisoned_gpu(lse_shape, DType::kF32);
+  const Tensor lse_view = lse.view();
+  run(dq.view(), dk.view(), dv.view(), dout.view(), with_lse ? &lse_view : nullptr);
   const auto got = test::to_host_f32(dout);
 
-  OwnedTensor expected(q.view().shape, DType::kF32);
+  OwnedTensor expected(q.view().shape, DType::kF32), expected_lse(lse_shape, DType::kF32);
   ops::AttentionParams p;
   p.heads = c.heads;
   p.causal = c.causal;
-  ops::attention(test::rounded_to(q, dtype), test::rounded_to(k, dtype), test::rounded_to(v, dtype), p, expected);
+  ops::attention(test::rounded_to(q, dtype), test::rounded_to(k, dtype), test::rounded_to(v, dtype), p,
+                 expected, &expected_lse.view());
   const double err = test::relative_l2(got, test::reference_of(expected));
   EXPECT_LE(err, tolerance(dtype));
+  // The inputs are the same rounded values on both sides, and the scores accumulate in f32 on both.
+  if (with_lse)
+    EXPECT_LE(test::relative_l2(test::to_host_f32(lse), test::reference_of(expected_lse)), 3e-5)
+        << "log-sum-exp";
 }
 
 void check(const Case& c, DType dtype, gpu::KernelPath path) {
@@ -58,9 +67,12 @@ void check(const Case& c, DType dtype, gpu::KernelPath path) {
                           : path == gpu::KernelPath::kWmma11Layout ? " wmma11 layout"
                           : path == gpu::KernelPath::kWmma12Layout ? " wmma12 layout"
                                                                    : " fastest";
-  check_run(c, dtype, path_name, [&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out) {
-    gpu::attention(q, k, v, c.heads, c.causal, 0.f, out, path);
-  });
+  // The log-sum-exp is written by the flash kernels, every path's (the materialised one refuses it).
+  const bool with_lse = c.head_dim <= gpu::kMaxFlashHeadDim;
+  check_run(c, dtype, path_name, with_lse,
+            [&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor* lse) {
+              gpu::attention(q, k, v, c.heads, c.causal, 0.f, out, path, lse);
+            });
 }
 
 const Case kCases[] = {
@@ -139,6 +151,19 @@ TEST(GpuAttention, OpApiDispatchesAndRefusesWhatItCannotDo) {
   // f32 on the GPU is not done: a clear error, not wrong numbers.
   const auto f32 = test::to_gpu(q, DType::kF32);
   EXPECT_THROW(ops::attention(f32, f32, f32, p, test::poisoned_gpu(Shape{1, 10, 64}, DType::kF32)), Error);
+  // A log-sum-exp of the wrong shape or dtype, and one for a head past the flash kernels, are refused.
+  const auto wrong = test::poisoned_gpu(Shape{1, 10, 1}, DType::kF32);
+  EXPECT_THROW(ops::attention(dq, dq, dq, p, out, &wrong.view()), Error);
+  const auto half = test::poisoned_gpu(Shape{1, 1, 10}, DType::kF16);
+  EXPECT_THROW(ops::attention(dq, dq, dq, p, out, &half.view()), Error);
+  const auto wide = test::to_gpu(test::random_tensor(rng, Shape{1, 10, 512}), DType::kF16);
+  const auto wide_lse = test::poisoned_gpu(Shape{1, 1, 10}, DType::kF32);
+  try {
+    ops::attention(wide, wide, wide, p, test::poisoned_gpu(Shape{1, 10, 512}, DType::kF16), &wide_lse.view());
+    ADD_FAILURE() << "a 512-wide head's log-sum-exp was not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnsupported) << e.what();
+  }
 }
 
 // Head dimensions the kernels do not take as they are (not a multiple of 8: a small model's 4-wide
@@ -259,8 +284,8 @@ TEST(GpuAttention, MaterialisedPathInChunksOfQueriesMatchesCpu) {
          {Chunked{{2, 2, 300, 77, 192, false}, 1}, Chunked{{2, 2, 300, 77, 192, false}, 48},
           Chunked{{1, 1, 100, 513, 512, false}, 33}, Chunked{{1, 2, 90, 90, 192, true}, 16}}) {
       const size_t bound = size_t(k.rows * k.c.batch * k.c.heads * k.c.lk) * dtype_size(t);
-      check_run(k.c, t, " materialised in chunks",
-                [&](const Tensor& q, const Tensor& key, const Tensor& v, const Tensor& out) {
+      check_run(k.c, t, " materialised in chunks", false,
+                [&](const Tensor& q, const Tensor& key, const Tensor& v, const Tensor& out, const Tensor*) {
                   gpu::attention_materialised(q, key, v, k.c.heads, k.c.causal, 0.f, out, {bound, 1});
                 });
     }

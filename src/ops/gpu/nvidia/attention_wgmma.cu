@@ -234,7 +234,7 @@ __device__ __forceinline__ void attention_body(const T* __restrict__ q, const T*
     wgmma::fence_operands(p);
   }
 
-  store_attention_rows<kDV, kWarpSize>(out, a, b, h, q0 + row, t, l,
+  store_attention_rows<kDV, kWarpSize>(out, a, b, h, q0 + row, t, m, l,
                                        [&](int n, int e) HD_INLINE { return o[4 * n + e]; });
 #else
   HD_TRAP();

@@ -9,6 +9,7 @@
 #define HD_GPU_HIP 1
 #define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 #define cudaFuncSetAttribute(f, a, v) hipFuncSetAttribute(reinterpret_cast<const void*>(f), a, v)
+#define cudaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #define HD_GPU_DEVICE_TYPE ::hd::DeviceType::kHip
 
 #define cudaDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
