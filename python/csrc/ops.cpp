@@ -41,15 +41,39 @@ at::Tensor attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::T
   return out;
 }
 
+// The output and each row's log-sum-exp [B, heads, Lq] f32, which attention_backward takes instead of
+// recomputing it: what the autograd formula saves when a gradient will be asked for.
+std::tuple<at::Tensor, at::Tensor> attention_with_lse(const at::Tensor& q_in, const at::Tensor& k_in,
+                                                      const at::Tensor& v_in, int64_t heads, bool causal,
+                                                      double scale) {
+  const at::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  TORCH_CHECK_VALUE(q.dim() == 3, "hipdiffusion::attention_with_lse: q must be [B, L, heads*D], got ",
+                    q.sizes());
+  const ops::AttentionParams p = attention_params(heads, causal, scale);
+  at::Tensor out = at::empty_like(q),
+             lse = at::empty({q.size(0), heads, q.size(1)}, q.options().dtype(at::kFloat));
+  const DeviceScope scope(q);
+  run_translating_errors("attention_with_lse", [&] {
+    const Tensor lse_view = view_of(lse);
+    ops::attention(view_of(q), view_of(k), view_of(v), p, view_of(out), &lse_view);
+  });
+  return {out, lse};
+}
+
 TensorTriple attention_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
-                                const at::Tensor& v, const at::Tensor& out, int64_t heads, bool causal, double scale) {
+                                const at::Tensor& v, const at::Tensor& out, int64_t heads, bool causal,
+                                double scale, const c10::optional<at::Tensor>& lse) {
   const at::Tensor go = grad_out.contiguous(), qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(),
                    oc = out.contiguous();
+  const c10::optional<at::Tensor> lse_c =
+      lse.has_value() ? c10::optional<at::Tensor>(lse->contiguous()) : lse;
   at::Tensor dq = at::empty_like(qc), dk = at::empty_like(kc), dv = at::empty_like(vc);
   const DeviceScope scope(qc);
   run_translating_errors("attention_backward", [&] {
+    Tensor lse_view;
     ops::attention_backward(view_of(go), view_of(qc), view_of(kc), view_of(vc), view_of(oc),
-                            attention_params(heads, causal, scale), view_of(dq), view_of(dk), view_of(dv));
+                            attention_params(heads, causal, scale), view_of(dq), view_of(dk), view_of(dv),
+                            optional_view(lse_c, lse_view));
   });
   return {dq, dk, dv};
 }
@@ -174,8 +198,12 @@ at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& weight, const c10::o
 
 TORCH_LIBRARY(hipdiffusion, m) {
   m.def("attention(Tensor q, Tensor k, Tensor v, int heads, bool causal=False, float scale=0.0) -> Tensor");
-  m.def("attention_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, int heads, bool causal, "
-        "float scale) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "attention_with_lse(Tensor q, Tensor k, Tensor v, int heads, bool causal=False, float scale=0.0) "
+      "-> (Tensor, Tensor)");
+  m.def(
+      "attention_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, int heads, bool causal, "
+      "float scale, Tensor? lse=None) -> (Tensor, Tensor, Tensor)");
   m.def("group_norm(Tensor x, Tensor weight, Tensor bias, int groups, float eps, bool silu=False) -> Tensor");
   m.def("group_norm_backward(Tensor grad_out, Tensor x, Tensor weight, Tensor bias, int groups, float eps, "
         "bool silu) -> (Tensor, Tensor, Tensor)");
@@ -190,6 +218,7 @@ TORCH_LIBRARY(hipdiffusion, m) {
 
 #define HD_REGISTER_OPS(m)                                            \
   m.impl("attention", &hd::torch_ext::attention);                     \
+  m.impl("attention_with_lse", &hd::torch_ext::attention_with_lse);   \
   m.impl("attention_backward", &hd::torch_ext::attention_backward);   \
   m.impl("group_norm", &hd::torch_ext::group_norm);                   \
   m.impl("group_norm_backward", &hd::torch_ext::group_norm_backward); \

@@ -22,8 +22,13 @@ def _(q, k, v, heads, causal=False, scale=0.0):
     return q.new_empty(q.shape)
 
 
+@register_fake("hipdiffusion::attention_with_lse")
+def _(q, k, v, heads, causal=False, scale=0.0):
+    return q.new_empty(q.shape), q.new_empty((q.shape[0], heads, q.shape[1]), dtype=torch.float32)
+
+
 @register_fake("hipdiffusion::attention_backward")
-def _(grad_out, q, k, v, out, heads, causal, scale):
+def _(grad_out, q, k, v, out, heads, causal, scale, lse=None):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
@@ -80,6 +85,20 @@ def _pytorch_gradient(op, reason, function, primals, grad):
     return vjp(grad)
 
 
+def _attention_gradient(grad, q, k, v, out, lse, heads, causal, scale):
+    """dq, dk, dv by the engine's kernel (lse: the forward's log-sum-exp, or None to recompute it), or by
+    PyTorch's autograd where the kernel does not take the tensors."""
+    reason = backward_unsupported("attention", grad, q, k, v, heads=heads)
+    if reason is None:
+        try:
+            return _ops.attention_backward(grad, q, k, v, out, heads, causal, scale, lse)
+        except NotImplementedError as e:  # what only the device knows (an AMD GPU's widest head)
+            reason = str(e).splitlines()[0]
+    return _pytorch_gradient(
+        "attention_backward", reason, lambda q, k, v: reference.attention(q, k, v, heads, causal, scale),
+        (q, k, v), grad)
+
+
 def _attention_setup(ctx, inputs, output):
     q, k, v, heads, causal, scale = inputs
     ctx.save_for_backward(q, k, v, output)
@@ -88,21 +107,27 @@ def _attention_setup(ctx, inputs, output):
 
 def _attention_backward(ctx, grad):
     q, k, v, out = ctx.saved_tensors
-    heads, causal, scale = ctx.args
-    reason = backward_unsupported("attention", grad, q, k, v, heads=heads)
-    if reason is None:
-        try:
-            dq, dk, dv = _ops.attention_backward(grad, q, k, v, out, heads, causal, scale)
-        except NotImplementedError as e:  # what only the device knows (an AMD GPU's widest head)
-            reason = str(e).splitlines()[0]
-    if reason is not None:
-        dq, dk, dv = _pytorch_gradient(
-            "attention_backward", reason, lambda q, k, v: reference.attention(q, k, v, heads, causal, scale),
-            (q, k, v), grad)
-    return dq, dk, dv, None, None, None
+    return (*_attention_gradient(grad, q, k, v, out, None, *ctx.args), None, None, None)
 
 
 register_autograd("hipdiffusion::attention", _attention_backward, setup_context=_attention_setup)
+
+
+def _attention_with_lse_setup(ctx, inputs, output):
+    q, k, v, heads, causal, scale = inputs
+    out, lse = output
+    ctx.mark_non_differentiable(lse)  # saved for the gradient, not a result to differentiate
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.args = (heads, causal, scale)
+
+
+def _attention_with_lse_backward(ctx, grad, _grad_lse):
+    q, k, v, out, lse = ctx.saved_tensors
+    return (*_attention_gradient(grad, q, k, v, out, lse, *ctx.args), None, None, None)
+
+
+register_autograd("hipdiffusion::attention_with_lse", _attention_with_lse_backward,
+                  setup_context=_attention_with_lse_setup)
 
 
 def _group_norm_setup(ctx, inputs, output):

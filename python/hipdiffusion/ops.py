@@ -13,7 +13,8 @@ import torch
 from . import _registrations  # noqa: F401  (fake functions and autograd of the operators)
 from . import reference
 from .fallback import record
-from .support import channels_first_permutation, channels_last_permutation, kernel_unsupported
+from .support import (backward_unsupported, channels_first_permutation, channels_last_permutation,
+                      kernel_unsupported)
 
 _ops = torch.ops.hipdiffusion
 
@@ -51,6 +52,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, *, 
     scale_value = 0.0 if scale is None else float(scale)
     reason = kernel_unsupported(q, k, v)
     if reason is None:
+        # Where a GPU gradient kernel of ours will run, the forward also keeps each row's log-sum-exp, so
+        # that the gradient need not recompute it from q and k (the CPU's gradient recomputes it anyway).
+        if (q.is_cuda and torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+                and backward_unsupported("attention", q, k, v, heads=heads) is None):
+            return _ops.attention_with_lse.default(q, k, v, heads, causal, scale_value)[0]
         return _run(_ops.attention.default, (q, k, v), q, k, v, heads, causal, scale_value)
     record("attention", reason)
     return reference.attention(q, k, v, heads, causal, scale_value)

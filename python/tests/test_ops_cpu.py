@@ -53,6 +53,25 @@ def test_attention_matches_sdpa(shape, causal):
     assert_no_fallback()
 
 
+def log_sum_exp(q, k, heads, causal, scale=None):
+    """Each row's log-sum-exp of its scaled scores, [B, heads, Lq], by PyTorch."""
+    b, lq, c = q.shape
+    d = c // heads
+    split = lambda t: t.reshape(b, t.shape[1], heads, d).transpose(1, 2)  # noqa: E731
+    scores = split(q) @ split(k).transpose(-1, -2) * (scale if scale else d ** -0.5)
+    if causal:
+        scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.logsumexp(scores, dim=-1)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_with_lse_matches_logsumexp(causal):
+    q, k, v = rand(2, 9, 24), rand(2, 11, 24), rand(2, 11, 24)
+    out, lse = hd.attention_with_lse(q, k, v, 3, causal, 0.4)
+    torch.testing.assert_close(out, ops.attention(q, k, v, 3, causal=causal, scale=0.4))
+    torch.testing.assert_close(lse, log_sum_exp(q, k, 3, causal, 0.4), atol=1e-5, rtol=1e-5)
+
+
 def test_attention_scale():
     q, k, v = rand(1, 6, 16), rand(1, 10, 16), rand(1, 10, 16)
     got = ops.attention(q, k, v, 2, scale=0.3)
@@ -148,6 +167,13 @@ def test_gradcheck_attention():
 
 
 @pytest.mark.filterwarnings("ignore:Input #")
+def test_gradcheck_attention_with_lse():
+    q, k, v = rand(1, 4, 8, grad=True), rand(1, 5, 8, grad=True), rand(1, 5, 8, grad=True)
+    assert torch.autograd.gradcheck(lambda q, k, v: hd.attention_with_lse(q, k, v, 2, False, 0.0)[0], (q, k, v),
+                                    **GRADCHECK)
+
+
+@pytest.mark.filterwarnings("ignore:Input #")
 @pytest.mark.parametrize("silu", [False, True])
 def test_gradcheck_group_norm(silu):
     x, w, b = rand(2, 3, 2, 4, grad=True), rand(4, grad=True), rand(4, grad=True)
@@ -173,6 +199,8 @@ def test_gradcheck_geglu(approximate):
 def opcheck_cases():
     yield "attention", (rand(2, 6, 16, grad=True), rand(2, 9, 16, grad=True), rand(2, 9, 16, grad=True), 4, False, 0.0)
     yield "attention", (rand(1, 7, 12, grad=True), rand(1, 7, 12, grad=True), rand(1, 7, 12, grad=True), 3, True, 0.5)
+    yield "attention_with_lse", (rand(2, 6, 16, grad=True), rand(2, 9, 16, grad=True), rand(2, 9, 16, grad=True), 4,
+                                 True, 0.0)
     yield "group_norm", (rand(2, 3, 4, 8, grad=True), rand(8, grad=True), rand(8, grad=True), 4, 1e-5, True)
     yield "layer_norm", (rand(2, 5, 16, grad=True), rand(16, grad=True), rand(16, grad=True), 1e-5)
     yield "geglu", (rand(2, 3, 20, grad=True), "tanh")
@@ -180,6 +208,8 @@ def opcheck_cases():
     yield "linear", (rand(4, 8, grad=True), rand(5, 8, grad=True), None, None)
     yield "conv2d", (rand(1, 5, 6, 3, grad=True), rand(4, 3, 3, 3, grad=True), rand(4, grad=True), None, 2, 1)
     yield "attention_backward", (rand(1, 3, 8), rand(1, 3, 8), rand(1, 4, 8), rand(1, 4, 8), rand(1, 3, 8), 2, False, 0.0)
+    yield "attention_backward", (rand(1, 3, 8), rand(1, 3, 8), rand(1, 4, 8), rand(1, 4, 8), rand(1, 3, 8), 2, False, 0.0,
+                                 rand(1, 2, 3))
     yield "group_norm_backward", (rand(1, 2, 2, 4), rand(1, 2, 2, 4), rand(4), rand(4), 2, 1e-5, False)
     yield "layer_norm_backward", (rand(2, 6), rand(2, 6), rand(6), 1e-5)
     yield "geglu_backward", (rand(2, 4), rand(2, 8), "none")

@@ -88,6 +88,8 @@ def test_attention_gradient_is_ours_and_right(dtype, tokens, context, heads, cau
     q = rand(1, tokens, width, dtype=dtype, grad=True)
     k, v = (rand(1, context, width, dtype=dtype, grad=True) for _ in range(2))
     out = ops.attention(q, k, v, heads, causal=causal)
+    # The forward kept each row's log-sum-exp for the gradient kernel.
+    assert "attention_with_lse" in type(out.grad_fn).__name__
     upstream = torch.randn_like(out)
     got = torch.autograd.grad(out, (q, k, v), upstream)
     q2, k2, v2 = (t.detach().float().requires_grad_(True) for t in (q, k, v))
@@ -96,6 +98,27 @@ def test_attention_gradient_is_ours_and_right(dtype, tokens, context, heads, cau
     for g, w in zip(got, want):
         assert_close_to(g, w, dtype)
     assert hipdiffusion.fallback_report() == []
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(2, 300, 77, 8, 40), (1, 200, 200, 2, 64), (1, 70, 90, 2, 160), (1, 50, 40, 2, 4)])
+def test_attention_with_lse_matches_logsumexp(dtype, shape):
+    """The log-sum-exp the forward keeps (4-wide heads: through the widened copies) against PyTorch's."""
+    b, lq, lk, heads, d = shape
+    q, k, v = rand(b, lq, heads * d, dtype=dtype), rand(b, lk, heads * d, dtype=dtype), rand(b, lk, heads * d, dtype=dtype)
+    out, lse = torch.ops.hipdiffusion.attention_with_lse(q, k, v, heads, True, 0.0)
+    split = lambda t: t.float().reshape(b, t.shape[1], heads, d).transpose(1, 2)  # noqa: E731
+    scores = split(q) @ split(k).transpose(-1, -2) * d ** -0.5
+    want = torch.logsumexp(scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf")), -1)
+    assert lse.dtype == torch.float32 and lse.shape == (b, heads, lq)
+    torch.testing.assert_close(lse, want, atol=2e-3, rtol=1e-4)
+    assert_close_to(out, hipdiffusion.reference.attention(q.float(), k.float(), v.float(), heads, True, 0.0), dtype)
+
+
+def test_attention_with_lse_refuses_wide_heads_clearly():
+    q = rand(1, 16, 512, dtype=torch.float16)
+    with pytest.raises(NotImplementedError, match="log-sum-exp is written for heads up to 160"):
+        torch.ops.hipdiffusion.attention_with_lse(q, q, q, 1, False, 0.0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
