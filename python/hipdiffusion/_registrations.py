@@ -77,6 +77,17 @@ def _(x, weight, bias=None, residual=None, stride=1, padding=0):
 
 # ---- autograd ----
 
+# Each operator's formula, setup and backward, keyed by its OpOverload: what torch.library runs for it,
+# and what ops.py's eager path (_EagerAutograd) runs as one autograd.Function without torch.library's
+# per-call layers.
+FORMULAS = {}
+
+
+def _autograd(name, backward, setup):
+    register_autograd(f"hipdiffusion::{name}", backward, setup_context=setup)
+    FORMULAS[getattr(_ops, name).default] = (setup, backward)
+
+
 
 def _pytorch_gradient(op, reason, function, primals, grad):
     """The gradient of `function` at `primals` by PyTorch's autograd, counted as a fallback of `op`."""
@@ -110,7 +121,7 @@ def _attention_backward(ctx, grad):
     return (*_attention_gradient(grad, q, k, v, out, None, *ctx.args), None, None, None)
 
 
-register_autograd("hipdiffusion::attention", _attention_backward, setup_context=_attention_setup)
+_autograd("attention", _attention_backward, _attention_setup)
 
 
 def _attention_with_lse_setup(ctx, inputs, output):
@@ -126,8 +137,7 @@ def _attention_with_lse_backward(ctx, grad, _grad_lse):
     return (*_attention_gradient(grad, q, k, v, out, lse, *ctx.args), None, None, None)
 
 
-register_autograd("hipdiffusion::attention_with_lse", _attention_with_lse_backward,
-                  setup_context=_attention_with_lse_setup)
+_autograd("attention_with_lse", _attention_with_lse_backward, _attention_with_lse_setup)
 
 
 def _group_norm_setup(ctx, inputs, output):
@@ -148,7 +158,7 @@ def _group_norm_backward(ctx, grad):
     return (*grads, None, None, None)
 
 
-register_autograd("hipdiffusion::group_norm", _group_norm_backward, setup_context=_group_norm_setup)
+_autograd("group_norm", _group_norm_backward, _group_norm_setup)
 
 
 def _layer_norm_setup(ctx, inputs, output):
@@ -168,7 +178,7 @@ def _layer_norm_backward(ctx, grad):
     return (*grads, None)
 
 
-register_autograd("hipdiffusion::layer_norm", _layer_norm_backward, setup_context=_layer_norm_setup)
+_autograd("layer_norm", _layer_norm_backward, _layer_norm_setup)
 
 
 def _geglu_setup(ctx, inputs, output):
@@ -186,7 +196,7 @@ def _geglu_backward(ctx, grad):
     return dx, None
 
 
-register_autograd("hipdiffusion::geglu", _geglu_backward, setup_context=_geglu_setup)
+_autograd("geglu", _geglu_backward, _geglu_setup)
 
 
 # Dense products and convolutions: their gradients are products and convolutions themselves, which
@@ -207,7 +217,7 @@ def _linear_backward(ctx, grad):
     return dx, dw, db, grad if ctx.has_residual else None
 
 
-register_autograd("hipdiffusion::linear", _linear_backward, setup_context=_linear_setup)
+_autograd("linear", _linear_backward, _linear_setup)
 
 
 def _conv2d_setup(ctx, inputs, output):
@@ -228,4 +238,4 @@ def _conv2d_backward(ctx, grad):
     return dx.permute(to_nhwc), dw.permute(to_nhwc), db, grad if ctx.has_residual else None, None, None
 
 
-register_autograd("hipdiffusion::conv2d", _conv2d_backward, setup_context=_conv2d_setup)
+_autograd("conv2d", _conv2d_backward, _conv2d_setup)

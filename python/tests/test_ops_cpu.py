@@ -72,6 +72,18 @@ def test_attention_with_lse_matches_logsumexp(causal):
     torch.testing.assert_close(lse, log_sum_exp(q, k, 3, causal, 0.4), atol=1e-5, rtol=1e-5)
 
 
+def test_gradients_run_the_registered_formula_as_one_autograd_function():
+    """With a gradient to come, the ops run their registered formula as one autograd.Function (the
+    torch.library layers cost host time per call); without one, no graph is kept."""
+    x = rand(2, 5, 16, grad=True)
+    out = ops.layer_norm(x, None, None)
+    assert type(out.grad_fn).__name__ == "_EagerAutogradBackward"
+    assert out.grad_fn.formula_backward.__name__ == "_layer_norm_backward"
+    with torch.no_grad():
+        assert ops.layer_norm(x, None, None).grad_fn is None
+    assert ops.layer_norm(x.detach(), None, None).grad_fn is None
+
+
 def test_attention_scale():
     q, k, v = rand(1, 6, 16), rand(1, 10, 16), rand(1, 10, 16)
     got = ops.attention(q, k, v, 2, scale=0.3)
