@@ -42,9 +42,9 @@ constexpr int kStatsQueries = 16 * kGroups, kStatsKeys = 64;
 // the kernel and its launch.
 template <int kD, bool kPortable>
 struct GradientTile {
-  // Fragment groups of 32 lanes, 16 keys each: the block's keys. Eight (128 keys) for SD1.5's 40-wide
-  // heads on NVIDIA's tensor cores: half the blocks re-reading each Q and dO tile and adding into dQ. On
-  // an H100 (2026-11-27) SD1.5's 4096-token gradient took 0.89 ms instead of 1.19-1.22 (f16; bf16 1.09
+  // Fragment groups of 32 lanes, 16 keys each: the block's keys. Eight (128 keys) for heads up to 48
+  // (SD1.5's 40) on NVIDIA's tensor cores: half the blocks re-reading each Q and dO tile and adding into dQ.
+  // On an H100 (2026-11-27) SD1.5's 4096-token gradient took 0.89 ms instead of 1.19-1.22 (f16; bf16 1.09
   // either way) and its cross-attention 0.071 instead of 0.085; at head size 64 eight groups were 14%
   // faster in f16 but 6% slower in bf16 and 7-24% slower on 1024 tokens, so the wider heads keep four.
   static constexpr int kGroups = !kPortable && kD <= 48 ? 8 : 4;
