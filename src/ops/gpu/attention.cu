@@ -32,10 +32,10 @@ namespace {
 // it; 2 (NVIDIA sm_80+) copies the next tile into a second buffer asynchronously while the tensor units
 // work on the current one. kGroups fragment groups of 32 lanes, 16 queries each: every key/value tile a
 // block loads serves 16 · kGroups queries.
-template <class T, int kD, int kDV, int kKeyTile, bool kPortable, int kStages, int kGroups>
-__global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kernel(const T* __restrict__ q, const T* __restrict__ k,
-                                                                   const T* __restrict__ v, T* __restrict__ out,
-                                                                   AttentionArgs a) {
+template <class T, int kD, int kDV, int kKeyTile, bool kPortable, int kStages, int kGroups, bool kWithLse>
+__global__ void __launch_bounds__(kGroups* kFragmentLanes)
+    flash_attention_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                           T* __restrict__ out, AttentionArgs a) {
   constexpr int kStride = kD + kAttentionPad;  // in 16-bit elements
   constexpr int kQueryTile = 16 * kGroups, kThreads = kGroups * kFragmentLanes;
   extern __shared__ uint4 smem_raw[];
@@ -167,8 +167,8 @@ __global__ void __launch_bounds__(kGroups* kFragmentLanes) flash_attention_kerne
     if constexpr (kStages == 2) __syncthreads();  // this stage is refilled at the top of the tile after next
   }
 
-  store_attention_rows<kDV, kFragmentLanes>(out, a, b, h, q0 + row, t, m, l,
-                                            [&](int n, int e) HD_INLINE { return o[n].r[e]; });
+  store_attention_rows<kDV, kFragmentLanes, kWithLse>(out, a, b, h, q0 + row, t, m, l,
+                                                      [&](int n, int e) HD_INLINE { return o[n].r[e]; });
 }
 
 template <class T, int kD, bool kPortable, int kDV, int kGroups>
@@ -179,7 +179,16 @@ void launch_groups(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   constexpr int kStages = kPortable ? 1 : 2;
   constexpr int kQueryTile = 16 * kGroups;
   const size_t smem = size_t(kQueryTile + 2 * kStages * kKeyTile) * (kD + kAttentionPad) * sizeof(uint16_t);
-  const auto kernel = flash_attention_kernel<T, kD, kDV, kKeyTile, kPortable, kStages, kGroups>;
+  // With and without the log-sum-exp on the tensor cores; the portable kernel tests a.lse
+  // (store_attention_rows).
+  const auto kernel = [&] {
+    if constexpr (kPortable)
+      return flash_attention_kernel<T, kD, kDV, kKeyTile, kPortable, kStages, kGroups, true>;
+    else
+      return a.lse != nullptr
+                 ? flash_attention_kernel<T, kD, kDV, kKeyTile, kPortable, kStages, kGroups, true>
+                 : flash_attention_kernel<T, kD, kDV, kKeyTile, kPortable, kStages, kGroups, false>;
+  }();
   allow_dynamic_shared_memory(kernel, smem, q.device.index);
   const dim3 grid(unsigned((a.lq + kQueryTile - 1) / kQueryTile), unsigned(q.dim(0) * a.heads));
   kernel<<<grid, kGroups * kFragmentLanes, smem, current_stream()>>>(

@@ -84,8 +84,12 @@ __device__ inline void online_softmax_step(float (&tile_max)[2], float (&m)[2], 
 // The end of the online softmax: each row's sum gathered from its 4 lanes, then the two rows this lane
 // holds (query and query + 8) divided by it and stored, two columns (8n + 2t, + 1) of each 8-column group
 // n a store; o(n, e) is the lane's accumulator e of group n (e / 2: the row, e % 2: the column). m: the
-// rows' raw maxima, for the log-sum-exp where a.lse asks for it.
-template <int kDV, int kLanes, class T, class Accumulator>
+// rows' raw maxima, for the log-sum-exp into a.lse where kWithLse and a.lse is set. NVIDIA's tensor-core
+// kernels are built with and without it (the launch picks by a.lse): with the pointer tested at run time
+// only, ptxas allocated the inference kernels' registers differently and they took 1-36% longer on an
+// H200 (2026-11-27). The portable kernel, which AMD builds for seven targets, keeps one build and the
+// run-time test.
+template <int kDV, int kLanes, bool kWithLse, class T, class Accumulator>
 __device__ inline void store_attention_rows(T* out, const AttentionArgs& a, int b, int h, int query, int t,
                                             const float (&m)[2], float (&l)[2], Accumulator o) {
 #pragma unroll
@@ -96,7 +100,7 @@ __device__ inline void store_attention_rows(T* out, const AttentionArgs& a, int 
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     if (query + 8 * half >= a.lq) continue;
-    if (a.lse != nullptr && t == 0)
+    if (kWithLse && a.lse != nullptr && t == 0)
       a.lse[(int64_t(b) * a.heads + h) * a.lq + query + 8 * half] =
           row_log_sum_exp(m[half], l[half], a.scale_log2);
     const float inv = l[half] > 0.f ? 1.f / l[half] : 0.f;

@@ -123,7 +123,7 @@ __device__ __forceinline__ void load_rows(uint8_t* tile, const T* src, int64_t r
   }
 }
 
-template <class T, class Tile>
+template <class T, class Tile, bool kWithLse>
 __device__ __forceinline__ void attention_body(const T* __restrict__ q, const T* __restrict__ k,
                                                const T* __restrict__ v, T* __restrict__ out,
                                                const AttentionArgs& a) {
@@ -234,8 +234,8 @@ __device__ __forceinline__ void attention_body(const T* __restrict__ q, const T*
     wgmma::fence_operands(p);
   }
 
-  store_attention_rows<kDV, kWarpSize>(out, a, b, h, q0 + row, t, m, l,
-                                       [&](int n, int e) HD_INLINE { return o[4 * n + e]; });
+  store_attention_rows<kDV, kWarpSize, kWithLse>(out, a, b, h, q0 + row, t, m, l,
+                                                 [&](int n, int e) HD_INLINE { return o[4 * n + e]; });
 #else
   HD_TRAP();
 #endif
@@ -244,26 +244,28 @@ __device__ __forceinline__ void attention_body(const T* __restrict__ q, const T*
 // Two kernels around the one body: a minimum of blocks a multiprocessor in __launch_bounds__ changes
 // what ptxas does even when it is 1 (the threads alone let it keep the wider heads' tiles near 128-190
 // registers; with a minimum of 1 it took up to 214), so the bound is spelled only where it is wanted.
-template <class T, class Tile>
+template <class T, class Tile, bool kWithLse>
 __global__ void __launch_bounds__(Tile::threads)
     wgmma_attention_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                            T* __restrict__ out, AttentionArgs a) {
-  attention_body<T, Tile>(q, k, v, out, a);
+  attention_body<T, Tile, kWithLse>(q, k, v, out, a);
 }
-template <class T, class Tile>
+template <class T, class Tile, bool kWithLse>
 __global__ void __launch_bounds__(Tile::threads, Tile::blocks_per_sm)
     wgmma_attention_kernel_packed(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                   T* __restrict__ out, AttentionArgs a) {
-  attention_body<T, Tile>(q, k, v, out, a);
+  attention_body<T, Tile, kWithLse>(q, k, v, out, a);
 }
 
-template <class T, class Tile>
-void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
+// kWithLse: the kernel that also writes the log-sum-exp (store_attention_rows says why there are two).
+template <class T, class Tile, bool kWithLse>
+void launch_kernel(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                   const AttentionArgs& a) {
   const auto kernel = [] {
     if constexpr (Tile::blocks_per_sm > 1)
-      return wgmma_attention_kernel_packed<T, Tile>;
+      return wgmma_attention_kernel_packed<T, Tile, kWithLse>;
     else
-      return wgmma_attention_kernel<T, Tile>;
+      return wgmma_attention_kernel<T, Tile, kWithLse>;
   }();
   allow_dynamic_shared_memory(kernel, Tile::shared_bytes, q.device.index);
   const dim3 grid(unsigned((a.lq + Tile::queries - 1) / Tile::queries), unsigned(q.dim(0) * a.heads));
@@ -271,6 +273,12 @@ void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out
       static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
       static_cast<T*>(out.data), a);
   HD_GPU_CHECK_LAUNCH();
+}
+
+template <class T, class Tile>
+void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const AttentionArgs& a) {
+  if (a.lse != nullptr) return launch_kernel<T, Tile, true>(q, k, v, out, a);
+  launch_kernel<T, Tile, false>(q, k, v, out, a);
 }
 
 // Two warpgroups (128 queries) a block where that still gives every multiprocessor a block; one
