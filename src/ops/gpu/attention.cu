@@ -237,12 +237,11 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, boo
     return attention_materialised(q, k, v, heads, causal, scale, out);
   }
   if (q.dim(1) == 0) return;
-  AttentionArgs a{
-      heads,          int(q.dim(1)),
-      int(k.dim(1)),  head_dim,
-      q.strides[1],   k.strides[1],
-      out.strides[1], (scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim))) * 1.4426950408889634f,
-      causal,         lse != nullptr ? lse->ptr<float>() : nullptr};
+  AttentionArgs a{heads,          int(q.dim(1)),
+                  int(k.dim(1)),  head_dim,
+                  q.strides[1],   k.strides[1],
+                  out.strides[1], (scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim))) * kLog2e,
+                  causal,         lse != nullptr ? lse->ptr<float>() : nullptr};
   HD_GPU_CHECK(cudaSetDevice(q.device.index));
   // This file's kernel is written for NVIDIA's 32-lane fragment layout (tensor cores, or the portable
   // shuffles AMD GPUs without matrix cores run); AMD's MFMA and WMMA layouts have a kernel of their own.

@@ -321,7 +321,6 @@ __device__ __forceinline__ void attention_gradient_block(
   };
   // A step's lse (in the exp2 domain) and delta, one query a thread: with two stages read into registers
   // a step ahead; with one read into shared memory at the step's start.
-  constexpr float kLog2e = 1.4426950408889634f;
   float next_lse = INFINITY, next_delta = 0.f;
   const auto fetch_statistics = [&](int q0) {
     const int i = int(threadIdx.x);
@@ -568,13 +567,9 @@ void launch(const GradientOperands& t, const GradientArgs& ga) {
   allow_dynamic_shared_memory(kernel, Tile::kSharedBytes, device.index);
   const int64_t key_blocks = (a.lk + Tile::kKeys - 1) / Tile::kKeys;
   int parts = 1;
-  if constexpr (Tile::kStages == 2) {
-    int per_multiprocessor = 0;
-    HD_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, Tile::kThreads,
-                                                               Tile::kSharedBytes));
+  if constexpr (Tile::kStages == 2)
     parts = query_parts(key_blocks * batch_heads, (a.lq + Tile::kQueries - 1) / Tile::kQueries,
-                        int64_t(per_multiprocessor) * multiprocessor_count(device.index));
-  }
+                        resident_blocks(kernel, Tile::kThreads, Tile::kSharedBytes, device.index));
   // f32 sums: dQ's always (every key block adds into it); dK's and dV's where the query steps are split.
   const auto zeroed_sums = [&](const Shape& shape) {
     OwnedTensor sums(shape, DType::kF32, device);
@@ -633,7 +628,7 @@ void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k
   }
   const float softmax_scale = scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim));
   const GradientArgs ga{{heads, int(q.dim(1)), int(k.dim(1)), head_dim, q.dim(2), k.dim(2), out.dim(2),
-                         softmax_scale * 1.4426950408889634f, causal},
+                         softmax_scale * kLog2e, causal},
                         q.dim(2),
                         softmax_scale};
   const GradientOperands operands{grad_out, q, k, v, out, grad_q, grad_k, grad_v, lse};

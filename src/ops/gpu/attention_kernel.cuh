@@ -13,6 +13,7 @@
 namespace hd::gpu {
 
 inline constexpr int kAttentionPad = 8;  // shared-memory row padding (16 bytes): spreads banks
+inline constexpr float kLog2e = 1.4426950408889634f;  // the softmax's exponentials are exp2
 
 struct AttentionArgs {
   int heads, lq, lk, head_dim;

@@ -35,6 +35,15 @@ void allow_dynamic_shared_memory(Kernel* kernel, size_t bytes, int device) {
   allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), bytes, device);
 }
 
+// The blocks of `kernel` (`threads` each, `shared_bytes` of dynamic shared memory) that `device` (the
+// current one) holds at once: its occupancy per multiprocessor times their count. Asked of the driver
+// once per (kernel, device): launches that size their grid by it ask on every call.
+int resident_blocks(const void* kernel, int threads, size_t shared_bytes, int device);
+template <class Kernel>
+int resident_blocks(Kernel* kernel, int threads, size_t shared_bytes, int device) {
+  return resident_blocks(reinterpret_cast<const void*>(kernel), threads, shared_bytes, device);
+}
+
 // Throws hd::Error naming the statement, file:line and the vendor's message.
 [[noreturn]] void throw_gpu_error(cudaError_t status, const char* statement, const char* file, int line);
 

@@ -1,10 +1,12 @@
 // Device discovery, the device allocator that core's Buffer uses, copies, and error reporting.
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "core/startup_trace.h"
 #include "ops/gpu/common.cuh"
@@ -253,6 +255,20 @@ void allow_dynamic_shared_memory(const void* kernel, size_t bytes, int device) {
   const std::lock_guard lock(mutex);
   if (done.insert({kernel, device}).second)
     HD_GPU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+int resident_blocks(const void* kernel, int threads, size_t shared_bytes, int device) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, size_t, int>, int> known;
+  const std::lock_guard lock(mutex);
+  const auto [at, fresh] = known.try_emplace({kernel, threads, shared_bytes, device}, 0);
+  if (fresh) {
+    int per_multiprocessor = 0;
+    HD_GPU_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, threads, shared_bytes));
+    at->second = per_multiprocessor * multiprocessor_count(device);
+  }
+  return at->second;
 }
 
 // Attribute queries, not cudaGetDeviceProperties: ops ask on every call, and the full query is slow.
