@@ -21,6 +21,7 @@
 #include "ops/gpu/gemm.h"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_runtime.h"
+#include "ops/gpu/group_norm_resident.h"
 #include "ops/ops.h"
 
 namespace {
@@ -211,12 +212,18 @@ int main(int argc, char** argv) {
   // included) and replayed from a graph; the copy of the same bytes, replayed the same way, is the
   // ceiling at that size.
   if (wanted("norm")) {
+    // "graph ms" is what ops::group_norm chooses; then each path forced, replayed: two passes (norm.cu),
+    // one kernel and slices (group_norm_resident.cu; "-" where the path does not take the shape).
     std::printf(
         "\ngroup_norm + SiLU (f16, 32 groups)  launched ms  graph ms  GB/s  of copy  same-size copy ms  of "
-        "it\n");
-    const hd::Shape norm_shapes[] = {{2, 64, 64, 320},   {2, 32, 32, 640},   {2, 16, 16, 1280},
-                                     {2, 8, 8, 1280},    {2, 128, 128, 320}, {2, 64, 64, 640},
-                                     {1, 128, 128, 512}, {1, 512, 512, 256}};
+        "it  two-pass ms  one-kernel ms  slices ms\n");
+    // SD1.5's GroupNorm inputs at 8x8 to 32x32 (where the one-kernel path can take them), then the
+    // larger levels, SDXL's and the VAE's.
+    const hd::Shape norm_shapes[] = {
+        {2, 8, 8, 1280},    {2, 8, 8, 2560},   {2, 16, 16, 640}, {2, 16, 16, 1280}, {2, 16, 16, 1920},
+        {2, 16, 16, 2560},  {2, 32, 32, 320},  {2, 32, 32, 640}, {2, 32, 32, 960},  {2, 32, 32, 1280},
+        {2, 32, 32, 1920},  {2, 64, 64, 320},  {2, 64, 64, 640}, {2, 64, 64, 960},  {2, 128, 128, 320},
+        {1, 128, 128, 512}, {1, 512, 512, 256}};
     for (const auto& s : norm_shapes) {
       const auto x = random_gpu(s, hd::DType::kF16, rng, 0.5f);
       const auto gamma = random_gpu({s[3]}, hd::DType::kF16, rng, 1.f);
@@ -226,8 +233,22 @@ int main(int argc, char** argv) {
       const double launched = median_ms(norm), replayed = replay_ms(norm);
       const double copy = replay_ms([&] { hd::gpu::copy(x, out); });
       const double gbs = 2.0 * double(x.view().nbytes()) / (replayed * 1e6);
-      std::printf("%-34s %9.4f %9.4f %6.0f %6.0f%% %12.4f %9.0f%%\n", s.to_string().c_str(), launched,
-                  replayed, gbs, 100.0 * gbs / copy_gbs, copy, 100.0 * copy / replayed);
+      const auto path_ms = [&](hd::gpu::GroupNormPath path) {
+        return replay_ms([&] { hd::gpu::group_norm(x, gamma, beta, 32, 1e-5f, true, out, path); });
+      };
+      const double two_pass = path_ms(hd::gpu::GroupNormPath::kTwoPass);
+      std::printf("%-34s %9.4f %9.4f %6.0f %6.0f%% %12.4f %9.0f%% %12.4f", s.to_string().c_str(), launched,
+                  replayed, gbs, 100.0 * gbs / copy_gbs, copy, 100.0 * copy / replayed, two_pass);
+      const auto forced = [&](bool fits, hd::gpu::GroupNormPath path) {
+        if (fits) {
+          std::printf(" %13.4f", path_ms(path));
+        } else {
+          std::printf(" %13s", "-");
+        }
+      };
+      forced(hd::gpu::group_norm_fits_resident(x, gamma, beta, 32, out), hd::gpu::GroupNormPath::kResident);
+      forced(hd::gpu::group_norm_fits_slices(x, gamma, beta, 32, out), hd::gpu::GroupNormPath::kSlices);
+      std::printf("\n");
     }
   }
 

@@ -17,6 +17,7 @@
 #include "core/scratch.h"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_runtime.h"
+#include "ops/gpu/group_norm_resident.h"
 #include "ops/gpu/group_sums.cuh"
 #include "ops/gpu/numeric.cuh"
 
@@ -362,11 +363,15 @@ void check_same_dtype(const char* op, const Tensor& x, const Tensor& gamma, cons
 
 }  // namespace
 
-void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,
-                const Tensor& out) {
+void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
+                bool fuse_silu, const Tensor& out, GroupNormPath path) {
   check_same_dtype("group_norm", x, gamma, beta, out);
   if (x.numel() == 0) return;
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
+  if (path == GroupNormPath::kAuto) path = group_norm_path_for(x, gamma, beta, groups, out);
+  if (path == GroupNormPath::kResident)
+    return group_norm_resident(x, gamma, beta, groups, eps, fuse_silu, out);
+  if (path == GroupNormPath::kSlices) return group_norm_slices(x, gamma, beta, groups, eps, fuse_silu, out);
   with_element_type(x.dtype, [&](auto* type) {
     group_norm_typed<std::remove_pointer_t<decltype(type)>>(x, gamma, beta, groups, eps, fuse_silu, out);
   });

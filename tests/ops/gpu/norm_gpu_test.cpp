@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 
+#include "core/error.h"
+#include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_test_util.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -18,6 +21,17 @@ OwnedTensor random_with_mean(test::Rng& rng, Shape shape, float mean, float stdd
   auto t = test::random_tensor(rng, shape, stddev);
   for (int64_t i = 0; i < t.view().numel(); ++i) t.ptr<float>()[i] += mean;
   return t;
+}
+
+// GroupNorm's inputs on the host (f32): x with the given mean and a spread of 2, gamma near 1, beta near 0.
+struct NormInputs {
+  OwnedTensor x, gamma, beta;
+};
+NormInputs random_norm_inputs(test::Rng& rng, const Shape& shape, float mean) {
+  const int64_t channels = shape[shape.rank() - 1];
+  auto x = random_with_mean(rng, shape, mean, 2.f);
+  auto gamma = random_with_mean(rng, Shape{channels}, 1.f, 0.3f);
+  return {std::move(x), std::move(gamma), test::random_tensor(rng, Shape{channels}, 0.3f)};
 }
 
 TEST(GpuGroupNorm, MatchesCpu) {
@@ -44,15 +58,68 @@ TEST(GpuGroupNorm, MatchesCpu) {
                                         << (silu ? " +silu" : ""));
         test::Rng rng;
         HD_SEED_TRACE(rng);
-        const int64_t channels = c.shape[c.shape.rank() - 1];
-        const auto x = random_with_mean(rng, c.shape, c.mean, 2.f);
-        const auto gamma = random_with_mean(rng, Shape{channels}, 1.f, 0.3f);
-        const auto beta = test::random_tensor(rng, Shape{channels}, 0.3f);
+        const auto [x, gamma, beta] = random_norm_inputs(rng, c.shape, c.mean);
         const auto out = test::poisoned_gpu(c.shape, t);
         ops::group_norm(test::to_gpu(x, t), test::to_gpu(gamma, t), test::to_gpu(beta, t), c.groups, 1e-5f, silu, out);
         OwnedTensor expected(c.shape, DType::kF32);
         ops::group_norm(test::rounded_to(x, t), test::rounded_to(gamma, t), test::rounded_to(beta, t), c.groups, 1e-5f,
                         silu, expected);
+        EXPECT_LE(test::relative_l2(test::to_host_f32(out), test::reference_of(expected)), tolerance(t));
+      }
+    }
+  }
+}
+
+// Each kernel path forced on the shapes the register-held paths take (SD's 8x8 to 64x64 levels: 1, 2
+// and 4 groups to a 40-channel chunk; 30 channels a group: 4 to a 120-channel chunk; 2 and 4 channels a
+// group; one pixel a sample; a mean far above the spread; the most vectors a block holds; slices whose
+// last is shorter), against the CPU. Where a path does not take a tensor (groups of 3 channels; a
+// sample's chunk past one block for the one-kernel path), it is refused.
+TEST(GpuGroupNorm, EachPathMatchesCpu) {
+  struct Case {
+    Shape shape;
+    int groups;
+    float mean;
+    bool one_kernel, slices;  // whether each path takes it
+  };
+  const Case cases[] = {
+      {Shape{2, 8, 8, 1280}, 32, 0.f, true, true},    {Shape{2, 8, 8, 2560}, 32, 0.1f, true, true},
+      {Shape{2, 16, 16, 1280}, 32, 0.2f, true, true}, {Shape{2, 32, 32, 640}, 32, 0.f, true, true},
+      {Shape{2, 32, 32, 320}, 32, -0.5f, true, true}, {Shape{2, 16, 16, 960}, 32, 0.f, true, true},
+      {Shape{1, 8, 8, 64}, 32, 0.5f, true, true},     {Shape{1, 5, 3, 128}, 32, 0.f, true, true},
+      {Shape{3, 1, 1, 16}, 4, 0.f, true, true},       {Shape{1, 32, 32, 128}, 32, 100.f, true, true},
+      {Shape{1, 48, 32, 32}, 8, 0.f, true, true},     {Shape{1, 37, 29, 64}, 32, 0.f, true, true},
+      {Shape{2, 64, 64, 320}, 32, 0.f, false, true},  {Shape{2, 32, 32, 960}, 32, 0.3f, false, true},
+      {Shape{1, 96, 80, 512}, 32, -2.f, false, true}, {Shape{2, 7, 5, 96}, 32, -1.f, false, false},
+  };
+  using gpu::GroupNormPath;
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    for (const auto& c : cases) {
+      for (GroupNormPath path : {GroupNormPath::kTwoPass, GroupNormPath::kResident, GroupNormPath::kSlices}) {
+        SCOPED_TRACE(testing::Message() << dtype_name(t) << " " << c.shape.to_string() << " groups "
+                                        << c.groups << " path " << int(path));
+        test::Rng rng;
+        HD_SEED_TRACE(rng);
+        const auto [x, gamma, beta] = random_norm_inputs(rng, c.shape, c.mean);
+        const auto x_gpu = test::to_gpu(x, t), gamma_gpu = test::to_gpu(gamma, t),
+                   beta_gpu = test::to_gpu(beta, t);
+        const auto out = test::poisoned_gpu(c.shape, t);
+        const bool takes = path == GroupNormPath::kTwoPass ||
+                           (path == GroupNormPath::kResident && c.one_kernel) ||
+                           (path == GroupNormPath::kSlices && c.slices);
+        if (!takes) {
+          try {
+            gpu::group_norm(x_gpu, gamma_gpu, beta_gpu, c.groups, 1e-5f, true, out, path);
+            ADD_FAILURE() << "a path took a tensor it does not fit";
+          } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::kUnsupported) << e.what();
+          }
+          continue;
+        }
+        gpu::group_norm(x_gpu, gamma_gpu, beta_gpu, c.groups, 1e-5f, true, out, path);
+        OwnedTensor expected(c.shape, DType::kF32);
+        ops::group_norm(test::rounded_to(x, t), test::rounded_to(gamma, t), test::rounded_to(beta, t),
+                        c.groups, 1e-5f, true, expected);
         EXPECT_LE(test::relative_l2(test::to_host_f32(out), test::reference_of(expected)), tolerance(t));
       }
     }
@@ -69,10 +136,14 @@ TEST(GpuGroupNorm, RepeatsItselfBitForBit) {
   const auto x = test::to_gpu(random_with_mean(rng, shape, 0.2f, 1.f), DType::kF16);
   const auto gamma = test::to_gpu(random_with_mean(rng, Shape{640}, 1.f, 0.3f), DType::kF16);
   const auto beta = test::to_gpu(test::random_tensor(rng, Shape{640}, 0.3f), DType::kF16);
-  const auto first = test::poisoned_gpu(shape, DType::kF16), second = test::poisoned_gpu(shape, DType::kF16);
-  ops::group_norm(x, gamma, beta, 32, 1e-5f, true, first);
-  for (int i = 0; i < 5; ++i) ops::group_norm(x, gamma, beta, 32, 1e-5f, true, second);
-  EXPECT_EQ(test::to_vector(test::to_host_f32(first)), test::to_vector(test::to_host_f32(second)));
+  for (gpu::GroupNormPath path :
+       {gpu::GroupNormPath::kTwoPass, gpu::GroupNormPath::kResident, gpu::GroupNormPath::kSlices}) {
+    const auto first = test::poisoned_gpu(shape, DType::kF16),
+               second = test::poisoned_gpu(shape, DType::kF16);
+    gpu::group_norm(x, gamma, beta, 32, 1e-5f, true, first, path);
+    for (int i = 0; i < 5; ++i) gpu::group_norm(x, gamma, beta, 32, 1e-5f, true, second, path);
+    EXPECT_EQ(test::to_vector(test::to_host_f32(first)), test::to_vector(test::to_host_f32(second)));
+  }
 }
 
 // group_statistics on a tile's core inside its halo (strided rows and samples), on the 16-byte path and
