@@ -33,6 +33,8 @@ namespace {
 constexpr int kMaxThreads = 1024;
 constexpr int kMaxParts = kMaxThreads / kFragmentLanes;  // 32-lane groups a block
 constexpr int kMaxChunkGroups = 4;                       // groups of an odd channel count need 8: refused
+static_assert(kMaxThreads % kFragmentLanes == 0 && kMaxParts <= kFragmentLanes,
+              "block_sums adds the 32-lane groups' sums in one group of lanes");
 // A thread holds up to 8 vectors (32 registers of data); blocks that hold 8 a thread have at most 768
 // threads, so that the register file leaves each 80 registers (at 1024 threads, 64 spilled).
 constexpr int kMaxVectorsPerThread = 8;
@@ -46,6 +48,11 @@ struct Chunk {
 Chunk chunk_of(int64_t channels, int groups) {
   const int per_group = int(channels / groups), chunk = std::lcm(per_group, 8);
   return {chunk, chunk / per_group};
+}
+
+// The pixels of each sample: x is [N, ..., C], dense.
+int64_t positions_of(const Tensor& x) {
+  return x.numel() / (x.dim(0) * x.dim(-1));
 }
 
 // The sums over the block of each of v[0..kGroups), added in a fixed order, left in totals (shared) for
@@ -259,7 +266,7 @@ template <class T, int kVectors, Pass kPass>
 void launch_with_vectors(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
                          bool fuse_silu, const Tensor& out, Chunk chunk, int threads, Slices slices,
                          int slice_count) {
-  const int64_t samples = x.dim(0), channels = x.dim(-1), positions = x.numel() / (samples * channels);
+  const int64_t samples = x.dim(0), channels = x.dim(-1), positions = positions_of(x);
   const dim3 grid(unsigned(channels / chunk.channels), unsigned(samples), unsigned(slice_count));
   const auto launch = [&](auto kernel) {
     kernel<<<grid, unsigned(threads), 0, current_stream()>>>(
@@ -275,8 +282,9 @@ void launch_with_vectors(const Tensor& x, const Tensor& gamma, const Tensor& bet
       launch(group_norm_resident_kernel<T, kVectors, 2, kPass>);
       break;
     default:
+      static_assert(kMaxChunkGroups == 4, "a chunk of 1, 2 or 4 groups: one instance each");
       launch(group_norm_resident_kernel<T, kVectors, 4, kPass>);
-      break;  // chunk.groups is 4
+      break;
   }
   HD_GPU_CHECK_LAUNCH();
 }
@@ -314,7 +322,8 @@ void launch_pass(const Tensor& x, const Tensor& gamma, const Tensor& beta, int g
 bool fits_chunks(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, const Tensor& out) {
   if (x.dtype != DType::kF16 && x.dtype != DType::kBF16) return false;
   const int64_t channels = x.dim(-1), samples = x.dim(0);
-  if (samples == 0 || samples > 65535 || channels % 8 != 0 || channels % groups != 0 || channels / groups < 2)
+  if (samples == 0 || samples > 65535 || groups < 1 || channels % 8 != 0 || channels % groups != 0 ||
+      channels / groups < 2)
     return false;
   for (const Tensor* t : {&x, &gamma, &beta, &out})
     if (!is_aligned(t->data, 16)) return false;
@@ -333,7 +342,7 @@ int64_t max_block_pixels(Chunk chunk) {
 // The slices of the sliced path: enough to give every multiprocessor a block, and each small enough for
 // one block to hold. Returns the pixels a slice; 0 where the grid's limit of 65535 slices is too few.
 int slice_pixels_of(const Tensor& x, int groups) {
-  const int64_t samples = x.dim(0), channels = x.dim(-1), positions = x.numel() / (samples * channels);
+  const int64_t samples = x.dim(0), channels = x.dim(-1), positions = positions_of(x);
   const Chunk chunk = chunk_of(channels, groups);
   const int64_t most = max_block_pixels(chunk);
   if (most == 0) return 0;
@@ -356,8 +365,8 @@ constexpr size_t kMaxSlicedBytes = size_t(16) << 20;
 bool group_norm_fits_resident(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups,
                               const Tensor& out) {
   if (!fits_chunks(x, gamma, beta, groups, out)) return false;
-  const int64_t samples = x.dim(0), channels = x.dim(-1);
-  return launch_of(x.numel() / (samples * channels), chunk_of(channels, groups)).per_thread > 0;
+  const int64_t channels = x.dim(-1);
+  return launch_of(positions_of(x), chunk_of(channels, groups)).per_thread > 0;
 }
 
 bool group_norm_fits_slices(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups,
@@ -368,7 +377,7 @@ bool group_norm_fits_slices(const Tensor& x, const Tensor& gamma, const Tensor& 
 GroupNormPath group_norm_path_for(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups,
                                   const Tensor& out) {
   if (!fits_chunks(x, gamma, beta, groups, out)) return GroupNormPath::kTwoPass;
-  const int64_t samples = x.dim(0), channels = x.dim(-1), positions = x.numel() / (samples * channels);
+  const int64_t channels = x.dim(-1), positions = positions_of(x);
   if (group_norm_fits_resident(x, gamma, beta, groups, out) &&
       positions * chunk_of(channels, groups).channels <= kMaxWholeValues)
     return GroupNormPath::kResident;
@@ -380,7 +389,7 @@ void group_norm_resident(const Tensor& x, const Tensor& gamma, const Tensor& bet
                          bool fuse_silu, const Tensor& out) {
   HD_CHECK_KIND(group_norm_fits_resident(x, gamma, beta, groups, out), ErrorKind::kUnsupported,
                 "group_norm: ", x.describe(), " in ", groups, " groups does not fit the one-kernel path");
-  const int64_t samples = x.dim(0), channels = x.dim(-1), positions = x.numel() / (samples * channels);
+  const int64_t channels = x.dim(-1), positions = positions_of(x);
   const Chunk chunk = chunk_of(channels, groups);
   launch_pass<Pass::kWhole>(x, gamma, beta, groups, eps, fuse_silu, out, chunk, launch_of(positions, chunk),
                             Slices{int(positions), nullptr}, 1);
@@ -390,7 +399,7 @@ void group_norm_slices(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        bool fuse_silu, const Tensor& out) {
   HD_CHECK_KIND(group_norm_fits_slices(x, gamma, beta, groups, out), ErrorKind::kUnsupported,
                 "group_norm: ", x.describe(), " in ", groups, " groups does not fit the sliced path");
-  const int64_t samples = x.dim(0), channels = x.dim(-1), positions = x.numel() / (samples * channels);
+  const int64_t samples = x.dim(0), channels = x.dim(-1), positions = positions_of(x);
   const Chunk chunk = chunk_of(channels, groups);
   const int pixels = slice_pixels_of(x, groups);
   const int count = int((positions + pixels - 1) / pixels);  // no slice is empty
