@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_test_util.h"
+#include "ops/gpu/group_norm_resident.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
@@ -73,8 +74,8 @@ TEST(GpuGroupNorm, MatchesCpu) {
 // Each kernel path forced on the shapes the register-held paths take (SD's 8x8 to 64x64 levels: 1, 2
 // and 4 groups to a 40-channel chunk; 30 channels a group: 4 to a 120-channel chunk; 2 and 4 channels a
 // group; one pixel a sample; a mean far above the spread; the most vectors a block holds; slices whose
-// last is shorter), against the CPU. Where a path does not take a tensor (groups of 3 channels; a
-// sample's chunk past one block for the one-kernel path), it is refused.
+// last is shorter; SD1.5's own shapes on its step's launches), against the CPU. Where a path does not take a
+// tensor (groups of 3 channels; a sample's chunk past one block for the one-kernel path), it is refused.
 TEST(GpuGroupNorm, EachPathMatchesCpu) {
   struct Case {
     Shape shape;
@@ -83,14 +84,28 @@ TEST(GpuGroupNorm, EachPathMatchesCpu) {
     bool one_kernel, slices;  // whether each path takes it
   };
   const Case cases[] = {
-      {Shape{2, 8, 8, 1280}, 32, 0.f, true, true},    {Shape{2, 8, 8, 2560}, 32, 0.1f, true, true},
-      {Shape{2, 16, 16, 1280}, 32, 0.2f, true, true}, {Shape{2, 32, 32, 640}, 32, 0.f, true, true},
-      {Shape{2, 32, 32, 320}, 32, -0.5f, true, true}, {Shape{2, 16, 16, 960}, 32, 0.f, true, true},
-      {Shape{1, 8, 8, 64}, 32, 0.5f, true, true},     {Shape{1, 5, 3, 128}, 32, 0.f, true, true},
-      {Shape{3, 1, 1, 16}, 4, 0.f, true, true},       {Shape{1, 32, 32, 128}, 32, 100.f, true, true},
-      {Shape{1, 48, 32, 32}, 8, 0.f, true, true},     {Shape{1, 37, 29, 64}, 32, 0.f, true, true},
-      {Shape{2, 64, 64, 320}, 32, 0.f, false, true},  {Shape{2, 32, 32, 960}, 32, 0.3f, false, true},
-      {Shape{1, 96, 80, 512}, 32, -2.f, false, true}, {Shape{2, 7, 5, 96}, 32, -1.f, false, false},
+      {Shape{2, 8, 8, 1280}, 32, 0.f, true, true},
+      {Shape{2, 8, 8, 2560}, 32, 0.1f, true, true},
+      {Shape{2, 16, 16, 1280}, 32, 0.2f, true, true},
+      {Shape{2, 32, 32, 640}, 32, 0.f, true, true},
+      {Shape{2, 32, 32, 320}, 32, -0.5f, true, true},
+      {Shape{2, 16, 16, 960}, 32, 0.f, true, true},
+      {Shape{1, 8, 8, 64}, 32, 0.5f, true, true},
+      {Shape{1, 5, 3, 128}, 32, 0.f, true, true},
+      {Shape{3, 1, 1, 16}, 4, 0.f, true, true},
+      {Shape{1, 32, 32, 128}, 32, 100.f, true, true},
+      {Shape{1, 48, 32, 32}, 8, 0.f, true, true},
+      {Shape{1, 37, 29, 64}, 32, 0.f, true, true},
+      {Shape{2, 64, 64, 320}, 32, 0.f, false, true},
+      {Shape{2, 32, 32, 960}, 32, 0.3f, false, true},
+      {Shape{1, 96, 80, 512}, 32, -2.f, false, true},
+      {Shape{2, 7, 5, 96}, 32, -1.f, false, false},
+      // SD1.5's own shapes on the launches its step takes: slices of 8 vectors a thread in 2 groups
+      // (64x64x640), of 4 in 1 and 2 groups (32x32x1280, 32x32x1920); one kernel at 4 and 8 in 1 group.
+      {Shape{2, 64, 64, 640}, 32, 0.f, false, true},
+      {Shape{2, 32, 32, 1280}, 32, 0.1f, true, true},
+      {Shape{2, 32, 32, 1920}, 32, 0.f, false, true},
+      {Shape{2, 16, 16, 2560}, 32, -0.2f, true, true},
   };
   using gpu::GroupNormPath;
   for (DType t : {DType::kF16, DType::kBF16}) {
@@ -123,6 +138,35 @@ TEST(GpuGroupNorm, EachPathMatchesCpu) {
         EXPECT_LE(test::relative_l2(test::to_host_f32(out), test::reference_of(expected)), tolerance(t));
       }
     }
+  }
+}
+
+// What kAuto runs: one kernel for small slices, slices up to 16 MiB, two passes beyond and for what the
+// register-held kernels do not take (f32, groups of 3 channels).
+TEST(GpuGroupNorm, ChoosesThePathByShape) {
+  using gpu::GroupNormPath;
+  struct Case {
+    Shape shape;
+    DType dtype;
+    GroupNormPath path;
+  };
+  const Case cases[] = {
+      {Shape{2, 8, 8, 1280}, DType::kF16, GroupNormPath::kResident},
+      {Shape{2, 16, 16, 1280}, DType::kBF16, GroupNormPath::kResident},
+      {Shape{2, 16, 16, 1920}, DType::kF16, GroupNormPath::kSlices},  // 30720 values a block
+      {Shape{2, 64, 64, 320}, DType::kF16, GroupNormPath::kSlices},
+      {Shape{1, 128, 128, 512}, DType::kF16, GroupNormPath::kSlices},   // 16 MiB exactly
+      {Shape{2, 128, 128, 320}, DType::kF16, GroupNormPath::kTwoPass},  // 20 MiB
+      {Shape{2, 8, 8, 1280}, DType::kF32, GroupNormPath::kTwoPass},
+      {Shape{2, 7, 5, 96}, DType::kF16, GroupNormPath::kTwoPass},  // 3 channels a group
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(testing::Message() << dtype_name(c.dtype) << " " << c.shape.to_string());
+    const int64_t channels = c.shape[c.shape.rank() - 1];
+    const auto x = test::poisoned_gpu(c.shape, c.dtype), out = test::poisoned_gpu(c.shape, c.dtype);
+    const auto gamma = test::poisoned_gpu(Shape{channels}, c.dtype);
+    const auto beta = test::poisoned_gpu(Shape{channels}, c.dtype);
+    EXPECT_EQ(int(gpu::group_norm_path_for(x, gamma, beta, 32, out)), int(c.path));
   }
 }
 
