@@ -378,8 +378,8 @@ GroupNormPath group_norm_path_for(const Tensor& x, const Tensor& gamma, const Te
                                   const Tensor& out) {
   if (!fits_chunks(x, gamma, beta, groups, out)) return GroupNormPath::kTwoPass;
   const int64_t channels = x.dim(-1), positions = positions_of(x);
-  if (group_norm_fits_resident(x, gamma, beta, groups, out) &&
-      positions * chunk_of(channels, groups).channels <= kMaxWholeValues)
+  const Chunk chunk = chunk_of(channels, groups);
+  if (launch_of(positions, chunk).per_thread > 0 && positions * chunk.channels <= kMaxWholeValues)
     return GroupNormPath::kResident;
   return x.nbytes() <= kMaxSlicedBytes && slice_pixels_of(x, groups) > 0 ? GroupNormPath::kSlices
                                                                          : GroupNormPath::kTwoPass;
@@ -397,11 +397,12 @@ void group_norm_resident(const Tensor& x, const Tensor& gamma, const Tensor& bet
 
 void group_norm_slices(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
                        bool fuse_silu, const Tensor& out) {
-  HD_CHECK_KIND(group_norm_fits_slices(x, gamma, beta, groups, out), ErrorKind::kUnsupported,
-                "group_norm: ", x.describe(), " in ", groups, " groups does not fit the sliced path");
+  // group_norm_fits_slices, with the slice size it works out kept.
+  const int pixels = fits_chunks(x, gamma, beta, groups, out) ? slice_pixels_of(x, groups) : 0;
+  HD_CHECK_KIND(pixels > 0, ErrorKind::kUnsupported, "group_norm: ", x.describe(), " in ", groups,
+                " groups does not fit the sliced path");
   const int64_t samples = x.dim(0), channels = x.dim(-1), positions = positions_of(x);
   const Chunk chunk = chunk_of(channels, groups);
-  const int pixels = slice_pixels_of(x, groups);
   const int count = int((positions + pixels - 1) / pixels);  // no slice is empty
   const size_t partials = size_t(samples) * (channels / chunk.channels) * count * chunk.groups;
   const Slices slices{pixels, static_cast<float2*>(scratch(x.device, partials * sizeof(float2)))};
