@@ -13,12 +13,13 @@ fi
 # integration's tests on the fixtures' tiny pipelines (the versions they were checked with), and the
 # clients the server's tests drive it with: webuiapi (A1111's client), schemathesis (its OpenAPI
 # document checked against its answers), requests; and MLCommons' LoadGen, which drives the MLPerf-style
-# harness (bench/mlperf_sdxl.py).
-"$venv/bin/pip" install -q --disable-pip-version-check torch==2.15.0 "scikit-build-core>=0.10" pytest numpy \
+# harness (bench/mlperf_sdxl.py). --no-cache-dir: PyTorch and its CUDA libraries are several GB, and a
+# cached copy of each wheel beside the installed one doubles that (CI's disk once ran out here).
+"$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir torch==2.15.0 "scikit-build-core>=0.10" pytest numpy \
   diffusers==0.42.1 transformers==5.24.0 webuiapi==0.9.17 schemathesis==4.32.5 requests pillow \
   mlcommons-loadgen==6.0.17
 # --no-build-isolation: build against the torch just installed, not a second copy in an isolated env.
-"$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation .
+"$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir --no-build-isolation .
 HIPDIFFUSION_TESTS_NEED_DIFFUSERS=1 "$venv/bin/python" -m pytest -q python/tests
 # The ComfyUI node package's own tests (on stand-ins for ComfyUI's objects; tools/integration/comfyui.sh
 # runs ComfyUI itself).
