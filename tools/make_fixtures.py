@@ -26,6 +26,9 @@ Sections:
             micro-conditioning, 32x24, Turbo-style runs (trailing spacing, 1-4 steps, no guidance), and
             StableDiffusionXLImg2ImgPipeline runs of the base model (run after "models" and "img2img": it
             takes their tokenizers and init image).
+  lora      LoRA files for the tiny SD1.x and SDXL pipelines in kohya's and diffusers' (PEFT) forms, and
+            whole runs of those pipelines with each fused by diffusers (tools/lora_fixtures.py; needs
+            peft; run after "models" and "sdxl_pipeline").
   sdxl_refiner  a tiny SDXL refiner (encoder 2 only, aesthetic-score conditioning) saved as a folder and a
             single file, its img2img runs and base + refiner "ensemble of expert denoisers" runs
             (tools/sdxl_refiner_fixtures.py; run after "sdxl_pipeline").
@@ -397,6 +400,49 @@ def open_clip_names(te: dict, m: str, extra_layer: bool, g) -> dict:
     return out
 
 
+RESNET_NAMES = {"norm1": "in_layers.0", "conv1": "in_layers.2", "norm2": "out_layers.0", "conv2": "out_layers.3",
+                "time_emb_proj": "emb_layers.1", "conv_shortcut": "skip_connection"}
+
+
+def ldm_resnet_name(rest: str, shortcut: str = "skip_connection") -> str:
+    head, tail = rest.split(".", 1)
+    names = dict(RESNET_NAMES, conv_shortcut=shortcut)
+    return names.get(head, head) + "." + tail
+
+
+def ldm_unet_name(k: str, lpb: int, attn_levels: list) -> str:
+    """A UNet tensor's diffusers name as single-file (LDM) checkpoints name it, for a UNet with `lpb`
+    layers per block and attention at the up levels where `attn_levels` says (the inverse of the usual
+    conversion)."""
+    p = k.split(".")
+    resnet = ldm_resnet_name
+    if k.startswith("time_embedding.linear_1."): return "time_embed.0." + p[-1]
+    if k.startswith("time_embedding.linear_2."): return "time_embed.2." + p[-1]
+    if k.startswith("add_embedding.linear_1."): return "label_emb.0.0." + p[-1]  # SDXL's text-time embedding
+    if k.startswith("add_embedding.linear_2."): return "label_emb.0.2." + p[-1]
+    if k.startswith("conv_in."): return "input_blocks.0.0." + p[-1]
+    if k.startswith("conv_norm_out."): return "out.0." + p[-1]
+    if k.startswith("conv_out."): return "out.2." + p[-1]
+    if k.startswith("down_blocks."):
+        level, kind = int(p[1]), p[2]
+        if kind == "downsamplers":
+            return f"input_blocks.{1 + level * (lpb + 1) + lpb}.0.op.{p[-1]}"
+        j, rest = int(p[3]), ".".join(p[4:])
+        idx = 1 + level * (lpb + 1) + j
+        return f"input_blocks.{idx}.0.{resnet(rest)}" if kind == "resnets" else f"input_blocks.{idx}.1.{rest}"
+    if k.startswith("mid_block."):
+        kind, j, rest = p[1], int(p[2]), ".".join(p[3:])
+        return f"middle_block.1.{rest}" if kind == "attentions" else f"middle_block.{0 if j == 0 else 2}.{resnet(rest)}"
+    if k.startswith("up_blocks."):
+        level, kind = int(p[1]), p[2]
+        if kind == "upsamplers":
+            return f"output_blocks.{level * (lpb + 1) + lpb}.{2 if attn_levels[level] else 1}.conv.{p[-1]}"
+        j, rest = int(p[3]), ".".join(p[4:])
+        idx = level * (lpb + 1) + j
+        return f"output_blocks.{idx}.0.{resnet(rest)}" if kind == "resnets" else f"output_blocks.{idx}.1.{rest}"
+    raise ValueError(k)
+
+
 def to_ldm_single_file(folder: Path, family: str) -> dict:
     """The tiny pipeline's weights under single-file (LDM) names, written from diffusers' names by the
     inverse of the usual conversion. Checked below by diffusers' own single-file loader."""
@@ -411,46 +457,7 @@ def to_ldm_single_file(folder: Path, family: str) -> dict:
     lpb = unet_cfg.get("layers_per_block", 2)
     up_types = unet_cfg.get("up_block_types", ["UpBlock2D"] + ["CrossAttnUpBlock2D"] * 3)
     attn_levels = [t.startswith("CrossAttn") for t in up_types]
-    resnet_names = {"norm1": "in_layers.0", "conv1": "in_layers.2", "norm2": "out_layers.0", "conv2": "out_layers.3",
-                    "time_emb_proj": "emb_layers.1", "conv_shortcut": "skip_connection"}
-    out = {}
-
-    def resnet(rest, shortcut="skip_connection"):
-        head, tail = rest.split(".", 1)
-        names = dict(resnet_names, conv_shortcut=shortcut)
-        return names.get(head, head) + "." + tail
-
-    for k, v in unet.items():
-        p = k.split(".")
-        if k.startswith("time_embedding.linear_1."): n = "time_embed.0." + p[-1]
-        elif k.startswith("time_embedding.linear_2."): n = "time_embed.2." + p[-1]
-        elif k.startswith("add_embedding.linear_1."): n = "label_emb.0.0." + p[-1]  # SDXL's text-time embedding
-        elif k.startswith("add_embedding.linear_2."): n = "label_emb.0.2." + p[-1]
-        elif k.startswith("conv_in."): n = "input_blocks.0.0." + p[-1]
-        elif k.startswith("conv_norm_out."): n = "out.0." + p[-1]
-        elif k.startswith("conv_out."): n = "out.2." + p[-1]
-        elif k.startswith("down_blocks."):
-            level, kind = int(p[1]), p[2]
-            if kind == "downsamplers":
-                n = f"input_blocks.{1 + level * (lpb + 1) + lpb}.0.op.{p[-1]}"
-            else:
-                j, rest = int(p[3]), ".".join(p[4:])
-                idx = 1 + level * (lpb + 1) + j
-                n = f"input_blocks.{idx}.0.{resnet(rest)}" if kind == "resnets" else f"input_blocks.{idx}.1.{rest}"
-        elif k.startswith("mid_block."):
-            kind, j, rest = p[1], int(p[2]), ".".join(p[3:])
-            n = f"middle_block.1.{rest}" if kind == "attentions" else f"middle_block.{0 if j == 0 else 2}.{resnet(rest)}"
-        elif k.startswith("up_blocks."):
-            level, kind = int(p[1]), p[2]
-            if kind == "upsamplers":
-                n = f"output_blocks.{level * (lpb + 1) + lpb}.{2 if attn_levels[level] else 1}.conv.{p[-1]}"
-            else:
-                j, rest = int(p[3]), ".".join(p[4:])
-                idx = level * (lpb + 1) + j
-                n = f"output_blocks.{idx}.0.{resnet(rest)}" if kind == "resnets" else f"output_blocks.{idx}.1.{rest}"
-        else:
-            raise ValueError(k)
-        out["model.diffusion_model." + n] = v
+    out = {"model.diffusion_model." + ldm_unet_name(k, lpb, attn_levels): v for k, v in unet.items()}
 
     levels = len(json.loads((folder / "vae" / "config.json").read_text())["block_out_channels"])
     attn_names = {"group_norm": "norm", "to_q": "q", "to_k": "k", "to_v": "v", "to_out": "proj_out"}
@@ -461,7 +468,7 @@ def to_ldm_single_file(folder: Path, family: str) -> dict:
             level = int(p[2]) if p[1] == "down_blocks" else levels - 1 - int(p[2])
             base = f"{side}.{'down' if p[1] == 'down_blocks' else 'up'}.{level}"
             if p[3] == "resnets":
-                n = f"{base}.block.{p[4]}.{resnet('.'.join(p[5:]), 'nin_shortcut')}"
+                n = f"{base}.block.{p[4]}.{ldm_resnet_name('.'.join(p[5:]), 'nin_shortcut')}"
                 n = n.replace("in_layers.0", "norm1").replace("in_layers.2", "conv1").replace("out_layers.0", "norm2").replace("out_layers.3", "conv2")
             else:
                 n = f"{base}.{'downsample' if p[1] == 'down_blocks' else 'upsample'}.conv.{p[-1]}"
@@ -739,7 +746,7 @@ def sdxl_pipeline_fixtures(out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=["sampling", "tokenizer", "models", "img2img", "single_file", "tiled_vae",
-                                                       "sdxl", "sdxl_pipeline", "sdxl_refiner"], default="sampling")
+                                                       "sdxl", "sdxl_pipeline", "sdxl_refiner", "lora"], default="sampling")
     parser.add_argument("--bpe", type=Path, default=Path(".whl/bpe_simple_vocab_16e6.txt.gz"),
                         help="CLIP's BPE merges, as shipped in the open_clip_torch wheel")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tests/fixtures")))
@@ -768,6 +775,9 @@ def main() -> None:
     if args.only == "sdxl_refiner":
         from sdxl_refiner_fixtures import sdxl_refiner_fixtures
         sdxl_refiner_fixtures(args.out)
+    if args.only == "lora":
+        from lora_fixtures import lora_fixtures
+        lora_fixtures(args.out)
 
 
 if __name__ == "__main__":
