@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/checkpoint_format.h"
 #include "io/ldm_names.h"
+#include "io/lora.h"
 
 namespace hd {
 
@@ -169,6 +170,25 @@ int64_t ModelSource::weight_elements() const {
     }
   }
   return elements;
+}
+
+void ModelSource::add_lora(const LoraChoice& lora) {
+  std::error_code ec;
+  HD_CHECK(fs::is_regular_file(lora.path, ec), lora.path, ": no such LoRA file");
+  require_safetensors(lora.path, sniff_checkpoint_format(read_prefix(lora.path, 16)));
+  auto file = std::make_unique<SafetensorsFile>(SafetensorsFile::open(lora.path));
+  // Every layer is checked before any weight is changed.
+  const std::vector<LoraLayer> layers = lora_layers(*file, components_);
+  for (const LoraLayer& layer : layers) {
+    for (ModelComponent& c : components_) {
+      if (c.name != layer.component) continue;
+      const auto t = std::lower_bound(c.tensors.begin(), c.tensors.end(), layer.tensor,
+                                      [](const TensorRef& a, const std::string& n) { return a.name < n; });
+      t->deltas.push_back({file.get(), layer.up, layer.down, layer.scale * lora.scale});
+    }
+  }
+  files_.push_back(std::move(file));
+  loras_.push_back(lora);
 }
 
 const SafetensorsFile& ModelSource::add_file(const std::string& path) {

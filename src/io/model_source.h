@@ -20,6 +20,15 @@
 
 namespace hd {
 
+// A change a LoRA layer makes to a weight: W += scale · up · down, with up [out, rank] and down
+// [rank, in] or [rank, in, kh, kw] (a convolution's), read from the LoRA's file.
+struct LowRankDelta {
+  const SafetensorsFile* file = nullptr;
+  const SafetensorsEntry* up = nullptr;
+  const SafetensorsEntry* down = nullptr;
+  float scale = 1.0f;
+};
+
 struct TensorRef {
   std::string name;  // within its component, prefix stripped (and mapped to diffusers' names)
   const SafetensorsFile* file = nullptr;  // both null for a held tensor
@@ -33,10 +42,18 @@ struct TensorRef {
   // A tensor in a caller's memory instead of a file (held_component): its dense view in the engine's
   // layout, a convolution kernel (rank 4) as [Cout, kh, kw, Cin].
   std::optional<Tensor> held;
+  // LoRA layers added to the stored weight as it loads (ModelSource::add_lora), in the order given.
+  std::vector<LowRankDelta> deltas;
 
   // After the row selection and the transposition; a held convolution kernel as diffusers holds it,
   // [Cout, Cin, kh, kw].
   std::vector<int64_t> shape() const;
+};
+
+// A LoRA file and how strongly to apply it (A1111's <lora:name:weight>, diffusers' lora_scale).
+struct LoraChoice {
+  std::string path;
+  float scale = 1.0f;
 };
 
 struct ModelComponent {
@@ -78,6 +95,12 @@ class ModelSource {
   // checkpoint (its first_stage_model). The result has one component, "vae"; `config_json` describes it
   // when it has no config.json of its own (a lone file: the model's VAE config, whose latent space it joins).
   static ModelSource open_vae(const std::string& path, const std::optional<std::string>& config_json);
+  // Adds a LoRA's layers (io/lora.h) to the weights they change, scaled by `lora.scale`: loading a
+  // component afterwards gives the changed weights. Throws naming the file and the layer when any layer
+  // does not apply, leaving the weights as they were.
+  void add_lora(const LoraChoice& lora);
+  // The LoRAs added, in order.
+  const std::vector<LoraChoice>& loras() const { return loras_; }
   // Gives `component` this config.json text when it has none (a single file's family defaults).
   void default_config(std::string_view component, const std::string& config_json);
 
@@ -117,6 +140,7 @@ class ModelSource {
   std::optional<std::string> model_index_;
   std::string tokenizer_files_;
   std::string config_folder_;
+  std::vector<LoraChoice> loras_;
 };
 
 std::string_view layout_name(ModelLayout layout);

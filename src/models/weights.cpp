@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
+#include "ops/cpu/cpu_ops.h"
 
 namespace hd {
 
@@ -20,6 +21,21 @@ void gather(const uint8_t* src, int64_t stride, int64_t count, size_t size, uint
   } else {
     for (int64_t i = 0; i < count; ++i) std::memcpy(dst + 4 * i, src + 4 * i * stride, 4);
   }
+}
+
+// The stored weight `src` (`numel` elements of `from`, in diffusers' layout [out, ...]) plus each of its
+// LoRA deltas, in f32: W + Σ scale · up · down, one sgemm each.
+std::vector<float> with_deltas(const TensorRef& t, const uint8_t* src, DType from, int64_t numel) {
+  std::vector<float> merged(static_cast<size_t>(numel));
+  convert(src, from, merged.data(), DType::kF32, size_t(numel));
+  for (const LowRankDelta& d : t.deltas) {
+    const OwnedTensor up = d.file->load(*d.up, DType::kF32), down = d.file->load(*d.down, DType::kF32);
+    const int64_t out = d.up->shape[0], rank = d.up->shape[1], in = d.down->numel / rank;
+    HD_CHECK(out * in == numel, "LoRA ", d.file->name(), ": '", d.up->name, "' does not fit '", t.name, "'");
+    ops::cpu::sgemm(false, false, out, in, rank, d.scale, up.view().ptr<float>(), rank,
+                    down.view().ptr<float>(), in, 1.0f, merged.data(), in);
+  }
+  return merged;
 }
 
 }  // namespace
@@ -68,11 +84,20 @@ OwnedTensor WeightReader::placed(const TensorRef& t, const Shape& shape, Relayou
   HD_CHECK_KIND(e.dtype.has_value() && is_floating(*e.dtype), ErrorKind::kUnsupported, component_.name,
                 ": tensor '", component_.prefix, t.name, "' has dtype ", e.dtype_name,
                 "; only F32, F16 and BF16 weights load");
-  const DType from = *e.dtype, to = placement_.dtype;
-  const size_t from_size = dtype_size(from), to_size = dtype_size(to);
+  const DType to = placement_.dtype;
   const int64_t numel = shape.numel();
   const uint8_t* src =
       t.file->raw_rows(e, t.first_row, t.row_count > 0 ? t.row_count : (e.shape.empty() ? 1 : e.shape[0])).data();
+  // A weight a LoRA changes is merged in f32 first and placed from there (lora.h: never a transposed one).
+  std::vector<float> merged;
+  DType from = *e.dtype;
+  if (!t.deltas.empty()) {
+    HD_CHECK(!t.transposed, component_.name, ": a LoRA cannot change the transposed '", t.name, "'");
+    merged = with_deltas(t, src, from, numel);
+    src = reinterpret_cast<const uint8_t*>(merged.data());
+    from = DType::kF32;
+  }
+  const size_t from_size = dtype_size(from), to_size = dtype_size(to);
 
   // One pass from the mapping into `dst`, in parallel chunks. Both relayouts transpose the last two
   // dimensions of [blocks, cols, rows] into [blocks, rows, cols]: a transposed matrix is one block, a

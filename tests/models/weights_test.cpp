@@ -111,5 +111,69 @@ TEST(WeightReader, HeldComponentIsReadInPlace) {
   EXPECT_NE(strided.find("is not dense"), std::string::npos) << strided;
 }
 
+// LoRA layers are added as the weights load: W + Σ (user scale · alpha / rank) · up · down, a matrix
+// as it is and a 3x3 convolution kernel before its relayout, two LoRAs on one weight in order, a layer
+// without alpha at scale 1 · user scale; each against the sum written out here in double precision.
+TEST(WeightReader, AddsLoraLayersAsItLoads) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const auto f32_values = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = rng.normal(0.0f, 1.0f);
+    return v;
+  };
+  const int64_t out = 3, in = 5, c_out = 2, c_in = 3, k = 3;
+  const std::vector<float> a = f32_values(out * in), conv = f32_values(c_out * c_in * k * k);
+  // First LoRA: "a" at rank 4 with alpha 2, the kernel at rank 2 without alpha; second: "a" at rank 1,
+  // alpha 3.
+  const std::vector<float> down1 = f32_values(4 * in), up1 = f32_values(out * 4);
+  const std::vector<float> conv_down = f32_values(2 * c_in * k * k), conv_up = f32_values(c_out * 2);
+  const std::vector<float> down2 = f32_values(in), up2 = f32_values(out);
+  test::TempDir dir;
+  dir.write("m/unet/diffusion_pytorch_model.safetensors",
+            serialize_safetensors({{"a.weight", "F32", {out, in}, test::f32_bytes(a)},
+                                   {"c.weight", "F32", {c_out, c_in, k, k}, test::f32_bytes(conv)}}));
+  const auto first =
+      dir.write("first.safetensors",
+                serialize_safetensors(
+                    {{"lora_unet_a.alpha", "F32", {}, test::f32_bytes({2.0f})},
+                     {"lora_unet_a.lora_down.weight", "F32", {4, in}, test::f32_bytes(down1)},
+                     {"lora_unet_a.lora_up.weight", "F32", {out, 4}, test::f32_bytes(up1)},
+                     {"lora_unet_c.lora_down.weight", "F32", {2, c_in, k, k}, test::f32_bytes(conv_down)},
+                     {"lora_unet_c.lora_up.weight", "F32", {c_out, 2, 1, 1}, test::f32_bytes(conv_up)}}));
+  const auto second =
+      dir.write("second.safetensors",
+                serialize_safetensors({{"unet.a.alpha", "F32", {1}, test::f32_bytes({3.0f})},
+                                       {"unet.a.lora_A.weight", "F32", {1, in}, test::f32_bytes(down2)},
+                                       {"unet.a.lora_B.weight", "F32", {out, 1}, test::f32_bytes(up2)}}));
+  ModelSource m = ModelSource::open((dir.path() / "m").string());
+  m.add_lora({first.string(), 0.5f});
+  m.add_lora({second.string(), -2.0f});
+  ASSERT_EQ(m.loras().size(), 2u);
+  const WeightReader w(*m.component("unet"), "");
+
+  const OwnedTensor merged_a = w.load("a.weight", Shape{out, in});
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) {
+      double expected = a[size_t(o * in + i)];
+      for (int64_t r = 0; r < 4; ++r)
+        expected += 0.5 * (2.0 / 4.0) * up1[size_t(o * 4 + r)] * down1[size_t(r * in + i)];
+      expected += -2.0 * (3.0 / 1.0) * up2[size_t(o)] * down2[size_t(i)];
+      EXPECT_NEAR(merged_a.ptr<float>()[o * in + i], expected, 1e-5) << o << "," << i;
+    }
+  }
+  const OwnedTensor merged_c = w.load_conv("c.weight", c_out, c_in, k, k);  // [Cout, kh, kw, Cin]
+  for (int64_t o = 0; o < c_out; ++o)
+    for (int64_t c = 0; c < c_in; ++c)
+      for (int64_t y = 0; y < k; ++y)
+        for (int64_t x = 0; x < k; ++x) {
+          const int64_t at = ((c * k + y) * k + x);
+          double expected = conv[size_t(o * c_in * k * k + at)];
+          for (int64_t r = 0; r < 2; ++r)
+            expected += 0.5 * conv_up[size_t(o * 2 + r)] * conv_down[size_t(r * c_in * k * k + at)];
+          EXPECT_NEAR(merged_c.ptr<float>()[((o * k + y) * k + x) * c_in + c], expected, 1e-5);
+        }
+}
+
 }  // namespace
 }  // namespace hd
