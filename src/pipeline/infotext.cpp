@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 
 #include "core/error.h"
 
@@ -83,9 +84,18 @@ SigmaSchedule parse_a1111_schedule(std::string_view name) {
               str_cat("unknown scheduler \"", name, "\" (this engine has: Automatic, Karras)"));
 }
 
+std::string lora_tag(const LoraChoice& lora) {
+  const std::string name = std::filesystem::path(lora.path).stem().string();
+  char scale[32];
+  std::snprintf(scale, sizeof scale, "%g", double(lora.scale));
+  return str_cat("<lora:", name, ":", scale, ">");
+}
+
 std::string infotext(const GenerationParams& p, const std::string& model,
-                     const std::optional<InfotextRefiner>& refiner) {
-  std::string s = p.prompt + "\n";
+                     const std::optional<InfotextRefiner>& refiner, std::span<const LoraChoice> loras) {
+  std::string s = p.prompt;
+  for (const LoraChoice& lora : loras) s += " " + lora_tag(lora);
+  s += "\n";
   if (!p.negative_prompt.empty()) s += "Negative prompt: " + p.negative_prompt + "\n";
   const std::string denoise = p.strength < 1.0f ? str_cat(", Denoising strength: ", p.strength) : "";
   char cfg[32];

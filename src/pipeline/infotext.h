@@ -4,10 +4,12 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "io/model_source.h"
 #include "pipeline/generation_params.h"
 
 namespace hd {
@@ -19,9 +21,14 @@ struct InfotextRefiner {
 };
 
 // The prompt, "Negative prompt: ..." when there is one, then one line of settings ("Steps: 20, Sampler:
-// Euler, Schedule type: Karras, CFG scale: 7, Seed: 1, Size: 512x512, Model: ...").
+// Euler, Schedule type: Karras, CFG scale: 7, Seed: 1, Size: 512x512, Model: ..."). The model's LoRAs
+// follow the prompt as A1111's tags (lora_tag), so that a web UI reading the text back applies them too.
 std::string infotext(const GenerationParams& p, const std::string& model,
-                     const std::optional<InfotextRefiner>& refiner = std::nullopt);
+                     const std::optional<InfotextRefiner>& refiner = std::nullopt,
+                     std::span<const LoraChoice> loras = {});
+// A1111's prompt tag for a LoRA: "<lora:NAME:SCALE>", NAME the file's name without its folder and
+// extension (what A1111 looks it up by in its Lora folder).
+std::string lora_tag(const LoraChoice& lora);
 
 // "Euler", "Euler a", "DDIM", "DPM++ 2M".
 std::string a1111_sampler_name(SamplerKind kind);

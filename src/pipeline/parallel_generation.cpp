@@ -135,7 +135,8 @@ ParallelStableDiffusion::~ParallelStableDiffusion() {
 ParallelStableDiffusion ParallelStableDiffusion::load(const std::string& model_path,
                                                       const std::optional<std::string>& vocab_dir,
                                                       const std::optional<std::string>& config_folder,
-                                                      std::span<const Device> devices, DType dtype) {
+                                                      std::span<const Device> devices, DType dtype,
+                                                      std::span<const LoraChoice> loras) {
   HD_CHECK(!devices.empty(), "no device to load the model on");
   for (const Device& d : devices)
     HD_CHECK(d.type == devices[0].type, "devices ", devices[0].to_string(), " and ", d.to_string(),
@@ -150,8 +151,8 @@ ParallelStableDiffusion ParallelStableDiffusion::load(const std::string& model_p
   const auto load_rank = [&](int rank) {
     const Device& d = devices[size_t(rank)];
     const ops::Placement placement{d, d.is_cpu() ? DType::kF32 : dtype};
-    out.models_[size_t(rank)] =
-        std::make_unique<StableDiffusion>(StableDiffusion::load(model_path, vocab_dir, config_folder, placement));
+    out.models_[size_t(rank)] = std::make_unique<StableDiffusion>(
+        StableDiffusion::load(model_path, vocab_dir, config_folder, placement, loras));
   };
   out.run(load_rank, false);
   return out;

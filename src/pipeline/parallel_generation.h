@@ -44,10 +44,12 @@ class ParallelStableDiffusion {
  public:
   // The model loaded on each of `devices` (one thread each), computing in `dtype` on GPUs (f32 on the
   // CPU). GPUs, each named once, exchange through NCCL/RCCL; the CPU named several times makes ranks of
-  // an in-process group (how the tests stand in for several GPUs).
-  static ParallelStableDiffusion load(const std::string& model_path, const std::optional<std::string>& vocab_dir,
-                                      const std::optional<std::string>& config_folder, std::span<const Device> devices,
-                                      DType dtype);
+  // an in-process group (how the tests stand in for several GPUs). `loras` as StableDiffusion::load's.
+  static ParallelStableDiffusion load(const std::string& model_path,
+                                      const std::optional<std::string>& vocab_dir,
+                                      const std::optional<std::string>& config_folder,
+                                      std::span<const Device> devices, DType dtype,
+                                      std::span<const LoraChoice> loras = {});
   ParallelStableDiffusion(ParallelStableDiffusion&&) noexcept;
   ParallelStableDiffusion& operator=(ParallelStableDiffusion&&) noexcept;
   ~ParallelStableDiffusion();

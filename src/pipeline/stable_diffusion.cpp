@@ -86,14 +86,16 @@ void StableDiffusion::check_same_latent_space(const StableDiffusion& other) cons
            b.scaling_factor, " at 1/", other.vae_scale_factor(), "): one cannot take over the other's latents");
 }
 
-StableDiffusion StableDiffusion::load(const std::string& model_path, const std::optional<std::string>& vocab_dir,
+StableDiffusion StableDiffusion::load(const std::string& model_path,
+                                      const std::optional<std::string>& vocab_dir,
                                       const std::optional<std::string>& config_folder,
-                                      const ops::Placement& placement) {
+                                      const ops::Placement& placement, std::span<const LoraChoice> loras) {
   placement.validate();
   StableDiffusion sd;
   sd.source_ = std::make_shared<ModelSource>(config_folder ? ModelSource::open(model_path, *config_folder)
                                                            : ModelSource::open(model_path));
   ModelSource& source = *sd.source_;
+  for (const LoraChoice& lora : loras) source.add_lora(lora);
   {
     // A GPU's driver and context take 0.3 s to start (H100 machine); meanwhile a side thread maps the
     // checkpoint's pages in, until the device is ready, so that loading them takes no page faults. (Not

@@ -75,9 +75,13 @@ class StableDiffusion {
   // A diffusers folder, or a single-file checkpoint (optionally described by a diffusers folder's
   // configs, `config_folder`, as diffusers' from_single_file(config=...)).
   // `placement`: where the models compute (the CPU in f32 by default; a GPU in f16 or bf16).
+  // `loras`: LoRA files merged into the text encoders' and the UNet's weights as they load, in order
+  // (ModelSource::add_lora), as diffusers' load_lora_weights + fuse_lora(lora_scale) would.
   static StableDiffusion load(const std::string& model_path, const std::optional<std::string>& vocab_dir,
                               const std::optional<std::string>& config_folder = std::nullopt,
-                              const ops::Placement& placement = {});
+                              const ops::Placement& placement = {}, std::span<const LoraChoice> loras = {});
+  // The LoRAs merged into the weights, in order.
+  const std::vector<LoraChoice>& loras() const { return source_->loras(); }
   const ops::Placement& placement() const { return unet_.placement(); }
   // Replaces the VAE with the one at `path` (ModelSource::open_vae: a VAE folder or file, e.g.
   // madebyollin/sdxl-vae-fp16-fix), as diffusers' vae=AutoencoderKL.from_pretrained(...). It must share

@@ -14,6 +14,7 @@ namespace hd {
 namespace {
 
 const std::string kModel = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/tiny_sd1";
+const std::string kFixtures = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/";
 
 TEST(GenerateCli, WritesPngWithParametersAndLatents) {
   test::TempDir dir;
@@ -33,6 +34,31 @@ TEST(GenerateCli, WritesPngWithParametersAndLatents) {
                                  "CFG scale: 7.5, Seed: 7, Size: 32x48", 0), 0u) << text[0].second;
   const auto st = SafetensorsFile::open(latents.string());
   EXPECT_EQ(st.at("latents").shape, (std::vector<int64_t>{1, 4, 24, 16}));  // NCHW, the tiny VAE scales by 2
+}
+
+// --lora merges a LoRA into the weights: the latents are diffusers' with the LoRA fused at that scale
+// (tools/lora_fixtures.py's recording), and the PNG's parameters carry it as A1111's prompt tag.
+TEST(GenerateCli, LoraIsMergedAndWrittenAsA1111sTag) {
+  test::TempDir dir;
+  const auto png = dir.path() / "out.png";
+  const auto latents = dir.path() / "latents.safetensors";
+  const auto r =
+      test::run_cli("generate --model " + kModel + " --lora " + kFixtures +
+                    "tiny_sd1_lora_kohya.safetensors:0.7 --prompt 'a red circle on a blue background' "
+                    "--negative-prompt 'blurry, green' --steps 5 --width 32 --height 32 --seed 42 "
+                    "--timestep-spacing leading --output " +
+                    test::quoted(png) + " --save-latents " + test::quoted(latents));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto text = read_png_text(png.string());
+  ASSERT_EQ(text.size(), 1u);
+  EXPECT_EQ(text[0].second.rfind("a red circle on a blue background <lora:tiny_sd1_lora_kohya:0.7>\n", 0), 0u)
+      << text[0].second;
+  const test::Fixture recording("models/tiny_sd1_lora_runs.safetensors");
+  const auto saved = SafetensorsFile::open(latents.string());
+  const OwnedTensor ours = saved.load(saved.at("latents"), DType::kF32);
+  EXPECT_LT(test::relative_l2(ours.view(),
+                              test::as_reference(recording.tensor("tiny_sd1_lora_kohya.latents").view())),
+            1e-3);
 }
 
 // The README's main command: no --model means the built-in shapes model, at the size it was trained for.
@@ -216,45 +242,56 @@ TEST(GenerateCli, DevicesSpreadTheBatchTheGuidanceOrTheImageAndDrawTheSamePictur
 TEST(GenerateCli, BadInputsAreOneLineErrors) {
   const std::string base = "generate --model " + kModel + " --output /dev/null --steps 1 --width 32 --height 32 ";
   const std::pair<std::string, std::string> cases[] = {
-      {"--prompt x --width 30", "multiple of 8"},
-      {"--prompt x --steps 0", "steps must be between 1 and 1000"},
-      {"--prompt x --steps many", "not a number"},
-      {"--prompt x --cfg-scale nan", "CFG scale must be a finite number"},
-      {"--prompt x --cfg-scale -2", "CFG scale must be a finite number"},
-      {"--prompt x --sampler heun", "unknown sampler"},
-      {"--prompt x --schedule exponential", "unknown schedule"},
-      {"--prompt x --sampler ddim --schedule karras", "Karras"},
-      {"--prompt x --init-image /nonexistent.png --strength 0.5", "nonexistent.png"},
-      {"--prompt x --strength 0.5", "--init-image"},
-      {"--prompt x --init-image " + std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png --strength 2", "[0, 1]"},
-      {"--prompt x --init-image " + std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/img2img_init.png --width 64", "not resized"},
+    {"--prompt x --width 30", "multiple of 8"},
+    {"--prompt x --steps 0", "steps must be between 1 and 1000"},
+    {"--prompt x --steps many", "not a number"},
+    {"--prompt x --cfg-scale nan", "CFG scale must be a finite number"},
+    {"--prompt x --cfg-scale -2", "CFG scale must be a finite number"},
+    {"--prompt x --sampler heun", "unknown sampler"},
+    {"--prompt x --schedule exponential", "unknown schedule"},
+    {"--prompt x --sampler ddim --schedule karras", "Karras"},
+    {"--prompt x --init-image /nonexistent.png --strength 0.5", "nonexistent.png"},
+    {"--prompt x --strength 0.5", "--init-image"},
+    {"--prompt x --init-image " + std::string(HD_SOURCE_DIR) +
+         "/tests/fixtures/models/img2img_init.png --strength 2",
+     "[0, 1]"},
+    {"--prompt x --init-image " + std::string(HD_SOURCE_DIR) +
+         "/tests/fixtures/models/img2img_init.png --width 64",
+     "not resized"},
 #if !defined(HD_WITH_GPU)
-      {"--prompt x --device cuda:0", "no GPU kernels"},
+    {"--prompt x --device cuda:0", "no GPU kernels"},
 #endif
-      {"--prompt x --device tpu", "device"},
-      {"--prompt x --dtype f16", "the CPU computes in f32"},
-      {"--prompt x --device cuda:0 --dtype f32", "f16 or bf16"},
-      {"--prompt x --dtype f8", "unknown dtype 'f8' (expected f32, f16 or bf16)"},
-      {"--prompt x --seed -1", "--seed"},
-      {"--prompt \"$(printf 'caf\\303')\"", "UTF-8"},
-      {"--prompt x --max-device-memory 4", "applies to a GPU"},
+    {"--prompt x --device tpu", "device"},
+    {"--prompt x --dtype f16", "the CPU computes in f32"},
+    {"--prompt x --device cuda:0 --dtype f32", "f16 or bf16"},
+    {"--prompt x --dtype f8", "unknown dtype 'f8' (expected f32, f16 or bf16)"},
+    {"--prompt x --seed -1", "--seed"},
+    {"--prompt \"$(printf 'caf\\303')\"", "UTF-8"},
+    {"--prompt x --max-device-memory 4", "applies to a GPU"},
 #if defined(HD_WITH_GPU)
-      {"--prompt x --device cuda:0 --max-device-memory 0", "above 0"},
+    {"--prompt x --device cuda:0 --max-device-memory 0", "above 0"},
 #endif
-      {"--prompt x --max-device-memory lots", "not a number"},
-      {"--prompt x --kernels vendor", "--kernels must be 'own'"},
-      {"--prompt x --tune full", "--tune must be 'quick'"},
-      {"--prompt x --device cpu --devices cpu,cpu", "--device and --devices"},
-      {"--prompt x --parallel cfg", "--parallel applies to --devices"},
-      {"--prompt x --devices cpu,cpu --parallel pipeline", "(auto, data, cfg, split or displaced)"},
-      {"--prompt x --devices cpu,cpu --parallel cfg --cfg-scale 1", "CFG parallel needs classifier-free guidance"},
-      {"--prompt x --devices cpu,cpu --parallel data", "needs a batch of at least 2, not 1"},
-      {"--prompt x --devices cpu,cpu,cpu --parallel split", "needs a height that is a multiple of 12 pixels, not 32"},
-      {"--prompt x --devices cpu,,cpu", "has an empty entry"},
-      {"--prompt x --devices cpu,cpu --parallel split --displaced-warmup 2", "applies to --parallel displaced only"},
-      {"--prompt x --devices cpu,cpu --height 64 --parallel displaced --displaced-warmup 0",
-       "warm-up is 1 or more exact steps"},
-      {"--prompt x --devices cpu,cpu --refiner " + kModel, "a base and its refiner are SDXL models"},
+    {"--prompt x --max-device-memory lots", "not a number"},
+    {"--prompt x --kernels vendor", "--kernels must be 'own'"},
+    {"--prompt x --tune full", "--tune must be 'quick'"},
+    {"--prompt x --device cpu --devices cpu,cpu", "--device and --devices"},
+    {"--prompt x --parallel cfg", "--parallel applies to --devices"},
+    {"--prompt x --devices cpu,cpu --parallel pipeline", "(auto, data, cfg, split or displaced)"},
+    {"--prompt x --devices cpu,cpu --parallel cfg --cfg-scale 1",
+     "CFG parallel needs classifier-free guidance"},
+    {"--prompt x --devices cpu,cpu --parallel data", "needs a batch of at least 2, not 1"},
+    {"--prompt x --devices cpu,cpu,cpu --parallel split",
+     "needs a height that is a multiple of 12 pixels, not 32"},
+    {"--prompt x --devices cpu,,cpu", "has an empty entry"},
+    {"--prompt x --devices cpu,cpu --parallel split --displaced-warmup 2",
+     "applies to --parallel displaced only"},
+    {"--prompt x --devices cpu,cpu --height 64 --parallel displaced --displaced-warmup 0",
+     "warm-up is 1 or more exact steps"},
+    {"--prompt x --devices cpu,cpu --refiner " + kModel, "a base and its refiner are SDXL models"},
+    {"--prompt x --lora /nonexistent.safetensors", "/nonexistent.safetensors: no such LoRA file"},
+    {"--prompt x --lora " + kFixtures + "tiny_sdxl_lora_kohya.safetensors", "another model family"},
+    {"--prompt x --lora " + kFixtures + "tiny_sd1_lora_kohya.safetensors:nan",
+     "scale must be a finite number"},
   };
   for (const auto& [args, expected] : cases) {
     const auto r = test::run_cli(base + args);

@@ -31,6 +31,11 @@ TEST(Infotext, WritesA1111sParametersBlock) {
       infotext(p, "m", InfotextRefiner{"refiner.safetensors", 0.8}),
       "a red square\nSteps: 20, Sampler: Euler a, Schedule type: Automatic, CFG scale: 7, Seed: 1234, Size: "
       "768x512, Model: m, Denoising strength: 0.5, Refiner: refiner.safetensors, Refiner switch at: 0.8");
+  // LoRAs follow the prompt as A1111's tags, named by the file's stem.
+  const std::vector<LoraChoice> loras = {{"/loras/detail.safetensors", 0.8f}, {"style.v2.safetensors", 1.0f}};
+  const std::string with_loras = infotext(p, "m", std::nullopt, loras);
+  EXPECT_EQ(with_loras.rfind("a red square <lora:detail:0.8> <lora:style.v2:1>\nSteps: 20, ", 0), 0u)
+      << with_loras;
 }
 
 TEST(Infotext, ReadsA1111sSamplerAndScheduleNames) {

@@ -74,6 +74,47 @@ void check_img2img(const std::string& family) {
   EXPECT_EQ(runs, 5);
 }
 
+// LoRAs merged as the weights load, against diffusers' load_lora_weights + fuse_lora(lora_scale) on the
+// same tiny pipeline (tools/lora_fixtures.py): kohya's and PEFT's forms, the UNet's blocks and the text
+// encoders. Each LoRA must also move the picture well away from the run without it (the "none" recording),
+// so that a LoRA left out could not pass. With `single_file`, the model's single-file checkpoint too
+// (its names mapped from the original ones; SDXL's second text encoder's q/k/v rows of fused tensors).
+void check_lora_runs(const std::string& family, const std::string& folder, bool single_file = false) {
+  const std::string models = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/";
+  const test::Fixture fixture("models/tiny_" + family + "_lora_runs.safetensors");
+  int runs = 0;
+  for (const auto& c : fixture.cases()) {
+    const std::string name = c["name"];
+    SCOPED_TRACE(family + " " + name);
+    const LoraChoice lora{models + c["lora"].get<std::string>(), c["lora_scale"].get<float>()};
+    for (const bool single : {false, true}) {
+      if (single && !single_file) continue;
+      const StableDiffusion sd =
+          single ? StableDiffusion::load(models + folder + ".safetensors", std::nullopt, models + folder, {},
+                                         {&lora, 1})
+                 : StableDiffusion::load(models + folder, std::nullopt, std::nullopt, {}, {&lora, 1});
+      ASSERT_EQ(sd.loras().size(), 1u);
+      const GenerationResult result = sd.generate(params_of(c));
+      const std::string label = family + (single ? " single-file" : "") + " LoRA";
+      const test::RunDistance d = test::distance_to_recording(result, fixture, name, label);
+      EXPECT_LT(d.latents_relative_l2, 1e-3);
+      EXPECT_GE(d.image_psnr_db, 40.0);
+      const test::RunDistance without =
+          test::distance_to_recording(result, fixture, "none", label + " (none)");
+      EXPECT_GT(without.latents_relative_l2, 0.05);
+    }
+    ++runs;
+  }
+  EXPECT_EQ(runs, family == "sd1" ? 2 : 1);
+}
+
+TEST(StableDiffusion, Sd1TinyWithLorasMatchesDiffusers) {
+  check_lora_runs("sd1", "tiny_sd1");
+}
+TEST(StableDiffusion, SdxlTinyWithLoraMatchesDiffusers) {
+  check_lora_runs("sdxl", "tiny_sdxl_pipeline", true);
+}
+
 TEST(StableDiffusion, Sd1TinyImg2ImgMatchesDiffusers) { check_img2img("sd1"); }
 TEST(StableDiffusion, Sd2TinyImg2ImgMatchesDiffusers) { check_img2img("sd2"); }
 

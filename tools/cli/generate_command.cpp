@@ -14,6 +14,7 @@
 #include "core/layout.h"
 #include "core/startup_trace.h"
 #include "core/thread_pool.h"
+#include "io/lora.h"
 #include "io/png.h"
 #include "io/safetensors.h"
 #include "ops/placement.h"
@@ -21,8 +22,8 @@
 #include "pipeline/default_model.h"
 #include "pipeline/expert_ensemble.h"
 #include "pipeline/infotext.h"
-#include "pipeline/parallel_generation.h"
 #include "pipeline/init_image.h"
+#include "pipeline/parallel_generation.h"
 #include "pipeline/stable_diffusion.h"
 #include "text/clip_tokenizer.h"
 #include "tools/cli/commands.h"
@@ -33,11 +34,39 @@ namespace hd::cli {
 namespace {
 
 std::vector<std::string> generate_flags() {
-  std::vector<std::string> flags = {
-    "--model", "--prompt", "--negative-prompt", "--steps", "--cfg-scale", "--sampler", "--schedule", "--seed",
-    "--width", "--height", "--batch", "--init-image", "--strength", "--vocab", "--config", "--prediction", "--timestep-spacing", "--output",
-    "--save-latents", "--device", "--dtype", "--tune", "--tune-cache", "--threads", "--max-device-memory", "--kernels",
-    "--refiner", "--high-noise-frac", "--vae", "--devices", "--parallel", "--displaced-warmup"};
+  std::vector<std::string> flags = {"--model",
+                                    "--prompt",
+                                    "--negative-prompt",
+                                    "--steps",
+                                    "--cfg-scale",
+                                    "--sampler",
+                                    "--schedule",
+                                    "--seed",
+                                    "--width",
+                                    "--height",
+                                    "--batch",
+                                    "--init-image",
+                                    "--strength",
+                                    "--vocab",
+                                    "--config",
+                                    "--prediction",
+                                    "--timestep-spacing",
+                                    "--output",
+                                    "--save-latents",
+                                    "--device",
+                                    "--dtype",
+                                    "--tune",
+                                    "--tune-cache",
+                                    "--threads",
+                                    "--max-device-memory",
+                                    "--kernels",
+                                    "--refiner",
+                                    "--high-noise-frac",
+                                    "--vae",
+                                    "--devices",
+                                    "--parallel",
+                                    "--displaced-warmup",
+                                    "--lora"};
   flags.insert(flags.end(), kMicroConditioningFlags.begin(), kMicroConditioningFlags.end());
   return flags;
 }
@@ -163,14 +192,18 @@ int run_generate(std::span<const std::string_view> args) {
   }
 
   const std::string model = get("--model") ? *get("--model") : default_model_folder();
+  // LoRAs merge into the model's weights as they load (not the refiner's: a LoRA is made for one UNet).
+  const std::vector<LoraChoice> loras =
+      get("--lora") ? parse_lora_list(*get("--lora")) : std::vector<LoraChoice>{};
   startup_mark("arguments read");
   const auto load_start = std::chrono::steady_clock::now();
   std::optional<StableDiffusion> single;
   std::optional<ParallelStableDiffusion> several;
   if (devices.empty()) {
-    single = StableDiffusion::load(model, get("--vocab"), get("--config"), placement);
+    single = StableDiffusion::load(model, get("--vocab"), get("--config"), placement, loras);
   } else {
-    several = ParallelStableDiffusion::load(model, get("--vocab"), get("--config"), devices, placement.dtype);
+    several = ParallelStableDiffusion::load(model, get("--vocab"), get("--config"), devices, placement.dtype,
+                                            loras);
     if (auto v = get("--displaced-warmup")) several->set_displaced_warmup(parse_number<int>("--displaced-warmup", *v));
   }
   const StableDiffusion& sd = single ? *single : several->model(0);
@@ -243,7 +276,7 @@ int run_generate(std::span<const std::string_view> args) {
 
   const std::string output = get("--output").value_or("out.png");
   // The images are compressed in parallel, one per thread (0.1 s each for 512x512 on the H100 machine).
-  const std::string parameters = infotext(p, model, refiner_choice);
+  const std::string parameters = infotext(p, model, refiner_choice, loras);
   ThreadPool::global().parallel_for(p.batch, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b)
       write_png(output_path(output, int(b), p.batch), rgb8_of(result.image, b), {{"parameters", parameters}});
