@@ -1,10 +1,12 @@
 #include "serve/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "core/error.h"
 #include "io/model_source.h"
+#include "pipeline/infotext.h"
 
 namespace hd::serve {
 
@@ -146,13 +148,20 @@ std::shared_ptr<Job> Engine::submit(JobRequest request) {
   std::string wanted = request.model.empty() ? "" : options_.catalogue.find(request.model).name;
   std::string refiner = request.refiner.empty() ? "" : options_.catalogue.find(request.refiner).name;
   if (!refiner.empty()) check_refiner_switch(request.refiner_switch_at);
+  std::vector<LoraChoice> loras;
+  std::string tags;
+  for (const LoraRequest& l : request.loras) {
+    HD_CHECK(std::isfinite(l.scale), "LoRA ", l.name, ": the scale must be a finite number");
+    loras.push_back({options_.loras.find(l.name).path, l.scale});
+    tags += " " + lora_tag(loras.back());
+  }
   std::lock_guard lock(mutex_);
   HD_CHECK_KIND(!stopping_, ErrorKind::kBusy, "the server is stopping and takes no new generations");
   drop_cancelled_locked();
   HD_CHECK_KIND(queue_.size() < options_.max_queue, ErrorKind::kBusy, "the queue is full (",
                 options_.max_queue, " generations waiting); try again later");
-  auto job =
-      std::shared_ptr<Job>(new Job(next_id_++, std::move(request), std::move(wanted), std::move(refiner)));
+  auto job = std::shared_ptr<Job>(new Job(next_id_++, std::move(request), std::move(wanted),
+                                          std::move(refiner), std::move(loras), std::move(tags)));
   queue_.push_back(job);
   wake_.notify_all();
   return job;
@@ -287,7 +296,7 @@ bool Engine::iterate(Worker& w, std::vector<std::shared_ptr<Job>>& active,
   if (to_select) {
     std::exception_ptr error;
     try {
-      model(w, to_select->first);
+      model(w, plain(to_select->first));
     } catch (...) {
       error = std::current_exception();
     }
@@ -304,7 +313,8 @@ bool Engine::iterate(Worker& w, std::vector<std::shared_ptr<Job>>& active,
   if (!admitted.empty()) {
     try {  // once for all admitted jobs: they share one model and refiner (admit_locked)
       const std::string& refiner = admitted.front()->refiner_name();
-      model(w, admitted.front()->model_name(), refiner);
+      const Job& first = *admitted.front();
+      model(w, {first.model_name(), first.loras_, first.model_key_}, refiner);
       if (!refiner.empty()) refiner_model(w, refiner);
     } catch (...) {
       for (const auto& job : admitted) end(job, JobState::kFailed, std::current_exception());
@@ -329,7 +339,7 @@ bool Engine::lighter_worker_locked(const Worker& w, int64_t rows, const std::str
     // rule).
     if (o.get() == &w || select_pending_locked(*o)) return false;
     if (!o->running.empty() &&
-        (o->running.front()->model_name() != model || o->running.front()->wanted_refiner_ != refiner))
+        (o->running.front()->model_key_ != model || o->running.front()->wanted_refiner_ != refiner))
       return false;
     int64_t load = 0;
     for (const auto& job : o->running) load += unet_rows(job->request_.params);
@@ -362,26 +372,28 @@ std::vector<std::shared_ptr<Job>> Engine::admit_locked(Worker& w, const std::vec
   if (select_pending_anywhere_locked()) return admitted;
   int64_t rows = 0;
   for (const auto& job : active) rows += job->run_->rows();
-  std::string model = active.empty() ? "" : active.front()->model_name();
+  std::string model = active.empty() ? "" : active.front()->model_key_;  // with its LoRAs
   std::string refiner = active.empty() ? "" : active.front()->wanted_refiner_;
   while (!queue_.empty()) {
     const std::shared_ptr<Job>& job = queue_.front();
     const std::string name = job->wanted_model_.empty() ? current_model_ : job->wanted_model_;
+    const std::string key = name + job->lora_tags_;
     const int64_t job_rows = unet_rows(job->request_.params);
     // In order: a job of another model, or of another refiner (a worker holds one beside its model),
     // waits until the running ones finish, and those behind it too.
-    if (!model.empty() && (name != model || job->wanted_refiner_ != refiner)) break;
+    if (!model.empty() && (key != model || job->wanted_refiner_ != refiner)) break;
     const bool alone = active.empty() && admitted.empty();  // a job that would run alone always starts
     // Joining a batch: only within the limits, and not while another device has less to do (it takes
     // the job at its next turn: the devices' loads stay even).
     if (!alone && (!options_.batch_across_jobs || rows + job_rows > options_.max_batch_rows ||
-                   lighter_worker_locked(w, rows, name, job->wanted_refiner_)))
+                   lighter_worker_locked(w, rows, key, job->wanted_refiner_)))
       break;
     bool taken = false;
     {
       std::lock_guard job_lock(job->mutex_);
       if (!job->ended_locked()) {  // not cancelled since drop_cancelled_locked above
         job->model_name_ = name;
+        job->model_key_ = key;
         job->worker_ = w.index;
         taken = true;
       }
@@ -391,7 +403,7 @@ std::vector<std::shared_ptr<Job>> Engine::admit_locked(Worker& w, const std::vec
       queue_.pop_front();
       continue;
     }
-    model = name;
+    model = key;
     refiner = job->wanted_refiner_;
     rows += job_rows;
     admitted.push_back(job);
@@ -401,19 +413,20 @@ std::vector<std::shared_ptr<Job>> Engine::admit_locked(Worker& w, const std::vec
   return admitted;
 }
 
-std::unique_ptr<StableDiffusion> Engine::load(const Worker& w, const std::string& name,
+std::unique_ptr<StableDiffusion> Engine::load(const Worker& w, const ModelChoice& choice,
                                               const char* role) const {
-  const CatalogueEntry& entry = options_.catalogue.find(name);
-  return std::make_unique<StableDiffusion>(
-      with_context([&] {
-        return options_.loader ? options_.loader(entry, w.placement)
-                               : StableDiffusion::load(entry.path, std::nullopt, std::nullopt, w.placement);
+  const CatalogueEntry& entry = options_.catalogue.find(choice.name);
+  return std::make_unique<StableDiffusion>(with_context(
+      [&] {
+        return options_.loader
+                   ? options_.loader(entry, w.placement, choice.loras)
+                   : StableDiffusion::load(entry.path, std::nullopt, std::nullopt, w.placement, choice.loras);
       },
-                   [&] {
-                     return workers_.size() == 1 ? str_cat("while loading the ", role, " ", entry.name)
-                                                 : str_cat("while loading the ", role, " ", entry.name,
-                                                           " on ", w.placement.device.to_string());
-                   }));
+      [&] {
+        return workers_.size() == 1 ? str_cat("while loading the ", role, " ", entry.name)
+                                    : str_cat("while loading the ", role, " ", entry.name, " on ",
+                                              w.placement.device.to_string());
+      }));
 }
 
 StableDiffusion* Engine::find_held(const Worker& w, const std::string& name) {
@@ -429,8 +442,9 @@ size_t Engine::weight_bytes(const Worker& w, const std::string& name) const {
   return size_t(elements) * dtype_size(w.placement.dtype);
 }
 
-const StableDiffusion& Engine::hold(Worker& w, const std::string& name, const char* role,
+const StableDiffusion& Engine::hold(Worker& w, const ModelChoice& choice, const char* role,
                                     const std::string& beside) {
+  const std::string& name = choice.key;
   const auto publish = [&] {  // held_names, most recently used first, and held_bytes
     std::vector<const HeldModel*> order;
     size_t bytes = 0;
@@ -461,7 +475,7 @@ const StableDiffusion& Engine::hold(Worker& w, const std::string& name, const ch
     publish();
   };
   // Their memory is what the next one needs: past keep_models - 1 others, or past model_memory with it.
-  const size_t bytes = options_.model_memory > 0 ? weight_bytes(w, name) : 0;
+  const size_t bytes = options_.model_memory > 0 ? weight_bytes(w, choice.name) : 0;
   drop_while([&] {
     size_t held_bytes = 0;
     for (const HeldModel& h : w.held) held_bytes += h.bytes;
@@ -473,7 +487,7 @@ const StableDiffusion& Engine::hold(Worker& w, const std::string& name, const ch
   };
   std::unique_ptr<StableDiffusion> loaded;
   try {
-    loaded = load(w, name, role);
+    loaded = load(w, choice, role);
   } catch (const Error& e) {  // device or host memory (core's buffers say kOutOfMemory for both)
     if (e.kind() != ErrorKind::kOutOfMemory || !others()) throw;
   } catch (const std::bad_alloc&) {
@@ -481,7 +495,7 @@ const StableDiffusion& Engine::hold(Worker& w, const std::string& name, const ch
   }
   if (!loaded) {
     drop_while([] { return true; });  // the kept models took the room: only the batch's own stay
-    loaded = load(w, name, role);
+    loaded = load(w, choice, role);
   }
   w.held.push_back({name, std::move(loaded), ++w.uses, bytes});
   {
@@ -492,19 +506,20 @@ const StableDiffusion& Engine::hold(Worker& w, const std::string& name, const ch
   return *w.held.back().model;
 }
 
-const StableDiffusion& Engine::model(Worker& w, const std::string& name, const std::string& refiner) {
+const StableDiffusion& Engine::model(Worker& w, const ModelChoice& choice, const std::string& refiner) {
+  const std::string& name = choice.key;
   if (name != w.loaded_name) {  // (written by this worker's thread only)
     std::lock_guard lock(mutex_);
     w.loaded_name.clear();  // until it is held
   }
-  const StableDiffusion& sd = hold(w, name, "model", refiner);
+  const StableDiffusion& sd = hold(w, choice, "model", refiner);
   std::lock_guard lock(mutex_);
   w.loaded_name = name;
   return sd;
 }
 
 const StableDiffusion& Engine::refiner_model(Worker& w, const std::string& name) {
-  return hold(w, name, name == w.loaded_name ? "model" : "refiner", w.loaded_name);
+  return hold(w, plain(name), name == w.loaded_name ? "model" : "refiner", w.loaded_name);
 }
 
 const StableDiffusion& Engine::stepping_model(const Worker& w, const Job& job) const {

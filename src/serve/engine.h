@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -32,6 +33,7 @@
 #include "pipeline/expert_ensemble.h"
 #include "pipeline/generation_params.h"
 #include "pipeline/stable_diffusion.h"
+#include "serve/lora_catalogue.h"
 #include "serve/model_catalogue.h"
 
 namespace hd::serve {
@@ -39,8 +41,16 @@ namespace hd::serve {
 enum class JobState { kQueued, kRunning, kDone, kFailed, kCancelled };
 std::string_view job_state_name(JobState state);
 
+// A LoRA a job asks for: a LoraCatalogue name (A1111's <lora:NAME:SCALE>) and its scale.
+struct LoraRequest {
+  std::string name;
+  float scale = 1.0f;
+};
+
 struct JobRequest {
   std::string model;  // a catalogue name; empty: the engine's current model
+  // LoRAs merged into the model's weights, in order: the model with them is a model of its own, loaded
+  // and kept as any other (jobs batch only with jobs of the same LoRAs at the same scales).
   GenerationParams params;
   std::optional<OwnedTensor> init_image;  // img2img: host f32 [1, H, W, 3] in [-1, 1]
   // SDXL's refiner, a catalogue name (empty: none): the model denoises the first refiner_switch_at of
@@ -48,6 +58,7 @@ struct JobRequest {
   // the rest from its latents (generate_with_refiner, a step at a time).
   std::string refiner;
   double refiner_switch_at = 0.8;
+  std::vector<LoraRequest> loras;
 };
 
 struct JobProgress {
@@ -72,6 +83,8 @@ class Job {
   bool wait_for(std::chrono::milliseconds timeout) const;
   // The catalogue name of the model that ran (or runs) it; empty while queued.
   std::string model_name() const;
+  // Its LoRAs as A1111's tags (" <lora:NAME:SCALE>" each, in order; empty: none).
+  const std::string& lora_tags() const { return lora_tags_; }
   // The catalogue name of its refiner (empty: none).
   const std::string& refiner_name() const { return wanted_refiner_; }
   // The index, in the engine's devices, of the worker that ran (or runs) it; -1 while queued.
@@ -79,11 +92,14 @@ class Job {
 
  private:
   friend class Engine;
-  Job(uint64_t id, JobRequest request, std::string wanted_model, std::string wanted_refiner)
+  Job(uint64_t id, JobRequest request, std::string wanted_model, std::string wanted_refiner,
+      std::vector<LoraChoice> loras, std::string lora_tags)
       : id_(id),
         request_(std::move(request)),
         wanted_model_(std::move(wanted_model)),
-        wanted_refiner_(std::move(wanted_refiner)) {}
+        wanted_refiner_(std::move(wanted_refiner)),
+        loras_(std::move(loras)),
+        lora_tags_(std::move(lora_tags)) {}
   void end(JobState state, std::exception_ptr error);
   // Ends the job as cancelled, and wakes its waiters, unless it has ended or a worker has taken it.
   void end_if_queued();
@@ -95,12 +111,15 @@ class Job {
   const JobRequest request_;
   const std::string wanted_model_;  // the catalogue's name for request_.model; empty: the current model
   const std::string wanted_refiner_;  // the catalogue's name for request_.refiner; empty: none
+  const std::vector<LoraChoice> loras_;  // request_.loras' files (the LoRA catalogue's)
+  const std::string lora_tags_;
   std::atomic<bool> cancel_requested_ = false;
   std::atomic<int> steps_done_ = 0, steps_total_ = 0;
   mutable std::mutex mutex_;
   mutable std::condition_variable ended_;
   JobState state_ = JobState::kQueued;
   std::string model_name_;
+  std::string model_key_;  // model_name_ and lora_tags_: what the worker holds it as (set with model_name_)
   int worker_ = -1;  // set under mutex_ when a worker takes the job (a cancel() after that leaves it to it)
   // When the worker started it, and when it ended (unset: not yet).
   std::optional<std::chrono::steady_clock::time_point> started_, ended_at_;
@@ -117,6 +136,7 @@ class Job {
 
 struct EngineOptions {
   ModelCatalogue catalogue;
+  LoraCatalogue loras;       // the LoRAs jobs may ask for
   ops::Placement placement;  // where every model computes
   // Several devices of placement's kind, each with a worker and a copy of the model (placement's dtype);
   // empty: placement's device alone.
@@ -136,9 +156,10 @@ struct EngineOptions {
   // load, the least recently used others go until the new one fits. The models a batch needs are held
   // whatever their size: a model larger than the bound still loads, alone.
   size_t model_memory = 0;
-  // How a worker loads a model (empty: StableDiffusion::load of the entry's path on the placement). Tests
-  // count loads or make them fail through it.
-  std::function<StableDiffusion(const CatalogueEntry&, const ops::Placement&)> loader;
+  // How a worker loads a model with LoRAs (empty: StableDiffusion::load of the entry's path on the
+  // placement). Tests count loads or make them fail through it.
+  std::function<StableDiffusion(const CatalogueEntry&, const ops::Placement&, std::span<const LoraChoice>)>
+      loader;
 };
 
 class Engine {
@@ -185,9 +206,17 @@ class Engine {
   void stop();
 
  private:
+  // A model as a worker loads it: a catalogue name, the LoRAs merged into it, and what it is held as
+  // (the name, then the LoRAs' tags).
+  struct ModelChoice {
+    std::string name;
+    std::vector<LoraChoice> loras;
+    std::string key;
+  };
+  static ModelChoice plain(const std::string& name) { return {name, {}, name}; }
   // A model a worker holds, and when it last served a batch (the least recently used is dropped first).
   struct HeldModel {
-    std::string name;
+    std::string name;  // its ModelChoice's key
     std::unique_ptr<StableDiffusion> model;
     uint64_t last_used = 0;
     size_t bytes = 0;  // its weights (counted when model_memory is set)
@@ -215,19 +244,20 @@ class Engine {
   void drop_cancelled_locked();
   // Admits queued jobs into `active` as the batching rules allow; under mutex_.
   std::vector<std::shared_ptr<Job>> admit_locked(Worker& w, const std::vector<std::shared_ptr<Job>>& active);
-  // The catalogue's `name` loaded on the worker's placement; its errors say which `role` ("model",
-  // "refiner") was loading, and where when there are several workers.
-  std::unique_ptr<StableDiffusion> load(const Worker& w, const std::string& name, const char* role) const;
+  // The catalogue's model with its LoRAs loaded on the worker's placement; its errors say which `role`
+  // ("model", "refiner") was loading, and where when there are several workers.
+  std::unique_ptr<StableDiffusion> load(const Worker& w, const ModelChoice& choice, const char* role) const;
   // The bytes model `name`'s weights take on the worker's placement, from its files.
   size_t weight_bytes(const Worker& w, const std::string& name) const;
   // The worker's held model `name`, or nullptr.
   static StableDiffusion* find_held(const Worker& w, const std::string& name);
-  // Model `name` held by the worker, marked used: loaded when it is not held, after dropping the least
-  // recently used others past keep_models or model_memory (never `beside`, the other model its batch
-  // needs).
-  const StableDiffusion& hold(Worker& w, const std::string& name, const char* role, const std::string& beside);
+  // The model held by the worker as `choice.key`, marked used: loaded when it is not held, after dropping
+  // the least recently used others past keep_models or model_memory (never `beside`, the key of the other
+  // model its batch needs).
+  const StableDiffusion& hold(Worker& w, const ModelChoice& choice, const char* role,
+                              const std::string& beside);
   // The worker's model for its jobs, held or loaded; `refiner`: the refiner they need beside it (kept).
-  const StableDiffusion& model(Worker& w, const std::string& name, const std::string& refiner = "");
+  const StableDiffusion& model(Worker& w, const ModelChoice& choice, const std::string& refiner = "");
   // The worker's refiner `name` beside its model (the model itself when it is that): held or loaded.
   const StableDiffusion& refiner_model(Worker& w, const std::string& name);
   // The model a job's run steps on: its refiner once the refiner's share has begun.

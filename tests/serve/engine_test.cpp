@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -462,11 +464,12 @@ TEST(ServeEngine, ALoadOutOfMemoryDropsTheKeptModelsAndTriesOnceMore) {
   // A device with room for `room` models: a load fails while that many are held.
   std::atomic<int> room = 2, attempts = 0;
   Engine* engine_of_loader = nullptr;
-  o.loader = [&](const CatalogueEntry& entry, const ops::Placement& placement) {
+  o.loader = [&](const CatalogueEntry& entry, const ops::Placement& placement,
+                 std::span<const LoraChoice> loras) {
     ++attempts;
     HD_CHECK_KIND(int(engine_of_loader->status().held[0].size()) < room, ErrorKind::kOutOfMemory,
                   "out of device memory (the test's room for ", int(room), ")");
-    return StableDiffusion::load(entry.path, std::nullopt, std::nullopt, placement);
+    return StableDiffusion::load(entry.path, std::nullopt, std::nullopt, placement, loras);
   };
   Engine engine(std::move(o));
   engine_of_loader = &engine;
@@ -544,6 +547,51 @@ TEST(ServeEngine, KeptModelsStayWithinTheirMemory) {
   }
   EXPECT_EQ(tight.status().model_loads, 3u);
   EXPECT_EQ(tight.status().held_bytes[0], sd1);
+}
+
+// LoRAs from the engine's LoRA folder, by name: a job with one runs on the model with it merged (the
+// picture of StableDiffusion::load with that LoRA), held as a model of its own beside the plain one;
+// jobs batch only with jobs of the same LoRAs; unknown names and bad scales are refused at submit.
+TEST(ServeEngine, LoraJobsRunOnTheModelWithTheirLoras) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.path() / "Lora");
+  std::filesystem::copy_file(kModels + "tiny_sd1_lora_kohya.safetensors",
+                             dir.path() / "Lora" / "detail.safetensors");
+  EngineOptions o = options();
+  o.loras = LoraCatalogue::from((dir.path() / "Lora").string());
+  o.keep_models = 2;
+  Engine engine(std::move(o));
+  const auto with_lora = [](const char* prompt, uint64_t seed, float scale) {
+    JobRequest r = request(prompt, seed, 3);
+    r.loras = {{"detail", scale}};
+    return r;
+  };
+  const auto a = engine.submit(with_lora("a red square", 1, 0.7f));
+  const auto plain = engine.submit(request("a red square", 1, 3));
+  const auto b = engine.submit(with_lora("a blue circle", 2, 0.7f));
+  const LoraChoice lora{(dir.path() / "Lora" / "detail.safetensors").string(), 0.7f};
+  const StableDiffusion merged =
+      StableDiffusion::load(kModels + "tiny_sd1", std::nullopt, std::nullopt, {}, {&lora, 1});
+  const StableDiffusion sd = StableDiffusion::load(kModels + "tiny_sd1", std::nullopt);
+  EXPECT_LT(test::relative_l2(a->wait().image, alone(merged, job_params("a red square", 1, 3))), 1e-5);
+  EXPECT_LT(test::relative_l2(b->wait().image, alone(merged, job_params("a blue circle", 2, 3))), 1e-5);
+  EXPECT_LT(test::relative_l2(plain->wait().image, alone(sd, job_params("a red square", 1, 3))), 1e-5);
+  EXPECT_GT(test::relative_l2(a->wait().image, alone(sd, job_params("a red square", 1, 3))), 1e-2);
+  EXPECT_EQ(a->model_name(), "tiny_sd1");
+  EXPECT_EQ(a->lora_tags(), " <lora:detail:0.7>");
+  const std::vector<std::string> held = engine.status().held[0];
+  EXPECT_EQ(std::set<std::string>(held.begin(), held.end()),
+            (std::set<std::string>{"tiny_sd1", "tiny_sd1 <lora:detail:0.7>"}));
+  test::expect_error_containing([&] { engine.submit(with_lora("x", 1, std::nanf(""))); }, "finite");
+  JobRequest unknown = request("x", 1);
+  unknown.loras = {{"style", 1.0f}};
+  test::expect_error_containing([&] { engine.submit(std::move(unknown)); },
+                                "no LoRA named \"style\" (this server has: detail)");
+  Engine without(options());
+  JobRequest asks = request("x", 1);
+  asks.loras = {{"detail", 1.0f}};
+  test::expect_error_containing([&] { without.submit(std::move(asks)); },
+                                "no LoRA files (serve --lora-dir DIR)");
 }
 
 TEST(ServeEngine, StopFinishesAcceptedJobsAndRefusesNewOnes) {

@@ -142,9 +142,9 @@ TEST(A1111Api, FieldsItCannotHonourAreRefusedByName) {
   test::expect_error_containing([] { read({{"mask", "abc"}}, Endpoint::kImg2Img); }, "inpainting (a mask)");
   test::expect_error_containing(
       [] {
-        read({{"prompt", "a <lora:detail:0.8> cat"}});
+        read({{"negative_prompt", "<lora:detail:1> blurry"}});
       },
-      "extra networks (<lora:");
+      "the negative prompt holds a <lora:...> tag");
   test::expect_error_containing(
       [] {
         read({{"override_settings", {{"CLIP_stop_at_last_layers", 2}}}});
@@ -153,6 +153,22 @@ TEST(A1111Api, FieldsItCannotHonourAreRefusedByName) {
   test::expect_error_containing([] { read({{"subseed_strength", 0.5}}); }, "variation seeds");
   EXPECT_EQ(read({{"refiner_checkpoint", ""}, {"script_name", ""}, {"infotext", nullptr}}).pictures.size(),
             1u);  // off
+}
+
+// A prompt's LoRA tags leave its text and reach every picture's job, which the engine resolves by name.
+TEST(A1111Api, PromptLorasReachEveryJob) {
+  json body = webuiapi_defaults();
+  body["prompt"] = "<lora:detail:0.8> a red circle";
+  body["batch_size"] = 2;
+  const GenerationRequest r = read(body);
+  ASSERT_EQ(r.pictures.size(), 2u);
+  EXPECT_EQ(r.pictures[1].prompt, " a red circle");
+  for (size_t i = 0; i < 2; ++i) {
+    const serve::JobRequest job = r.job(i);
+    ASSERT_EQ(job.loras.size(), 1u);
+    EXPECT_EQ(job.loras[0].name, "detail");
+    EXPECT_EQ(job.loras[0].scale, 0.8f);
+  }
 }
 
 // SDXL's refiner: a model name and the switch, which a refiner needs; "None" (A1111's) or "" is none, and

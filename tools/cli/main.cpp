@@ -67,6 +67,7 @@ constexpr const char* kUsage =
     "  serve [--model PATH] [--models-dir DIR] [--host 127.0.0.1] [--port 7860] [--api-auth USER:PASS,...]\n"
     "           [--device cpu|cuda:N|hip:N | --devices cuda:0,cuda:1,...|all] [--dtype f16|bf16]\n"
     "           [--max-queue N] [--max-batch-rows N] [--no-batching] [--keep-models N] [--model-memory GIB]\n"
+    "           [--lora-dir DIR]\n"
     "           [--max-body-mb N] [--max-pixels N] [--max-steps N] [--max-images N]\n"
     "           [--tune quick|exhaustive] [--tune-cache PATH] [--kernels own|fragments|all] "
     "[--max-device-memory GIB]\n"

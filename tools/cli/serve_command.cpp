@@ -19,17 +19,19 @@ namespace hd::cli {
 
 int run_serve(std::span<const std::string_view> args) {
 #if HD_WITH_SERVER
-  const Flags flags("serve", args, {"--model",       "--models-dir",        "--host",        "--port",
-                                    "--device",      "--devices",           "--dtype",       "--api-auth",
-                                    "--max-queue",   "--max-batch-rows",    "--max-body-mb", "--max-pixels",
-                                    "--max-steps",   "--max-images",        "--tune",        "--tune-cache",
-                                    "--kernels",     "--max-device-memory", "--threads",     "--keep-models",
-                                    "--model-memory"},
+  const Flags flags("serve", args, {"--model",        "--models-dir",        "--host",        "--port",
+                                    "--device",       "--devices",           "--dtype",       "--api-auth",
+                                    "--max-queue",    "--max-batch-rows",    "--max-body-mb", "--max-pixels",
+                                    "--max-steps",    "--max-images",        "--tune",        "--tune-cache",
+                                    "--kernels",      "--max-device-memory", "--threads",     "--keep-models",
+                                    "--model-memory", "--lora-dir"},
                     {"--no-batching"});
   serve::EngineOptions engine;
   std::vector<std::string> models;
   if (auto v = flags.get("--model")) models.push_back(*v);
   engine.catalogue = serve::ModelCatalogue::from(models, flags.get("--models-dir"));
+  // A1111's --lora-dir: the LoRAs a prompt's <lora:NAME:SCALE> may ask for.
+  engine.loras = serve::LoraCatalogue::from(flags.get("--lora-dir"));
   // One worker per device (--devices: each with its own copy of the model, taking requests from one queue).
   HD_CHECK(!flags.get("--device") || !flags.get("--devices"), "--device and --devices both say where to compute: give one");
   if (auto v = flags.get("--devices")) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <functional>
 
 #include "core/error.h"
@@ -10,6 +12,7 @@
 #include "pipeline/infotext.h"
 #include "pipeline/init_image.h"
 #include "tools/server/base64.h"
+#include "tools/server/extra_networks.h"
 
 namespace hd::server {
 
@@ -232,14 +235,6 @@ void check_eta(const json& body, SamplerKind sampler) {
     HD_CHECK(eta == 0.0, "eta ", eta, " with DDIM: this engine's DDIM has eta 0");
 }
 
-// A1111's extra networks in the prompt would apply a LoRA or hypernetwork there; read as text here they
-// would silently make another picture.
-void check_no_extra_networks(const std::string& prompt, const char* name) {
-  for (const char* tag : {"<lora:", "<lyco:", "<hypernet:"})
-    HD_CHECK(prompt.find(tag) == std::string::npos, name, " uses A1111's extra networks (", tag,
-             "...>), which this server does not apply");
-}
-
 // SDXL's refiner: refiner_checkpoint a catalogue name ("" or A1111's "None": none), and refiner_switch_at
 // the model's share of the schedule, which a refiner needs (A1111 switches by the step's timestep by
 // default, as the engine does: JobRequest).
@@ -302,8 +297,14 @@ GenerationRequest read_generation(const json& body, Endpoint endpoint, const Req
   GenerationParams p;
   p.prompt = text(body, "prompt", "");
   p.negative_prompt = text(body, "negative_prompt", "");
-  check_no_extra_networks(p.prompt, "the prompt");
-  check_no_extra_networks(p.negative_prompt, "the negative prompt");
+  // LoRA tags leave the prompt's text and ask for their LoRAs (A1111's extra networks); A1111 reads none
+  // from the negative prompt, and read as text there they would draw another picture.
+  PromptNetworks networks = take_extra_networks(p.prompt, "the prompt");
+  p.prompt = std::move(networks.prompt);
+  r.loras = std::move(networks.loras);
+  HD_CHECK(
+      take_extra_networks(p.negative_prompt, "the negative prompt").loras.empty(),
+      "the negative prompt holds a <lora:...> tag, which A1111 does not apply there: put it in the prompt");
   // A1111's default of 20 steps, or the server's limit when that is lower.
   p.steps = int(integer(body, "steps", std::min(20, limits.max_steps), 1, limits.max_steps));
   p.cfg_scale = float(number(body, "cfg_scale", 7.0, 0.0, 100.0));
@@ -345,11 +346,19 @@ serve::JobRequest GenerationRequest::job(size_t picture) const {
   if (init_image) job.init_image = OwnedTensor::copy_of(init_image->view());
   job.refiner = refiner;
   job.refiner_switch_at = refiner_switch_at;
+  job.loras = loras;
   return job;
 }
 
 json generation_response(const json& body, const GenerationRequest& request, const std::string& model_name,
                          const std::vector<Delivered>& pictures, bool interrupted) {
+  // The prompts as A1111 reports them: with their LoRA tags (written after the text, as infotexts have them).
+  std::string tags;
+  for (const serve::LoraRequest& l : request.loras) {
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%g", double(l.scale));
+    tags += str_cat(" <lora:", l.name, ":", scale, ">");
+  }
   json images = json::array(), seeds = json::array(), subseeds = json::array(), prompts = json::array(),
        negatives = json::array(), infotexts = json::array();
   for (const Delivered& d : pictures) {
@@ -357,13 +366,13 @@ json generation_response(const json& body, const GenerationRequest& request, con
     if (request.send_images) images.push_back(base64_encode(d.png));
     seeds.push_back(picture.seed);
     subseeds.push_back(-1);
-    prompts.push_back(picture.prompt);
+    prompts.push_back(picture.prompt + tags);
     negatives.push_back(picture.negative_prompt);
     infotexts.push_back(d.infotext);
   }
   const GenerationParams& p = request.pictures.at(pictures.empty() ? 0 : pictures.front().index);
   const json info = {
-      {"prompt", p.prompt},
+      {"prompt", p.prompt + tags},
       {"all_prompts", prompts},
       {"negative_prompt", p.negative_prompt},
       {"all_negative_prompts", negatives},
@@ -418,6 +427,17 @@ json models_list(const serve::ModelCatalogue& catalogue) {
                    {"sha256", nullptr},
                    {"filename", e.name},
                    {"config", nullptr}});
+  return out;
+}
+
+json loras_list(const serve::LoraCatalogue& loras) {
+  json out = json::array();
+  for (const serve::LoraEntry& e :
+       loras.entries())  // the file's name only, as sd-models gives it: no server path
+    out.push_back({{"name", e.name},
+                   {"alias", e.name},
+                   {"path", std::filesystem::path(e.path).filename().string()},
+                   {"metadata", json::object()}});
   return out;
 }
 

@@ -30,6 +30,7 @@ struct GenerationRequest {
   std::string model;                       // a catalogue name, or empty: the engine's current model
   std::string refiner;                     // SDXL's refiner, a catalogue name (empty: none)
   double refiner_switch_at = 0.8;          // the model's share of the schedule, with a refiner
+  std::vector<serve::LoraRequest> loras;   // the prompt's <lora:NAME:SCALE> tags (taken out of its text)
   std::vector<GenerationParams> pictures;  // one an engine job
   std::optional<OwnedTensor> init_image;   // img2img's, shared by the pictures
   bool send_images = true;
@@ -70,6 +71,8 @@ nlohmann::json parse_request(const std::string& body);
 
 // GET /sdapi/v1/sd-models, /samplers, /schedulers.
 nlohmann::json models_list(const serve::ModelCatalogue& catalogue);
+// GET /sdapi/v1/loras: A1111's name, alias, path and metadata of each LoRA (--lora-dir).
+nlohmann::json loras_list(const serve::LoraCatalogue& loras);
 nlohmann::json samplers_list();
 nlohmann::json schedulers_list();
 

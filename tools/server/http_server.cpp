@@ -165,6 +165,8 @@ class Server {
     });
     http.Get("/sdapi/v1/sd-models",
              [this](const auto&, auto& res) { reply(res, 200, models_list(engine_.catalogue())); });
+    http.Get("/sdapi/v1/loras",
+             [this](const auto&, auto& res) { reply(res, 200, loras_list(engine_.options().loras)); });
     http.Get("/sdapi/v1/samplers", [](const auto&, auto& res) { reply(res, 200, samplers_list()); });
     http.Get("/sdapi/v1/schedulers", [](const auto&, auto& res) { reply(res, 200, schedulers_list()); });
     http.Get("/sdapi/v1/options",
@@ -224,7 +226,9 @@ class Server {
       std::optional<InfotextRefiner> refiner;
       if (!jobs[i]->refiner_name().empty())
         refiner = InfotextRefiner{jobs[i]->refiner_name(), request.refiner_switch_at};
-      pictures.push_back({i, {}, infotext(request.pictures[i], jobs[i]->model_name(), refiner)});
+      GenerationParams shown = request.pictures[i];  // its LoRAs written back as the tags they came as
+      shown.prompt += jobs[i]->lora_tags();
+      pictures.push_back({i, {}, infotext(shown, jobs[i]->model_name(), refiner)});
     }
     // Encoded only to be sent, a picture a thread (a 512x512 PNG takes 14 ms on the development machine's
     // core, and a batch's pictures end together).

@@ -159,6 +159,15 @@ json openapi_document(const RequestLimits& limits) {
                            {"sha256", nullable(string_schema())},
                            {"config", nullable(string_schema())}}},
                          {"required", {"title", "model_name", "filename"}}}}};
+  const json loras = {{"type", "array"},
+                      {"items",
+                       {{"type", "object"},
+                        {"properties",
+                         {{"name", string_schema()},
+                          {"alias", string_schema()},
+                          {"path", string_schema()},
+                          {"metadata", {{"type", "object"}}}}},
+                        {"required", {"name", "alias", "path", "metadata"}}}}};
   const json named = {
       {"type", "array"},
       {"items", {{"type", "object"}, {"properties", {{"name", string_schema()}}}, {"required", {"name"}}}}};
@@ -193,6 +202,8 @@ json openapi_document(const RequestLimits& limits) {
         {"/sdapi/v1/interrupt", {{"post", operation("Stop the requests being made", empty)}}},
         {"/sdapi/v1/skip", {{"post", operation("Skip the picture being made", empty)}}},
         {"/sdapi/v1/sd-models", {{"get", operation("The models this server offers", models)}}},
+        {"/sdapi/v1/loras",
+         {{"get", operation("The LoRAs this server offers (<lora:NAME:SCALE> in a prompt)", loras)}}},
         {"/sdapi/v1/samplers", {{"get", operation("The samplers", named)}}},
         {"/sdapi/v1/schedulers", {{"get", operation("The schedules", named)}}},
         {"/sdapi/v1/options",

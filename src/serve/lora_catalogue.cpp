@@ -1,0 +1,39 @@
+#include "serve/lora_catalogue.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace hd::serve {
+
+namespace fs = std::filesystem;
+
+LoraCatalogue LoraCatalogue::from(const std::optional<std::string>& folder) {
+  LoraCatalogue c;
+  if (!folder) return c;
+  std::error_code ec;
+  HD_CHECK(fs::is_directory(*folder, ec), *folder, ": the LoRA folder does not exist");
+  for (const auto& item : fs::directory_iterator(*folder, ec)) {
+    const fs::path& p = item.path();
+    if (p.extension() == ".safetensors" && fs::is_regular_file(p, ec))
+      c.entries_.push_back({p.stem().string(), p.lexically_normal().string()});
+  }
+  HD_CHECK_KIND(!ec, ErrorKind::kRuntime, *folder, ": cannot list the LoRA folder: ", ec.message());
+  std::sort(c.entries_.begin(), c.entries_.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  return c;
+}
+
+const LoraEntry& LoraCatalogue::find(const std::string& name) const {
+  for (const LoraEntry& e : entries_)
+    if (e.name == name) return e;
+  HD_CHECK(!entries_.empty(), "no LoRA named \"", name,
+           "\": this server has no LoRA files (serve --lora-dir DIR)");
+  std::string names;
+  for (const LoraEntry& e : entries_) names += (names.empty() ? "" : ", ") + e.name;
+  throw Error(ErrorKind::kInvalidInput,
+              str_cat("no LoRA named \"", name, "\" (this server has: ", names, ")"));
+}
+
+}  // namespace hd::serve
