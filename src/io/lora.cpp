@@ -31,18 +31,23 @@ constexpr Suffix kSuffixes[] = {{".lora_up.weight", Part::kUp},
                                 {".lora_A.weight", Part::kDown},
                                 {".alpha", Part::kAlpha}};
 
-// Parts of names that mark a kind of layer the engine does not apply, and what to call it.
-constexpr std::pair<std::string_view, std::string_view> kOtherKinds[] = {
-    {".hada_", "LoHa"},
-    {".lokr_", "LoKr"},
-    {".lora_mid.", "LoRA with a mid (Tucker) weight"},
-    {".dora_scale", "DoRA"},
-    {".lora_magnitude_vector", "DoRA"},
-    {".diff", "whole-weight difference"},
-    {".lora_B.bias", "LoRA with a bias"},
-    {".on_input", "IA3"},
-    {".oft_", "OFT"},
-    {".boft_", "BOFT"}};
+// Parts of names that mark a kind of layer the engine does not apply, and what to call it; `suffix`: only
+// at the name's end (".diff" inside "model.diffusion_model." marks nothing).
+struct OtherKind {
+  std::string_view marker, kind;
+  bool suffix = false;
+};
+constexpr OtherKind kOtherKinds[] = {{".hada_", "LoHa"},
+                                     {".lokr_", "LoKr"},
+                                     {".lora_mid.", "LoRA with a mid (Tucker) weight"},
+                                     {".dora_scale", "DoRA"},
+                                     {".lora_magnitude_vector", "DoRA"},
+                                     {".diff", "whole-weight difference", true},
+                                     {".diff_b", "whole-bias difference", true},
+                                     {".lora_B.bias", "LoRA with a bias"},
+                                     {".on_input", "IA3"},
+                                     {".oft_", "OFT"},
+                                     {".boft_", "BOFT"}};
 
 // The component a layer's module name starts with, and whether the rest is in kohya's underscored form.
 struct Prefix {
@@ -260,10 +265,11 @@ std::vector<LoraLayer> lora_layers(const SafetensorsFile& file, std::span<const 
       found = std::pair{e.name.substr(0, e.name.size() - s.text.size()), s.part};
     }
     if (!found) {
-      for (const auto& [marker, kind] : kOtherKinds) {
-        HD_CHECK_KIND(e.name.find(marker) == std::string::npos, ErrorKind::kUnsupported, file.name(), ": '",
-                      e.name, "' is part of a ", kind,
-                      " layer; only LoRA layers (lora_up/lora_down or lora_A/lora_B) apply");
+      for (const OtherKind& other : kOtherKinds) {
+        const bool marked =
+            other.suffix ? e.name.ends_with(other.marker) : e.name.find(other.marker) != std::string::npos;
+        HD_CHECK_KIND(!marked, ErrorKind::kUnsupported, file.name(), ": '", e.name, "' is part of a ",
+                      other.kind, " layer; only LoRA layers (lora_up/lora_down or lora_A/lora_B) apply");
       }
       throw Error(ErrorKind::kInvalidInput,
                   str_cat(file.name(), ": '", e.name, "' is not a LoRA weight (expected ",

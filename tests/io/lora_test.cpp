@@ -151,6 +151,9 @@ TEST(Lora, OtherLayerKindsAndBrokenLayersAreRefusedByName) {
   refused({named(f32({4, 32}), q + ".lokr_w1")}, "LoKr");
   refused({named(f32({32}), q + ".dora_scale")}, "DoRA");
   refused({named(f32({4, 32}), q + ".weight")}, "is not a LoRA weight");
+  refused({named(f32({32}), q + ".diff_b")}, "whole-bias difference");
+  // A checkpoint given as a LoRA: its names are no layer's ("diffusion" is no ".diff" layer).
+  refused({named(f32({4}), "model.diffusion_model.out.2.bias")}, "is not a LoRA weight");
   refused({named(f32({4, 32}), q + ".lora_down.weight")}, "lacks its up weight");
   refused({named(f32({4, 31}), q + ".lora_down.weight"), named(f32({32, 4}), q + ".lora_up.weight")},
           "(up [32, 4], down [4, 31]) does not fit "
