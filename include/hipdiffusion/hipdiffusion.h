@@ -29,8 +29,10 @@ extern "C" {
  * hd_generation_params_init became a macro over hd_generation_params_init_sized.
  * 3: hd_engine_options gained keep_models (an earlier struct_size still works), and hd_engine_options_init
  * became a macro over hd_engine_options_init_sized.
- * 4: hd_engine_options gained model_memory_bytes (an earlier struct_size still works). */
-#define HD_API_VERSION 4
+ * 4: hd_engine_options gained model_memory_bytes (an earlier struct_size still works).
+ * 5: hd_engine_options gained lora_dir and hd_generation_params lora_names, lora_scales and lora_count
+ * (earlier struct_sizes still work). */
+#define HD_API_VERSION 5
 
 typedef enum hd_status {
   HD_OK = 0,
@@ -75,6 +77,10 @@ typedef struct hd_engine_options {
    * together (their weights in the engine's dtype); 0 (default): no bound but keep_models. The least
    * recently used go until a new model fits; a model larger than the bound still loads, alone. */
   uint64_t model_memory_bytes;
+  /* Version 5, read only when struct_size covers it. A folder of LoRA files (*.safetensors, kohya's or
+   * diffusers' form) that generations may ask for by name, the file's name without ".safetensors"
+   * (AUTOMATIC1111's --lora-dir); NULL: none. */
+  const char* lora_dir;
 } hd_engine_options;
 
 /* Fills the struct with its defaults and sets struct_size from `size`, the caller's sizeof (as
@@ -121,6 +127,12 @@ typedef struct hd_generation_params {
    * AUTOMATIC1111's switch by timestep), the refiner the rest; in (0, 1), default 0.8. */
   const char* refiner;
   double refiner_switch_at;
+  /* Version 3 (HD_API_VERSION 5), read only when struct_size covers them. lora_count LoRAs of the engine's
+   * lora_dir, by name, merged into the model's weights in order, each at lora_scales[i] (NULL: 1 each), as
+   * AUTOMATIC1111's <lora:NAME:SCALE>; the model with them is loaded (and kept) as a model of its own. */
+  const char* const* lora_names;
+  const float* lora_scales;
+  size_t lora_count;
 } hd_generation_params;
 
 /* Fills the struct with its defaults and sets struct_size: `size` is the caller's sizeof, so that a

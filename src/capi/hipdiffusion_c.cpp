@@ -76,9 +76,12 @@ hd_status guarded(Body&& body) {
 // as the least a caller's struct_size may say, and reads a new field only when struct_size covers it.
 constexpr size_t kEngineOptionsV1 = offsetof(hd_engine_options, keep_models);  // versions 1 and 2
 constexpr size_t kEngineOptionsV3 = offsetof(hd_engine_options, model_memory_bytes);  // + keep_models
-constexpr size_t kEngineOptionsV4 = sizeof(hd_engine_options);                        // + model_memory_bytes
+constexpr size_t kEngineOptionsV4 = offsetof(hd_engine_options, lora_dir);            // + model_memory_bytes
+constexpr size_t kEngineOptionsV5 = sizeof(hd_engine_options);                        // + lora_dir
 constexpr size_t kGenerationParamsV1 = offsetof(hd_generation_params, refiner);
-constexpr size_t kGenerationParamsV2 = sizeof(hd_generation_params);  // + refiner, refiner_switch_at
+constexpr size_t kGenerationParamsV2 =
+    offsetof(hd_generation_params, lora_names);                       // + refiner, refiner_switch_at
+constexpr size_t kGenerationParamsV3 = sizeof(hd_generation_params);  // + the LoRAs
 
 template <typename Struct>
 void check_struct(const Struct* s, size_t version1_size, const char* what) {
@@ -133,6 +136,13 @@ hd::serve::JobRequest request_of(const hd_generation_params& c) {
   if (c.struct_size >= kGenerationParamsV2 && c.refiner != nullptr) {
     r.refiner = c.refiner;
     r.refiner_switch_at = c.refiner_switch_at;
+  }
+  if (c.struct_size >= kGenerationParamsV3 && c.lora_count > 0) {
+    HD_CHECK(c.lora_names != nullptr, "lora_count is ", c.lora_count, " but lora_names is NULL");
+    for (size_t i = 0; i < c.lora_count; ++i) {
+      HD_CHECK(c.lora_names[i] != nullptr, "LoRA name ", i, " is NULL");
+      r.loras.push_back({c.lora_names[i], c.lora_scales != nullptr ? c.lora_scales[i] : 1.0f});
+    }
   }
   return r;
 }
@@ -214,6 +224,8 @@ hd_status hd_engine_create(const hd_engine_options* options, hd_engine** engine)
       o.keep_models = int(options->keep_models);
     }
     if (options->struct_size >= kEngineOptionsV4) o.model_memory = size_t(options->model_memory_bytes);
+    if (options->struct_size >= kEngineOptionsV5 && options->lora_dir != nullptr)
+      o.loras = hd::serve::LoraCatalogue::from(std::string(options->lora_dir));
     auto made = std::make_unique<hd_engine>();
     made->engine = std::make_unique<hd::serve::Engine>(std::move(o));
     *engine = made.release();

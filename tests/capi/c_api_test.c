@@ -121,6 +121,52 @@ static void* generate_in_thread(void* arg) {
   return NULL;
 }
 
+/* A LoRA of the engine's lora_dir by name (version 3 of the struct): the CLI's --lora picture of the same
+ * settings; a struct of version 2 never reads the LoRAs, and unknown names are refused. */
+static void check_lora(const char* model, const char* lora_dir, const char* cli_png, const char* plain_png) {
+  hd_engine_options options;
+  hd_engine_options_init(&options);
+  options.model_paths = &model;
+  options.model_count = 1;
+  options.lora_dir = lora_dir;
+  CHECK(hd_engine_create(&options, &engine) == HD_OK, "%s", hd_last_error());
+  if (engine == NULL) return;
+  int width = 0, height = 0, plain_width = 0, plain_height = 0;
+  unsigned char* cli = read_png_rgb(cli_png, &width, &height);
+  unsigned char* plain = read_png_rgb(plain_png, &plain_width, &plain_height);
+  CHECK(cli != NULL && width == 64 && height == 64, "cannot read %s as a 64x64 PNG", cli_png);
+  const char* names[1] = {"tiny_sd1_lora_kohya"};
+  const float scales[1] = {0.7f};
+  hd_generation_params p;
+  reference_params(&p, 7);
+  p.lora_names = names;
+  p.lora_scales = scales;
+  p.lora_count = 1;
+  unsigned char* with_lora = picture(&p, HD_OK);
+  if (cli != NULL && with_lora != NULL)
+    CHECK(memcmp(with_lora, cli, 64 * 64 * 3) == 0,
+          "the LoRA picture differs from the CLI's by up to %d levels",
+          largest_difference(with_lora, cli, 64 * 64 * 3));
+  p.struct_size = offsetof(hd_generation_params, lora_names); /* version 2: no LoRAs */
+  unsigned char* without = picture(&p, HD_OK);
+  if (plain != NULL && without != NULL)
+    CHECK(memcmp(without, plain, 64 * 64 * 3) == 0, "a version-2 struct read LoRAs it does not have");
+  reference_params(&p, 7);
+  names[0] = "no LoRA of this name";
+  p.lora_names = names;
+  p.lora_count = 1;
+  expect_refused(&p, "no LoRA named");
+  reference_params(&p, 7);
+  p.lora_count = 1;
+  expect_refused(&p, "lora_names is NULL");
+  free(cli);
+  free(plain);
+  free(with_lora);
+  free(without);
+  hd_engine_free(engine);
+  engine = NULL;
+}
+
 /* REFINED: the CLI's --refiner picture (installed_library_test.sh passes the same settings to it). */
 static void refined_params(hd_generation_params* p) {
   reference_params(p, 5);
@@ -252,8 +298,11 @@ static void check_kept_models(const char* sd1, const char* sdxl_base) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    fprintf(stderr, "usage: %s TINY_SD1_MODEL CLI_PNG TINY_SDXL_BASE TINY_SDXL_REFINER CLI_REFINED_PNG\n", argv[0]);
+  if (argc != 8) {
+    fprintf(stderr,
+            "usage: %s TINY_SD1_MODEL CLI_PNG TINY_SDXL_BASE TINY_SDXL_REFINER CLI_REFINED_PNG LORA_DIR "
+            "CLI_LORA_PNG\n",
+            argv[0]);
     return 2;
   }
   CHECK(strlen(hd_version()) > 0, "no version");
@@ -365,6 +414,7 @@ int main(int argc, char** argv) {
   hd_engine_free(engine);
   engine = NULL;
   check_refiner(argv[3], argv[4], argv[5]);
+  check_lora(argv[1], argv[6], argv[7], argv[2]);
   check_kept_models(argv[1], argv[3]);
   if (failures == 0) printf("C API: all checks passed\n");
   return failures == 0 ? 0 : 1;

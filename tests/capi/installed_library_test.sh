@@ -29,8 +29,12 @@ xl=$source/tests/fixtures/models
 "$prefix/bin/hipdiffusion" generate --model "$xl/tiny_sdxl_pipeline" --refiner "$xl/tiny_sdxl_refiner" \
   --high-noise-frac 0.5 --prompt "a red square" --negative-prompt blurry --seed 5 --steps 4 --width 64 --height 64 \
   --sampler euler_a --output "$work/refined.png" > /dev/null 2>&1
+# A LoRA of the fixtures' folder (the C test asks for it by name): the CLI's picture with it.
+"$prefix/bin/hipdiffusion" generate --model "$model" --lora "$xl/tiny_sd1_lora_kohya.safetensors:0.7" \
+  --prompt "a red square" --negative-prompt blurry --seed 7 --steps 3 --width 64 --height 64 --sampler euler_a \
+  --output "$work/lora.png" > /dev/null 2>&1
 LD_LIBRARY_PATH=$libdir "$work/c_api_test" "$model" "$work/cli.png" "$xl/tiny_sdxl_pipeline" \
-  "$xl/tiny_sdxl_refiner" "$work/refined.png"
+  "$xl/tiny_sdxl_refiner" "$work/refined.png" "$xl" "$work/lora.png"
 
 cmake -S "$source/tests/capi/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_EXE_LINKER_FLAGS="$sanitize" > "$work/consumer.log" \
