@@ -50,6 +50,28 @@ TEST(GpuPipeline, TinyPipelinesMatchDiffusersRecordedRuns) {
   }
 }
 
+// LoRAs merged on the host as the weights load, then uploaded in f16: the tiny SD1.x (kohya and PEFT forms)
+// and SDXL pipelines against diffusers' runs with each LoRA fused, and farther from the run without it.
+TEST(GpuPipeline, LorasMatchDiffusersRecordedRuns) {
+  const std::string models = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/";
+  for (const auto& [family, folder] : {std::pair{"sd1", "tiny_sd1"}, {"sdxl", "tiny_sdxl_pipeline"}}) {
+    const test::Fixture fixture(std::string("models/tiny_") + family + "_lora_runs.safetensors");
+    for (const auto& c : fixture.cases()) {
+      const std::string name = c["name"];
+      SCOPED_TRACE(std::string(family) + " " + name);
+      const LoraChoice lora{models + c["lora"].get<std::string>(), c["lora_scale"].get<float>()};
+      const StableDiffusion sd = StableDiffusion::load(models + folder, std::nullopt, std::nullopt,
+                                                       {test::gpu0(), DType::kF16}, {&lora, 1});
+      const GenerationResult result = sd.generate(test::recorded_run_params(c));
+      const test::RunDistance d =
+          test::distance_to_recording(result, fixture, name, std::string(family) + " f16 LoRA");
+      EXPECT_GE(d.image_psnr_db, kMinPsnr);
+      const test::RunDistance none = test::distance_to_recording(result, fixture, "none", "(without it)");
+      EXPECT_LT(none.image_psnr_db, d.image_psnr_db - 6.0);
+    }
+  }
+}
+
 TEST(GpuPipeline, DefaultModelDrawsWhatTheCpuDraws) {
   const StableDiffusion cpu = StableDiffusion::load(default_model_folder(), std::nullopt);
   for (DType t : {DType::kF16, DType::kBF16}) {
