@@ -174,7 +174,9 @@ class ModuleFinder {
     }
     if (c->name != "unet") return std::nullopt;
     const std::optional<std::string> ldm = ldm_unet_module(module);
-    const int64_t layers = layers_per_block(*c);
+    if (unet_layers_per_block_ < 0)
+      unet_layers_per_block_ = layers_per_block(*c);  // once: a scan of the UNet
+    const int64_t layers = unet_layers_per_block_;
     if (!ldm || layers == 0) return std::nullopt;
     // The name table finds the UNet's layout from its first downsampler's name; given with the module's.
     std::vector<TensorRef> names(2);
@@ -193,6 +195,7 @@ class ModuleFinder {
  private:
   std::span<const ModelComponent> components_;
   std::map<std::string, std::map<std::string, std::string>> tables_;
+  int64_t unet_layers_per_block_ = -1;  // -1: not yet counted
 };
 
 // diffusers' older attention-processor names ("<attention>.processor.to_q_lora.down.weight") as the
@@ -291,15 +294,24 @@ std::vector<LoraLayer> lora_layers(const SafetensorsFile& file, std::span<const 
   ModuleFinder finder(components);
   std::vector<std::pair<const Prefix*, std::string>> found;
   std::vector<std::string> unmatched;
+  std::map<std::string, std::string> changed;  // component/tensor -> the layer that changes it
   for (const auto& [module, parts] : modules) {
     const Prefix* prefix = nullptr;
     for (const Prefix& p : kPrefixes)
       if (!prefix && module.starts_with(p.text)) prefix = &p;
+    HD_CHECK_KIND(prefix != nullptr, ErrorKind::kUnsupported, file.name(), ": layer '", module,
+                  "' starts with none of the prefixes this engine reads (lora_unet_, lora_te_, lora_te1_, "
+                  "lora_te2_, unet., text_encoder., text_encoder_2.)");
     std::optional<std::string> tensor;
-    if (prefix)
-      tensor = finder.weight_of(prefix->component, module.substr(prefix->text.size()), prefix->underscored);
+    tensor = finder.weight_of(prefix->component, module.substr(prefix->text.size()), prefix->underscored);
     if (!tensor) unmatched.push_back(module);
     found.emplace_back(prefix, tensor.value_or(""));
+    // Two spellings of one module in one file would add its change twice.
+    if (tensor) {
+      const auto [it, fresh] = changed.emplace(str_cat(prefix->component, "/", *tensor), module);
+      HD_CHECK(fresh, file.name(), ": layers '", it->second, "' and '", module, "' both change '", *tensor,
+               "'");
+    }
   }
   HD_CHECK(unmatched.empty(), file.name(), ": ", unmatched.size(), " of its ", modules.size(),
            " layers change no weight of this model (the first: '", unmatched.empty() ? "" : unmatched.front(),

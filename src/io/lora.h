@@ -1,6 +1,7 @@
-// LoRA files: low-rank changes to a model's weights (W += scale · up · down), as kohya's sd-scripts,
-// AUTOMATIC1111, ComfyUI and diffusers save them. This file says which weight of which component each
-// layer of a file changes; ModelSource::add_lora attaches them and WeightReader adds them as it loads.
+// LoRA files: low-rank changes to a model's weights (W += scale · up · down), in the forms kohya's
+// sd-scripts and diffusers save them (the files AUTOMATIC1111 and ComfyUI load). This file says which weight
+// of which component each layer of a file changes; ModelSource::add_lora attaches them and WeightReader adds
+// them as it loads.
 //
 // Layer names read (each with its weights "X.lora_down.weight" + "X.lora_up.weight" and an optional
 // "X.alpha", or PEFT's "X.lora_A.weight" + "X.lora_B.weight"):
@@ -10,7 +11,8 @@
 //     "lora_te_" / "lora_te1_" the (first) text encoder, "lora_te2_" SDXL's second, in transformers'
 //     names ("lora_te_text_model_encoder_layers_0_self_attn_q_proj"). 3x3 convolutions too (LoCon).
 //   - diffusers / PEFT: "unet.<module>", "text_encoder.<module>", "text_encoder_2.<module>" in diffusers'
-//     names; diffusers' older "<attention>.processor.to_q_lora.down.weight" as well.
+//     names; diffusers' older "unet.<attention>.processor.to_q_lora.down.weight" as well.
+// Other prefixes (ComfyUI's own "diffusion_model.", diffusers' unprefixed oldest form) are refused by name.
 // The scale of a layer is alpha / rank (1 without alpha), times the user's.
 // Every other kind of layer (LoHa, LoKr, DoRA, a lora_mid, whole-weight diffs) and every name that
 // matches no weight of the model is refused with the file and the name, never skipped: a LoRA applied

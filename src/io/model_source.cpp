@@ -179,6 +179,7 @@ void ModelSource::add_lora(const LoraChoice& lora) {
   auto file = std::make_unique<SafetensorsFile>(SafetensorsFile::open(lora.path));
   // Every layer is checked before any weight is changed.
   const std::vector<LoraLayer> layers = lora_layers(*file, components_);
+  files_.reserve(files_.size() + 1);  // the push below cannot fail once deltas point into the file
   for (const LoraLayer& layer : layers) {
     for (ModelComponent& c : components_) {
       if (c.name != layer.component) continue;

@@ -126,6 +126,50 @@ TEST(Lora, ALoraOfAnotherFamilyIsRefusedNamingALayer) {
       "no such LoRA file");
 }
 
+// A zero LoRA layer `key` for a weight of `shape` ([out, in] or [out, in, kh, kw]) at rank 2.
+std::vector<SafetensorsWriteItem> zero_layer(const std::string& key, std::vector<int64_t> shape,
+                                             bool peft = false) {
+  const auto zeros = [](std::string name, std::vector<int64_t> s) {
+    int64_t n = 1;
+    for (const int64_t d : s) n *= d;
+    return SafetensorsWriteItem{std::move(name), "F32", std::move(s), test::zero_bytes(size_t(n) * 4)};
+  };
+  std::vector<int64_t> down = shape, up = {shape[0], 2};
+  down[0] = 2;
+  if (shape.size() == 4) up.insert(up.end(), {1, 1});
+  return {zeros(key + (peft ? ".lora_A.weight" : ".lora_down.weight"), down),
+          zeros(key + (peft ? ".lora_B.weight" : ".lora_up.weight"), up)};
+}
+
+// The original names outside the blocks (conv_in, the time and text-time embeddings, conv_out), and
+// diffusers' older attention-processor names, each find their weight.
+TEST(Lora, OriginalNamesOutsideTheBlocksAndProcessorNamesFindTheirWeights) {
+  test::TempDir dir;
+  const ModelSource source = ModelSource::open(kModels + "tiny_sdxl_pipeline");
+  const ModelComponent& unet = *source.component("unet");
+  const std::pair<std::string, std::string> cases[] = {
+      {"lora_unet_input_blocks_0_0", "conv_in.weight"},
+      {"lora_unet_time_embed_2", "time_embedding.linear_2.weight"},
+      {"lora_unet_label_emb_0_0", "add_embedding.linear_1.weight"},
+      {"lora_unet_out_2", "conv_out.weight"},
+      {"unet.down_blocks.1.attentions.0.transformer_blocks.0.attn2.processor.to_out_lora",
+       "down_blocks.1.attentions.0.transformer_blocks.0.attn2.to_out.0.weight"}};
+  for (const auto& [key, tensor] : cases) {
+    SCOPED_TRACE(key);
+    std::vector<SafetensorsWriteItem> items = zero_layer(key, unet.find(tensor)->shape());
+    if (key.find(".processor.") != std::string::npos) {  // its spelling: ...to_out_lora.down.weight
+      items = zero_layer(key, unet.find(tensor)->shape());
+      items[0].name = key + ".down.weight";
+      items[1].name = key + ".up.weight";
+    }
+    const auto path = dir.write("l.safetensors", serialize_safetensors(items));
+    const SafetensorsFile file = SafetensorsFile::open(path.string());
+    const std::vector<LoraLayer> layers = lora_layers(file, source.components());
+    ASSERT_EQ(layers.size(), 1u);
+    EXPECT_EQ(layers[0].tensor, tensor);
+  }
+}
+
 // Files built here: kinds of layer the engine does not apply, and broken LoRA layers.
 TEST(Lora, OtherLayerKindsAndBrokenLayersAreRefusedByName) {
   test::TempDir dir;
@@ -163,6 +207,15 @@ TEST(Lora, OtherLayerKindsAndBrokenLayersAreRefusedByName) {
            named(f32({2}), q + ".alpha")},
           "is not one number");
   refused({}, "holds no LoRA layer");
+  // ComfyUI's own saved form, say: a prefix this engine does not read is named, not called another model's.
+  refused(zero_layer("diffusion_model.input_blocks.1.1.proj_in", {32, 32, 1, 1}),
+          "starts with none of the prefixes");
+  // Two spellings of one module in one file would add its change twice.
+  std::vector<SafetensorsWriteItem> twice = zero_layer(q, {32, 32});
+  for (auto& item :
+       zero_layer("unet.down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q", {32, 32}, true))
+    twice.push_back(std::move(item));
+  refused(twice, "both change 'down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.weight'");
 }
 
 }  // namespace
