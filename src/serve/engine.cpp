@@ -173,7 +173,9 @@ void Engine::select_model(const std::string& name) {
   HD_CHECK_KIND(!stopping_, ErrorKind::kBusy, "the server is stopping");
   // Already the current model, loaded everywhere (clients post it before their requests): nothing to wait for.
   const bool settled = std::all_of(workers_.begin(), workers_.end(), [&](const auto& w) {
-    return w->loaded_name == chosen && !select_pending_locked(*w);
+    // A worker running the model with LoRAs has it too: a select before each LoRA request (as clients
+    // post one) must not load the plain model over it each time.
+    return w->loaded_model == chosen && !select_pending_locked(*w);
   });
   if (chosen == current_model_ && settled) return;
   const std::string before = current_model_;
@@ -511,10 +513,12 @@ const StableDiffusion& Engine::model(Worker& w, const ModelChoice& choice, const
   if (name != w.loaded_name) {  // (written by this worker's thread only)
     std::lock_guard lock(mutex_);
     w.loaded_name.clear();  // until it is held
+    w.loaded_model.clear();
   }
   const StableDiffusion& sd = hold(w, choice, "model", refiner);
   std::lock_guard lock(mutex_);
   w.loaded_name = name;
+  w.loaded_model = choice.name;
   return sd;
 }
 

@@ -192,8 +192,10 @@ class Engine {
     uint64_t finished = 0;                      // jobs that ended, whatever their end
     // UNet calls the worker made, and the rows they held (rows / calls: how well jobs were batched).
     uint64_t unet_calls = 0, unet_rows = 0;
-    std::vector<std::string> loaded;  // the model each device's worker runs (empty: none), in device order
-    // Every model each device's worker holds (its refiner and kept ones too), most recently used first.
+    // The model each device's worker runs (empty: none), in device order: its name, then its LoRAs' tags.
+    std::vector<std::string> loaded;
+    // Every model each device's worker holds (its refiner and kept ones too; names then LoRA tags), most
+    // recently used first.
     std::vector<std::vector<std::string>> held;
     // The bytes of each device's held models' weights (counted when model_memory is set, else 0).
     std::vector<size_t> held_bytes;
@@ -227,7 +229,9 @@ class Engine {
     ops::Placement placement;
     std::vector<HeldModel> held;  // the worker thread's: its model, a refiner, the kept ones
     uint64_t uses = 0;            // the clock of last_used
-    std::string loaded_name;      // the model its jobs run on, one of `held` (empty: none); under mutex_
+    std::string
+        loaded_name;  // the key of the model its jobs run on, one of `held` (empty: none); under mutex_
+    std::string loaded_model;             // that model's catalogue name, without its LoRAs; under mutex_
     std::vector<std::string> held_names;  // `held`'s names, most recently used first; under mutex_
     size_t held_bytes = 0;                // `held`'s bytes; under mutex_
     uint64_t loaded_generation = 0;       // the last select_model it has carried out; under mutex_

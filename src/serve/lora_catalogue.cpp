@@ -16,7 +16,8 @@ LoraCatalogue LoraCatalogue::from(const std::optional<std::string>& folder) {
   HD_CHECK(fs::is_directory(*folder, ec), *folder, ": the LoRA folder does not exist");
   for (const auto& item : fs::directory_iterator(*folder, ec)) {
     const fs::path& p = item.path();
-    if (p.extension() == ".safetensors" && fs::is_regular_file(p, ec))
+    std::error_code entry_ec;  // a broken link is left out, not the listing's failure
+    if (p.extension() == ".safetensors" && fs::is_regular_file(p, entry_ec))
       c.entries_.push_back({p.stem().string(), p.lexically_normal().string()});
   }
   HD_CHECK_KIND(!ec, ErrorKind::kRuntime, *folder, ": cannot list the LoRA folder: ", ec.message());

@@ -582,6 +582,13 @@ TEST(ServeEngine, LoraJobsRunOnTheModelWithTheirLoras) {
   const std::vector<std::string> held = engine.status().held[0];
   EXPECT_EQ(std::set<std::string>(held.begin(), held.end()),
             (std::set<std::string>{"tiny_sd1", "tiny_sd1 <lora:detail:0.7>"}));
+  // Clients post the model before each request: the model with LoRAs running counts as that model
+  // loaded, and nothing loads again.
+  const uint64_t loads = engine.status().model_loads;
+  ASSERT_EQ(engine.status().loaded[0], "tiny_sd1 <lora:detail:0.7>");  // b ran last
+  engine.select_model("tiny_sd1");
+  EXPECT_EQ(engine.status().model_loads, loads);
+  EXPECT_EQ(engine.status().loaded[0], "tiny_sd1 <lora:detail:0.7>") << "the select swapped the model back";
   test::expect_error_containing([&] { engine.submit(with_lora("x", 1, std::nanf(""))); }, "finite");
   JobRequest unknown = request("x", 1);
   unknown.loras = {{"style", 1.0f}};
