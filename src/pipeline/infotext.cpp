@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "core/error.h"
@@ -84,11 +85,17 @@ SigmaSchedule parse_a1111_schedule(std::string_view name) {
               str_cat("unknown scheduler \"", name, "\" (this engine has: Automatic, Karras)"));
 }
 
+std::string lora_tag(std::string_view name, float scale) {
+  char text[32];
+  for (int digits = 6; digits <= 9; ++digits) {  // 9 significant digits always read back as the same float
+    std::snprintf(text, sizeof text, "%.*g", digits, double(scale));
+    if (std::strtof(text, nullptr) == scale) break;
+  }
+  return str_cat("<lora:", name, ":", text, ">");
+}
+
 std::string lora_tag(const LoraChoice& lora) {
-  const std::string name = std::filesystem::path(lora.path).stem().string();
-  char scale[32];
-  std::snprintf(scale, sizeof scale, "%g", double(lora.scale));
-  return str_cat("<lora:", name, ":", scale, ">");
+  return lora_tag(std::filesystem::path(lora.path).stem().string(), lora.scale);
 }
 
 std::string infotext(const GenerationParams& p, const std::string& model,

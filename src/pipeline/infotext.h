@@ -27,8 +27,10 @@ std::string infotext(const GenerationParams& p, const std::string& model,
                      const std::optional<InfotextRefiner>& refiner = std::nullopt,
                      std::span<const LoraChoice> loras = {});
 // A1111's prompt tag for a LoRA: "<lora:NAME:SCALE>", NAME the file's name without its folder and
-// extension (what A1111 looks it up by in its Lora folder).
+// extension (what A1111 looks it up by in its Lora folder), SCALE in the fewest digits that read back as
+// the same float (0.7, not 0.699999988; two scales never share a tag).
 std::string lora_tag(const LoraChoice& lora);
+std::string lora_tag(std::string_view name, float scale);
 
 // "Euler", "Euler a", "DDIM", "DPM++ 2M".
 std::string a1111_sampler_name(SamplerKind kind);

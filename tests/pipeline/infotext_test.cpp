@@ -34,6 +34,8 @@ TEST(Infotext, WritesA1111sParametersBlock) {
   // LoRAs follow the prompt as A1111's tags, named by the file's stem.
   const std::vector<LoraChoice> loras = {{"/loras/detail.safetensors", 0.8f}, {"style.v2.safetensors", 1.0f}};
   const std::string with_loras = infotext(p, "m", std::nullopt, loras);
+  EXPECT_EQ(lora_tag("x", 0.1234561f), "<lora:x:0.1234561>");  // two scales never share a tag
+  EXPECT_EQ(lora_tag("x", 0.1234564f), "<lora:x:0.1234564>");
   EXPECT_EQ(with_loras.rfind("a red square <lora:detail:0.8> <lora:style.v2:1>\nSteps: 20, ", 0), 0u)
       << with_loras;
 }

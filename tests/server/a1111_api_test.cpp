@@ -169,6 +169,11 @@ TEST(A1111Api, PromptLorasReachEveryJob) {
     EXPECT_EQ(job.loras[0].name, "detail");
     EXPECT_EQ(job.loras[0].scale, 0.8f);
   }
+  // A1111's disable_extra_networks: the tags leave the text and none applies.
+  body["disable_extra_networks"] = true;
+  const GenerationRequest disabled = read(body);
+  EXPECT_EQ(disabled.pictures[0].prompt, " a red circle");
+  EXPECT_TRUE(disabled.job(0).loras.empty());
 }
 
 // SDXL's refiner: a model name and the switch, which a refiner needs; "None" (A1111's) or "" is none, and

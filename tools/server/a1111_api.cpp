@@ -72,7 +72,8 @@ const std::vector<Field>& fields() {
       {"send_images", Use::kUsed, kBoth, {}, ""},
       {"init_images", Use::kUsed, kImg2ImgOnly, {}, ""},
       {"refiner_checkpoint", Use::kUsed, kBoth, {}, ""},
-      {"refiner_switch_at", Use::kUsed, kBoth, {}, ""},  // read only with a refiner
+      {"refiner_switch_at", Use::kUsed, kBoth, {}, ""},       // read only with a refiner
+      {"disable_extra_networks", Use::kUsed, kBoth, {}, ""},  // the tags still leave the prompt, unapplied
       {"denoising_strength", Use::kUsed, kImg2ImgOnly, {}, ""},
       // ignored: nothing is saved on the server; settings are never changed by a request here
       {"do_not_save_samples", Use::kIgnored, kBoth, {}, ""},
@@ -82,7 +83,6 @@ const std::vector<Field>& fields() {
       {"s_tmin", Use::kIgnored, kBoth, {}, ""},   // only read with s_churn, which must be 0
       {"s_tmax", Use::kIgnored, kBoth, {}, ""},
       {"comments", Use::kIgnored, kBoth, {}, ""},
-      {"disable_extra_networks", Use::kIgnored, kBoth, {}, ""},  // prompts with extra networks are refused
       {"force_task_id", Use::kIgnored, kBoth, {}, ""},
       {"user", Use::kIgnored, kBoth, {}, ""},
       // txt2img's hires fix: its fields are read only with enable_hr, which must be off
@@ -299,11 +299,12 @@ GenerationRequest read_generation(const json& body, Endpoint endpoint, const Req
   p.negative_prompt = text(body, "negative_prompt", "");
   // LoRA tags leave the prompt's text and ask for their LoRAs (A1111's extra networks); A1111 reads none
   // from the negative prompt, and read as text there they would draw another picture.
+  // disable_extra_networks: A1111 still takes the tags out of the text, and applies none.
   PromptNetworks networks = take_extra_networks(p.prompt, "the prompt");
   p.prompt = std::move(networks.prompt);
-  r.loras = std::move(networks.loras);
+  if (!boolean(body, "disable_extra_networks", false)) r.loras = std::move(networks.loras);
   HD_CHECK(
-      take_extra_networks(p.negative_prompt, "the negative prompt").loras.empty(),
+      p.negative_prompt.find("<lora:") == std::string::npos,
       "the negative prompt holds a <lora:...> tag, which A1111 does not apply there: put it in the prompt");
   // A1111's default of 20 steps, or the server's limit when that is lower.
   p.steps = int(integer(body, "steps", std::min(20, limits.max_steps), 1, limits.max_steps));
@@ -354,11 +355,7 @@ json generation_response(const json& body, const GenerationRequest& request, con
                          const std::vector<Delivered>& pictures, bool interrupted) {
   // The prompts as A1111 reports them: with their LoRA tags (written after the text, as infotexts have them).
   std::string tags;
-  for (const serve::LoraRequest& l : request.loras) {
-    char scale[32];
-    std::snprintf(scale, sizeof scale, "%g", double(l.scale));
-    tags += str_cat(" <lora:", l.name, ":", scale, ">");
-  }
+  for (const serve::LoraRequest& l : request.loras) tags += " " + lora_tag(l.name, l.scale);
   json images = json::array(), seeds = json::array(), subseeds = json::array(), prompts = json::array(),
        negatives = json::array(), infotexts = json::array();
   for (const Delivered& d : pictures) {

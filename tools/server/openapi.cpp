@@ -55,6 +55,9 @@ json field_schema(const std::string& name, const RequestLimits& limits) {
                          {"additionalProperties", false},
                          {"description", "only the model can be set per request"}});
   if (name == "send_images") return nullable(json{{"type", "boolean"}});
+  if (name == "disable_extra_networks")
+    return nullable(json{{"type", "boolean"},
+                         {"description", "true: the prompt's <lora:...> tags are removed, not applied"}});
   if (name == "init_images")
     return json{{"type", "array"},
                 {"items", string_schema()},
