@@ -44,7 +44,7 @@ constexpr const char* kUsage =
     "                project's own GPU kernels only, no cuDNN/cuBLASLt/hipBLASLt/rocBLAS/MIOpen;\n"
     "                fragments: ours without Hopper's warpgroup kernels, as GPUs before Hopper run\n"
     "                (default all; or set HD_KERNELS)\n"
-    "                --lora: LoRA files (kohya/A1111/ComfyUI or diffusers form) merged into the\n"
+    "                --lora: LoRA files (kohya's or diffusers' form) merged into the\n"
     "                text encoders' and the UNet's weights as they load, each at SCALE (1)\n"
     "  bench (--model PATH | --arch sd15|sd21|sdxl) [--device cpu|cuda:N|hip:N] [--dtype f16|bf16]\n"
     "           [--steps N] [--repeats N] [--width W] [--height H] [--sampler NAME] [--cfg-scale X]\n"
