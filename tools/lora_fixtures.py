@@ -9,13 +9,14 @@ the programs that make them write them:
     encoder's layers, each with an alpha of rank/2;
   - tiny_sd1_lora_peft.safetensors: diffusers' own (PEFT) form ("unet.<module>.lora_A.weight"), no alpha,
     on the attention projections and the text encoder's;
+  - tiny_sd2_lora_kohya.safetensors: the same form for SD2.x (v-prediction, linear projections);
   - tiny_sdxl_lora_kohya.safetensors: sd-scripts' SDXL form, the UNet in the original (LDM) names
     ("lora_unet_input_blocks_4_1_transformer_blocks_0_attn1_to_q"), both text encoders ("lora_te1_",
     "lora_te2_").
 Each file is loaded by diffusers' load_lora_weights and fused at a scale (fuse_lora(lora_scale)); every
 weight a layer names is checked to have changed (diffusers skips nothing silently here), and a whole
 txt2img run is recorded, as make_fixtures.py's "models" runs are (computed in f32 on the f16-stored
-weights): tiny_{sd1,sdxl}_lora_runs.safetensors, each case naming its LoRA file and scale.
+weights): tiny_{sd1,sd2,sdxl}_lora_runs.safetensors, each case naming its LoRA file and scale.
 """
 import json
 from pathlib import Path
@@ -202,7 +203,40 @@ def sdxl_lora_runs(out: Path, g: torch.Generator) -> None:
     save(runs, meta, out / "models" / "tiny_sdxl_lora_runs.safetensors")
 
 
+def sd2_lora_runs(out: Path, g: torch.Generator) -> None:
+    """SD2.x's tiny pipeline (linear projections, v-prediction): kohya's form on the UNet's blocks and the
+    text encoder, which its single file holds in OpenCLIP's names (fused q/k/v rows)."""
+    from diffusers import StableDiffusionPipeline
+
+    pipe = StableDiffusionPipeline.from_pretrained(str(MODELS / "tiny_sd2"), torch_dtype=torch.float32,
+                                                   safety_checker=None)
+    pipe.scheduler = make_scheduler("euler", "discrete", "leading", "v_prediction")
+    pipe.set_progress_bar_config(disable=True)
+    unet_modules = layered(pipe.unet, in_blocks)
+    te_modules = layered(pipe.text_encoder, in_layers)
+    tensors, deltas = {}, {}
+    kohya_layers(tensors, deltas, "lora_unet_", unet_modules, lambda n: n, g)
+    kohya_layers(tensors, deltas, "lora_te_", te_modules, text_model, g)
+    changed = {"unet": {n: deltas[("lora_unet_", n)] for n, _ in unet_modules},
+               "text_encoder": {n: deltas[("lora_te_", n)] for n, _ in te_modules}}
+    file = "tiny_sd2_lora_kohya.safetensors"
+    write(tensors, out / "models" / file)
+    fuse_and_check(pipe, out / "models" / file, 0.9, changed)
+    runs, meta = {}, []
+    name = file.removesuffix(".safetensors")
+    record_run(pipe, pipe.vae, runs, name, prompt=PROMPT, negative_prompt="blurry, green", num_inference_steps=5,
+               guidance_scale=7.5, height=32, width=32, generator=torch.Generator("cpu").manual_seed(43))
+    meta.append({"name": name, "lora": file, "lora_scale": 0.9, "sampler": "euler", "schedule": "discrete",
+                 "cfg": 7.5, "steps": 5, "seed": 43, "prompt": PROMPT, "negative_prompt": "blurry, green",
+                 "width": 32, "height": 32, "spacing": "leading"})
+    unfuse(pipe)
+    record_run(pipe, pipe.vae, runs, "none", prompt=PROMPT, negative_prompt="blurry, green", num_inference_steps=5,
+               guidance_scale=7.5, height=32, width=32, generator=torch.Generator("cpu").manual_seed(43))
+    save(runs, meta, out / "models" / "tiny_sd2_lora_runs.safetensors")
+
+
 def lora_fixtures(out: Path) -> None:
     g = torch.Generator("cpu").manual_seed(91)
     sd1_lora_runs(out, g)
     sdxl_lora_runs(out, g)
+    sd2_lora_runs(out, g)  # last: the files before it keep their random numbers

@@ -50,11 +50,12 @@ TEST(GpuPipeline, TinyPipelinesMatchDiffusersRecordedRuns) {
   }
 }
 
-// LoRAs merged on the host as the weights load, then uploaded in f16: the tiny SD1.x (kohya and PEFT forms)
-// and SDXL pipelines against diffusers' runs with each LoRA fused, and farther from the run without it.
+// LoRAs merged on the host as the weights load, then uploaded in f16: the tiny SD1.x (kohya and PEFT forms),
+// SD2.x and SDXL pipelines against diffusers' runs with each LoRA fused, and farther from the run without it.
 TEST(GpuPipeline, LorasMatchDiffusersRecordedRuns) {
   const std::string models = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/";
-  for (const auto& [family, folder] : {std::pair{"sd1", "tiny_sd1"}, {"sdxl", "tiny_sdxl_pipeline"}}) {
+  for (const auto& [family, folder] :
+       {std::pair{"sd1", "tiny_sd1"}, {"sd2", "tiny_sd2"}, {"sdxl", "tiny_sdxl_pipeline"}}) {
     const test::Fixture fixture(std::string("models/tiny_") + family + "_lora_runs.safetensors");
     for (const auto& c : fixture.cases()) {
       const std::string name = c["name"];

@@ -114,6 +114,11 @@ TEST(StableDiffusion, Sd1TinyWithLorasMatchesDiffusers) {
 TEST(StableDiffusion, SdxlTinyWithLoraMatchesDiffusers) {
   check_lora_runs("sdxl", "tiny_sdxl_pipeline", true);
 }
+// SD2.x: v-prediction, linear projections, and in the single file an OpenCLIP text encoder whose q/k/v
+// the LoRA changes as rows of fused tensors.
+TEST(StableDiffusion, Sd2TinyWithLoraMatchesDiffusers) {
+  check_lora_runs("sd2", "tiny_sd2", true);
+}
 
 TEST(StableDiffusion, Sd1TinyImg2ImgMatchesDiffusers) { check_img2img("sd1"); }
 TEST(StableDiffusion, Sd2TinyImg2ImgMatchesDiffusers) { check_img2img("sd2"); }
