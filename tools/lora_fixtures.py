@@ -121,6 +121,26 @@ def unfuse(pipe) -> None:
     pipe.unload_lora_weights()
 
 
+def record_lora_runs(pipe, out: Path, loras: list, recording: str, *, seed: int, cfg: float, width: int,
+                     height: int) -> None:
+    """For each (file, scale, changed) of `loras` (written already): fused and checked (fuse_and_check), a
+    5-step run recorded under the file's stem, then unfused; last, the same run without a LoRA ("none"),
+    for the tests' check that each LoRA moves the picture. Saved as models/<recording>."""
+    settings = dict(prompt=PROMPT, negative_prompt="blurry, green", num_inference_steps=5, guidance_scale=cfg,
+                    height=height, width=width)
+    runs, meta = {}, []
+    for file, scale, changed in loras:
+        fuse_and_check(pipe, out / "models" / file, scale, changed)
+        name = file.removesuffix(".safetensors")
+        record_run(pipe, pipe.vae, runs, name, generator=torch.Generator("cpu").manual_seed(seed), **settings)
+        meta.append({"name": name, "lora": file, "lora_scale": scale, "sampler": "euler", "schedule": "discrete",
+                     "cfg": cfg, "steps": 5, "seed": seed, "prompt": PROMPT, "negative_prompt": "blurry, green",
+                     "width": width, "height": height, "spacing": "leading"})
+        unfuse(pipe)
+    record_run(pipe, pipe.vae, runs, "none", generator=torch.Generator("cpu").manual_seed(seed), **settings)
+    save(runs, meta, out / "models" / recording)
+
+
 def sd1_lora_runs(out: Path, g: torch.Generator) -> None:
     from diffusers import StableDiffusionPipeline
 
@@ -130,8 +150,6 @@ def sd1_lora_runs(out: Path, g: torch.Generator) -> None:
     pipe.set_progress_bar_config(disable=True)
     unet_modules = layered(pipe.unet, in_blocks)
     te_modules = layered(pipe.text_encoder, in_layers)
-    runs, meta = {}, []
-
     kohya, deltas = {}, {}
     kohya_layers(kohya, deltas, "lora_unet_", unet_modules, lambda n: n, g)
     kohya_layers(kohya, deltas, "lora_te_", te_modules, text_model, g)
@@ -149,22 +167,11 @@ def sd1_lora_runs(out: Path, g: torch.Generator) -> None:
             peft[f"{key}.lora_B.weight"] = up
             peft_changed[component][name] = (down, up, 1.0)
 
-    for file, tensors, scale, expected in (("tiny_sd1_lora_kohya.safetensors", kohya, 0.7, changed),
-                                           ("tiny_sd1_lora_peft.safetensors", peft, 1.0, peft_changed)):
-        path = out / "models" / file
-        write(tensors, path)
-        fuse_and_check(pipe, path, scale, expected)
-        name = file.removesuffix(".safetensors")
-        record_run(pipe, pipe.vae, runs, name, prompt=PROMPT, negative_prompt="blurry, green", num_inference_steps=5,
-                   guidance_scale=7.5, height=32, width=32, generator=torch.Generator("cpu").manual_seed(42))
-        meta.append({"name": name, "lora": file, "lora_scale": scale, "sampler": "euler", "schedule": "discrete",
-                     "cfg": 7.5, "steps": 5, "seed": 42, "prompt": PROMPT, "negative_prompt": "blurry, green",
-                     "width": 32, "height": 32, "spacing": "leading"})
-        unfuse(pipe)
-    # Without a LoRA, for the test's check that each one changes the picture.
-    record_run(pipe, pipe.vae, runs, "none", prompt=PROMPT, negative_prompt="blurry, green", num_inference_steps=5,
-               guidance_scale=7.5, height=32, width=32, generator=torch.Generator("cpu").manual_seed(42))
-    save(runs, meta, out / "models" / "tiny_sd1_lora_runs.safetensors")
+    write(kohya, out / "models" / "tiny_sd1_lora_kohya.safetensors")
+    write(peft, out / "models" / "tiny_sd1_lora_peft.safetensors")
+    record_lora_runs(pipe, out, [("tiny_sd1_lora_kohya.safetensors", 0.7, changed),
+                                 ("tiny_sd1_lora_peft.safetensors", 1.0, peft_changed)],
+                     "tiny_sd1_lora_runs.safetensors", seed=42, cfg=7.5, width=32, height=32)
 
 
 def sdxl_lora_runs(out: Path, g: torch.Generator) -> None:
@@ -189,18 +196,8 @@ def sdxl_lora_runs(out: Path, g: torch.Generator) -> None:
         changed[component] = {n: deltas[(prefix, n)] for n, _ in modules}
     file = "tiny_sdxl_lora_kohya.safetensors"
     write(tensors, out / "models" / file)
-    fuse_and_check(pipe, out / "models" / file, 0.8, changed)
-    runs, meta = {}, []
-    name = file.removesuffix(".safetensors")
-    record_run(pipe, pipe.vae, runs, name, prompt=PROMPT, negative_prompt="blurry, green", num_inference_steps=5,
-               guidance_scale=6.0, height=24, width=32, generator=torch.Generator("cpu").manual_seed(77))
-    meta.append({"name": name, "lora": file, "lora_scale": 0.8, "sampler": "euler", "schedule": "discrete", "cfg": 6.0,
-                 "steps": 5, "seed": 77, "prompt": PROMPT, "negative_prompt": "blurry, green", "width": 32,
-                 "height": 24, "spacing": "leading"})
-    unfuse(pipe)
-    record_run(pipe, pipe.vae, runs, "none", prompt=PROMPT, negative_prompt="blurry, green", num_inference_steps=5,
-               guidance_scale=6.0, height=24, width=32, generator=torch.Generator("cpu").manual_seed(77))
-    save(runs, meta, out / "models" / "tiny_sdxl_lora_runs.safetensors")
+    record_lora_runs(pipe, out, [(file, 0.8, changed)], "tiny_sdxl_lora_runs.safetensors", seed=77, cfg=6.0,
+                     width=32, height=24)
 
 
 def sd2_lora_runs(out: Path, g: torch.Generator) -> None:
@@ -221,18 +218,8 @@ def sd2_lora_runs(out: Path, g: torch.Generator) -> None:
                "text_encoder": {n: deltas[("lora_te_", n)] for n, _ in te_modules}}
     file = "tiny_sd2_lora_kohya.safetensors"
     write(tensors, out / "models" / file)
-    fuse_and_check(pipe, out / "models" / file, 0.9, changed)
-    runs, meta = {}, []
-    name = file.removesuffix(".safetensors")
-    record_run(pipe, pipe.vae, runs, name, prompt=PROMPT, negative_prompt="blurry, green", num_inference_steps=5,
-               guidance_scale=7.5, height=32, width=32, generator=torch.Generator("cpu").manual_seed(43))
-    meta.append({"name": name, "lora": file, "lora_scale": 0.9, "sampler": "euler", "schedule": "discrete",
-                 "cfg": 7.5, "steps": 5, "seed": 43, "prompt": PROMPT, "negative_prompt": "blurry, green",
-                 "width": 32, "height": 32, "spacing": "leading"})
-    unfuse(pipe)
-    record_run(pipe, pipe.vae, runs, "none", prompt=PROMPT, negative_prompt="blurry, green", num_inference_steps=5,
-               guidance_scale=7.5, height=32, width=32, generator=torch.Generator("cpu").manual_seed(43))
-    save(runs, meta, out / "models" / "tiny_sd2_lora_runs.safetensors")
+    record_lora_runs(pipe, out, [(file, 0.9, changed)], "tiny_sd2_lora_runs.safetensors", seed=43, cfg=7.5,
+                     width=32, height=32)
 
 
 def lora_fixtures(out: Path) -> None:

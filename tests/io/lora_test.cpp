@@ -126,14 +126,16 @@ TEST(Lora, ALoraOfAnotherFamilyIsRefusedNamingALayer) {
       "no such LoRA file");
 }
 
+// An F32 tensor of zeros named `name`, for the files the tests build.
+SafetensorsWriteItem zeros(std::string name, std::vector<int64_t> shape) {
+  int64_t n = 1;
+  for (const int64_t d : shape) n *= d;
+  return SafetensorsWriteItem{std::move(name), "F32", std::move(shape), test::zero_bytes(size_t(n) * 4)};
+}
+
 // A zero LoRA layer `key` for a weight of `shape` ([out, in] or [out, in, kh, kw]) at rank 2.
 std::vector<SafetensorsWriteItem> zero_layer(const std::string& key, std::vector<int64_t> shape,
                                              bool peft = false) {
-  const auto zeros = [](std::string name, std::vector<int64_t> s) {
-    int64_t n = 1;
-    for (const int64_t d : s) n *= d;
-    return SafetensorsWriteItem{std::move(name), "F32", std::move(s), test::zero_bytes(size_t(n) * 4)};
-  };
   std::vector<int64_t> down = shape, up = {shape[0], 2};
   down[0] = 2;
   if (shape.size() == 4) up.insert(up.end(), {1, 1});
@@ -158,7 +160,6 @@ TEST(Lora, OriginalNamesOutsideTheBlocksAndProcessorNamesFindTheirWeights) {
     SCOPED_TRACE(key);
     std::vector<SafetensorsWriteItem> items = zero_layer(key, unet.find(tensor)->shape());
     if (key.find(".processor.") != std::string::npos) {  // its spelling: ...to_out_lora.down.weight
-      items = zero_layer(key, unet.find(tensor)->shape());
       items[0].name = key + ".down.weight";
       items[1].name = key + ".up.weight";
     }
@@ -175,15 +176,6 @@ TEST(Lora, OtherLayerKindsAndBrokenLayersAreRefusedByName) {
   test::TempDir dir;
   const ModelSource source = ModelSource::open(kModels + "tiny_sd1");
   const std::string q = "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q";
-  const auto f32 = [](std::vector<int64_t> shape) {
-    int64_t n = 1;
-    for (const int64_t d : shape) n *= d;
-    return SafetensorsWriteItem{"", "F32", shape, test::zero_bytes(size_t(n) * 4)};
-  };
-  const auto named = [](SafetensorsWriteItem item, std::string name) {
-    item.name = std::move(name);
-    return item;
-  };
   // Each file's layers against the model, expecting an error that says `text`.
   const auto refused = [&](const std::vector<SafetensorsWriteItem>& items, const std::string& text) {
     const auto path = dir.write("l.safetensors", serialize_safetensors(items));
@@ -191,20 +183,20 @@ TEST(Lora, OtherLayerKindsAndBrokenLayersAreRefusedByName) {
     test::expect_error_containing([&] { lora_layers(file, source.components()); }, text);
   };
   // The tiny SD1 UNet's first self-attention: to_q is [32, 32].
-  refused({named(f32({4, 32}), q + ".hada_w1_a")}, "part of a LoHa layer");
-  refused({named(f32({4, 32}), q + ".lokr_w1")}, "LoKr");
-  refused({named(f32({32}), q + ".dora_scale")}, "DoRA");
-  refused({named(f32({4, 32}), q + ".weight")}, "is not a LoRA weight");
-  refused({named(f32({32}), q + ".diff_b")}, "whole-bias difference");
+  refused({zeros(q + ".hada_w1_a", {4, 32})}, "part of a LoHa layer");
+  refused({zeros(q + ".lokr_w1", {4, 32})}, "LoKr");
+  refused({zeros(q + ".dora_scale", {32})}, "DoRA");
+  refused({zeros(q + ".weight", {4, 32})}, "is not a LoRA weight");
+  refused({zeros(q + ".diff_b", {32})}, "whole-bias difference");
   // A checkpoint given as a LoRA: its names are no layer's ("diffusion" is no ".diff" layer).
-  refused({named(f32({4}), "model.diffusion_model.out.2.bias")}, "is not a LoRA weight");
-  refused({named(f32({4, 32}), q + ".lora_down.weight")}, "lacks its up weight");
-  refused({named(f32({4, 31}), q + ".lora_down.weight"), named(f32({32, 4}), q + ".lora_up.weight")},
+  refused({zeros("model.diffusion_model.out.2.bias", {4})}, "is not a LoRA weight");
+  refused({zeros(q + ".lora_down.weight", {4, 32})}, "lacks its up weight");
+  refused({zeros(q + ".lora_down.weight", {4, 31}), zeros(q + ".lora_up.weight", {32, 4})},
           "(up [32, 4], down [4, 31]) does not fit "
           "'down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.weight' "
           "of the unet [32, 32]");
-  refused({named(f32({4, 32}), q + ".lora_down.weight"), named(f32({32, 4}), q + ".lora_up.weight"),
-           named(f32({2}), q + ".alpha")},
+  refused({zeros(q + ".lora_down.weight", {4, 32}), zeros(q + ".lora_up.weight", {32, 4}),
+           zeros(q + ".alpha", {2})},
           "is not one number");
   refused({}, "holds no LoRA layer");
   // ComfyUI's own saved form, say: a prefix this engine does not read is named, not called another model's.
