@@ -42,6 +42,10 @@ TEST(BenchCli, ReportsStageTimesAsJson) {
     EXPECT_GT(j[stage].get<double>(), 0.0) << stage;
   EXPECT_LE(j["unet_step_ms"].get<double>(), j["denoising_ms"].get<double>());
   EXPECT_LE(j["denoising_ms"].get<double>(), j["image_ms"].get<double>());
+  // The PNG that generate would write, timed after each image: each run's sum exceeds its image alone,
+  // so the sums' median exceeds the images'.
+  EXPECT_GT(j["png_encode_ms"].get<double>(), 0.0);
+  EXPECT_GT(j["image_with_png_ms"].get<double>(), j["image_ms"].get<double>());
   // Loading and the first image have rows of their own; the CPU has no kernels to choose among.
   EXPECT_GT(j["load_ms"].get<double>(), 0.0);
   EXPECT_GT(j["first_image_ms"].get<double>(), 0.0);
@@ -110,6 +114,7 @@ TEST(BenchCli, TimesTheUnetAndVaeOfAnSdxlModel) {
   EXPECT_EQ(j["height"], 24);
   EXPECT_TRUE(j["text_encoding_ms"].is_null());
   EXPECT_TRUE(j["image_ms"].is_null());
+  EXPECT_TRUE(j["png_encode_ms"].is_null());
   EXPECT_TRUE(j["vae_output_finite"].get<bool>());
   for (const char* stage : {"unet_step_ms", "unet_steps_back_to_back_ms", "vae_decode_ms"})
     EXPECT_GT(j[stage].get<double>(), 0.0) << stage;

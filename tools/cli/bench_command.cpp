@@ -2,20 +2,24 @@
 // for a given model or, with --arch, a model of random weights (speed does not depend on the values)
 // written once to a temporary folder and loaded through the same path as a real checkpoint. One warm-up
 // generation (kernel autotuning, graph capture) is reported on its own; then the medians of --repeats;
-// with --profile, one more generation op by op (ops/profiler.h).
+// with --profile, one more generation op by op (ops/profiler.h). Each timed run's first picture is also
+// encoded as the PNG that `generate` writes and the server sends, so that a server's answer can be set
+// beside the CLI's whole job.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/error.h"
+#include "io/png.h"
 #include "ops/ops.h"
 #include "ops/profiler.h"
 #include "ops/tuning/autotuner.h"
+#include "pipeline/infotext.h"
+#include "pipeline/init_image.h"
 #include "pipeline/random_model.h"
 #include "pipeline/stable_diffusion.h"
 #include "sampling/sampler.h"
@@ -94,8 +98,9 @@ int run_bench(std::span<const std::string_view> args) {
   const ops::TuningStats tuned_before = ops::tuning_stats();
   const GenerationResult warm_up = sd.generate(p);
   const ops::TuningStats tuned = ops::tuning_since(tuned_before);
-  std::vector<double> text, steps, loops, decodes, totals;
+  std::vector<double> text, steps, loops, decodes, totals, pngs, with_pngs;
   size_t decode_extra = 0;
+  const std::string infotext_text = infotext(p, description);
   for (int r = 0; r < repeats; ++r) {
     const GenerationResult result = sd.generate(p);
     decode_extra = std::max(decode_extra, result.decode_extra_device_memory);
@@ -107,7 +112,13 @@ int run_bench(std::span<const std::string_view> args) {
     loops.push_back(t.denoising);
     decodes.push_back(t.decoding);
     totals.push_back(t.total);
-    std::fprintf(stderr, "run %d/%d: %.1f ms\n", r + 1, repeats, t.total);
+    const auto png_start = std::chrono::steady_clock::now();
+    const std::vector<uint8_t> png = encode_png(rgb8_of(result.image, 0), {{"parameters", infotext_text}});
+    pngs.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - png_start).count());
+    with_pngs.push_back(t.total + pngs.back());
+    std::fprintf(stderr, "run %d/%d: %.1f ms (and its PNG, %zu bytes: %.1f ms)\n", r + 1, repeats, t.total,
+                 png.size(), pngs.back());
   }
   const size_t peak = ops::peak_device_memory(placement.device);
   // --profile: one more generation, op by op (each op waited for; the UNet runs plain, not as a graph).
@@ -131,32 +142,34 @@ int run_bench(std::span<const std::string_view> args) {
     nlohmann::json ops_json = nlohmann::json::array();
     for (const ops::OpTotal& t : profile) ops_json.push_back({{"op", t.op}, {"calls", t.calls}, {"ms", t.ms}});
     nlohmann::json j = {{"model", description},
-                              {"architecture", sd.description()},
-                              {"parameters", parameters},
-                              {"device", placement.to_string()},
-                              {"kernels", ops::kernel_choice_name(kernels)},
-                              {"width", p.width},
-                              {"height", p.height},
-                              {"steps", p.steps},
-                              {"sampler", std::string(sampler_name(p.sampler))},
-                              {"batch", p.batch},
-                              {"unet_batch", unet_batch},
-                              {"repeats", repeats},
-                              {"text_encoding_ms", median(text)},
-                              {"unet_step_ms", median(steps)},
-                              {"denoising_ms", median(loops)},
-                              {"vae_decode_ms", median(decodes)},
-                              {"image_ms", median(totals)},
-                              {"load_ms", load_ms},
-                              {"first_image_ms", warm_up.times.total},
-                              {"tune_policy", ops::tune_policy_name(ops::tune_policy())},
-                              {"first_image_shapes_tuned", tuned.keys_tuned},
-                              {"first_image_shapes_from_near_sizes", tuned.keys_borrowed},
-                              {"first_image_tuning_ms", tuned.milliseconds},
-                              {"vae_retried_in_bf16", warm_up.vae_retried_in_bf16},
-                              {"vae_tiled", warm_up.vae_tiled},
-                              {"peak_device_memory_bytes", peak},
-                              {"vae_decode_extra_device_memory_bytes", decode_extra}};
+                        {"architecture", sd.description()},
+                        {"parameters", parameters},
+                        {"device", placement.to_string()},
+                        {"kernels", ops::kernel_choice_name(kernels)},
+                        {"width", p.width},
+                        {"height", p.height},
+                        {"steps", p.steps},
+                        {"sampler", std::string(sampler_name(p.sampler))},
+                        {"batch", p.batch},
+                        {"unet_batch", unet_batch},
+                        {"repeats", repeats},
+                        {"text_encoding_ms", median(text)},
+                        {"unet_step_ms", median(steps)},
+                        {"denoising_ms", median(loops)},
+                        {"vae_decode_ms", median(decodes)},
+                        {"image_ms", median(totals)},
+                        {"png_encode_ms", median(pngs)},
+                        {"image_with_png_ms", median(with_pngs)},
+                        {"load_ms", load_ms},
+                        {"first_image_ms", warm_up.times.total},
+                        {"tune_policy", ops::tune_policy_name(ops::tune_policy())},
+                        {"first_image_shapes_tuned", tuned.keys_tuned},
+                        {"first_image_shapes_from_near_sizes", tuned.keys_borrowed},
+                        {"first_image_tuning_ms", tuned.milliseconds},
+                        {"vae_retried_in_bf16", warm_up.vae_retried_in_bf16},
+                        {"vae_tiled", warm_up.vae_tiled},
+                        {"peak_device_memory_bytes", peak},
+                        {"vae_decode_extra_device_memory_bytes", decode_extra}};
     if (flags.has("--profile")) j["profile"] = {{"image_ms", profiled_ms}, {"ops", ops_json}};
     std::printf("%s\n", j.dump(1).c_str());
     return kExitOk;
@@ -168,6 +181,8 @@ int run_bench(std::span<const std::string_view> args) {
   std::printf("%-34s %10.2f\n", str_cat("denoising loop (", p.steps, " steps)").c_str(), median(loops));
   std::printf("%-34s %10.2f\n", "VAE decode (to host)", median(decodes));
   std::printf("%-34s %10.2f\n", "whole image", median(totals));
+  std::printf("%-34s %10.2f\n", "its PNG (generate's file)", median(pngs));
+  std::printf("%-34s %10.2f\n", "whole image and its PNG", median(with_pngs));
   std::printf("%-34s %10.2f\n", "loading the model (to ready weights)", load_ms);
   std::printf("%-34s %10.2f\n", "first image (autotuning, capture)", warm_up.times.total);
   std::printf("%-34s %10.2f\n",

@@ -188,6 +188,8 @@ int run_component_bench(const ComponentBench& b, const Flags& flags) {
                         {"unet_steps_back_to_back_ms", median(loops)},
                         {"vae_decode_ms", median(decodes)},
                         {"image_ms", nullptr},
+                        {"png_encode_ms", nullptr},
+                        {"image_with_png_ms", nullptr},
                         {"warm_up_ms", warm_up_ms},
                         {"vae_tiled", tiling != VaeTiling::kAuto},
                         {"vae_output_finite", finite},
