@@ -294,9 +294,10 @@ TEST(A1111Api, ResponseCarriesImagesSeedsAndInfotexts) {
   // Pictures 0, 1 and 3 made, picture 2 skipped: every list holds the pictures made, in step.
   const std::vector<Delivered> pictures = {
       {0, {1, 2, 3}, "text 0"}, {1, {4, 5}, "text 1"}, {3, {6}, "text 3"}};
-  const json response = generation_response(body, r, "tiny_sd1", pictures, true);
+  const json response = json::parse(generation_response(body, r, "tiny_sd1", pictures, true));
   ASSERT_EQ(response["images"].size(), 3u);
-  EXPECT_EQ(base64_decode(response["images"][2].get<std::string>(), "image"), pictures[2].png);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(base64_decode(response["images"][i].get<std::string>(), "image"), pictures[i].png) << i;
   EXPECT_EQ(response["parameters"], body);
   const json info = json::parse(response["info"].get<std::string>());
   EXPECT_EQ(info["all_seeds"], json({7, 8, 10}));
@@ -311,9 +312,9 @@ TEST(A1111Api, ResponseCarriesImagesSeedsAndInfotexts) {
   json quiet = webuiapi_defaults();
   quiet["send_images"] = false;
   const std::vector<Delivered> two(pictures.begin(), pictures.begin() + 2);
-  EXPECT_TRUE(generation_response(quiet, read(quiet), "m", two, false)["images"].empty());
+  EXPECT_TRUE(json::parse(generation_response(quiet, read(quiet), "m", two, false))["images"].empty());
   // A model name that is not UTF-8 is replaced, never a failure.
-  EXPECT_NO_THROW(generation_response(body, r, std::string("m\xff"), pictures, false));
+  EXPECT_NO_THROW(json::parse(generation_response(body, r, std::string("m\xff"), pictures, false)));
 }
 
 TEST(A1111Api, DeepOrMalformedBodiesAndPngBombsAreRefusedEarly) {

@@ -61,10 +61,10 @@ struct Delivered {
 // The response A1111 gives: images (base64 PNGs carrying their "parameters" text), the request's
 // parameters echoed, and info (a JSON string: seeds, prompts, infotexts, ...), all of the pictures made,
 // in order: fewer than the request's when some were skipped or interrupted, `images[i]` and
-// `all_seeds[i]` always of the same picture.
-nlohmann::json generation_response(const nlohmann::json& body, const GenerationRequest& request,
-                                   const std::string& model_name, const std::vector<Delivered>& pictures,
-                                   bool interrupted);
+// `all_seeds[i]` always of the same picture. As the JSON text sent (see the .cpp for why not a json).
+std::string generation_response(const nlohmann::json& body, const GenerationRequest& request,
+                                const std::string& model_name, const std::vector<Delivered>& pictures,
+                                bool interrupted);
 
 // A request body: JSON nested at most 32 deep (deeper would only waste the stack of whoever walks it).
 nlohmann::json parse_request(const std::string& body);

@@ -240,7 +240,8 @@ class Server {
         }
       });
     }
-    reply(res, 200, generation_response(body, request, model, pictures, interrupted));
+    res.status = 200;
+    res.set_content(generation_response(body, request, model, pictures, interrupted), "application/json");
   }
 
   serve::Engine& engine_;
