@@ -152,7 +152,11 @@ std::shared_ptr<Job> Engine::submit(JobRequest request) {
   std::string tags;
   for (const LoraRequest& l : request.loras) {
     HD_CHECK(std::isfinite(l.scale), "LoRA ", l.name, ": the scale must be a finite number");
-    loras.push_back({options_.loras.find(l.name).path, l.scale});
+    const LoraEntry& entry = options_.loras.find(l.name);
+    // Against the model the job will run on as far as a submit knows: its own, or the current one (a
+    // select_model before the job starts changes that, and the load then finds a LoRA that does not fit).
+    lora_fits_.check(options_.catalogue.find(wanted.empty() ? current_model() : wanted), entry);
+    loras.push_back({entry.path, l.scale});
     tags += " " + lora_tag(loras.back());
   }
   std::lock_guard lock(mutex_);

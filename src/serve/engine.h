@@ -34,6 +34,7 @@
 #include "pipeline/generation_params.h"
 #include "pipeline/stable_diffusion.h"
 #include "serve/lora_catalogue.h"
+#include "serve/lora_fit.h"
 #include "serve/model_catalogue.h"
 
 namespace hd::serve {
@@ -171,8 +172,9 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Queues a job. Its parameters are checked here against themselves (GenerationParams' validate), its
-  // model's and refiner's names against the catalogue, the refiner's switch in (0, 1); the models' own
-  // rules when it starts (the job then fails: a refiner of a model that is not SDXL's, say).
+  // model's and refiner's names against the catalogue, the refiner's switch in (0, 1), its LoRAs' names
+  // against theirs and their layers against the model's weights (LoraFitCache); the models' own rules
+  // when it starts (the job then fails: a refiner of a model that is not SDXL's, say).
   // A full queue or a stopping engine: an Error of kind kBusy.
   std::shared_ptr<Job> submit(JobRequest request);
   // Makes `name` the model of jobs that name none, loading it (and unloading the least recently used past
@@ -284,6 +286,7 @@ class Engine {
   bool select_pending_anywhere_locked() const;
 
   const EngineOptions options_;
+  LoraFitCache lora_fits_;  // submit()'s check of each requested LoRA against the job's model
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable model_changed_;

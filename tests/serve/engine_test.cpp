@@ -601,6 +601,44 @@ TEST(ServeEngine, LoraJobsRunOnTheModelWithTheirLoras) {
                                 "no LoRA files (serve --lora-dir DIR)");
 }
 
+// A LoRA made for another model family is refused when it is asked for: at load, the worker would first
+// have dropped the model it holds (keep_models 1), and reloaded it for the next request.
+TEST(ServeEngine, ALoraThatDoesNotFitTheModelIsRefusedAtSubmit) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.path() / "Lora");
+  std::filesystem::copy_file(kModels + "tiny_sdxl_lora_kohya.safetensors",
+                             dir.path() / "Lora" / "xl.safetensors");
+  std::filesystem::copy_file(kModels + "tiny_sd1_lora_kohya.safetensors",
+                             dir.path() / "Lora" / "detail.safetensors");
+  EngineOptions o = options();
+  o.loras = LoraCatalogue::from((dir.path() / "Lora").string());
+  Engine engine(std::move(o));
+  engine.submit(request("a red square", 1, 2))->wait();
+  const uint64_t loads = engine.status().model_loads;
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the second answer comes from the kept verdict
+    JobRequest r = request("a red square", 1, 2);
+    r.loras = {{"detail", 1.0f}, {"xl", 0.5f}};
+    try {
+      engine.submit(std::move(r));
+      ADD_FAILURE() << "an SDXL LoRA was queued for an SD1.x model";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+      EXPECT_NE(std::string(e.what()).find("LoRA xl does not fit model tiny_sd1"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("another model family"), std::string::npos) << e.what();
+    }
+  }
+  JobRequest named = request("a red square", 1, 2);
+  named.model = "tiny_sd2";
+  named.loras = {{"xl", 1.0f}};
+  test::expect_error_containing([&] { engine.submit(std::move(named)); }, "does not fit model tiny_sd2");
+  EXPECT_EQ(engine.status().model_loads, loads);
+  EXPECT_EQ(engine.status().loaded[0], "tiny_sd1");
+  JobRequest fits = request("a red square", 1, 2);
+  fits.loras = {{"detail", 1.0f}};
+  EXPECT_EQ(engine.submit(std::move(fits))->wait().image.view().dim(1), 64);
+}
+
 TEST(ServeEngine, StopFinishesAcceptedJobsAndRefusesNewOnes) {
   Engine engine(options());
   std::vector<std::shared_ptr<Job>> jobs;

@@ -90,10 +90,12 @@ def test_a_prompts_lora_tag_gets_the_clis_picture_with_that_lora(start_server, t
     loras = tmp_path / "Lora"
     loras.mkdir()
     (loras / "detail.safetensors").symlink_to(ROOT / "tests" / "fixtures" / "models" / "tiny_sd1_lora_kohya.safetensors")
+    (loras / "xl.safetensors").symlink_to(ROOT / "tests" / "fixtures" / "models" / "tiny_sdxl_lora_kohya.safetensors")
     server = start_server("--model", str(TINY), "--lora-dir", str(loras))
     api = webuiapi.WebUIApi(host="127.0.0.1", port=server.port, sampler="Euler a", steps=3)
     assert requests.get(f"{server.url}/sdapi/v1/loras").json() == [
-        {"name": "detail", "alias": "detail", "path": "detail.safetensors", "metadata": {}}]
+        {"name": "detail", "alias": "detail", "path": "detail.safetensors", "metadata": {}},
+        {"name": "xl", "alias": "xl", "path": "xl.safetensors", "metadata": {}}]
     result = api.txt2img(prompt="a red square <lora:detail:0.7>", seed=7, width=64, height=64, cfg_scale=7.5)
     with_lora = cli_picture(tmp_path, "--prompt", "a red square", "--seed", "7", "--steps", "3", "--width", "64",
                             "--height", "64", "--sampler", "euler_a", "--cfg-scale", "7.5",
@@ -104,7 +106,10 @@ def test_a_prompts_lora_tag_gets_the_clis_picture_with_that_lora(start_server, t
     assert not np.array_equal(with_lora, plain)  # the LoRA changes the picture
     # The tag comes back in the infotext (after the prompt), as A1111 writes it, for a UI to read back.
     assert result.image.info["parameters"].startswith("a red square  <lora:detail:0.7>\nSteps: 3")
-    with pytest.raises(RuntimeError, match="422.*no LoRA named .*style.* \\(this server has: detail\\)"):
+    # An SDXL LoRA on this SD1.x model: refused before anything runs, the loaded model kept.
+    with pytest.raises(RuntimeError, match="422.*LoRA xl does not fit model"):
+        api.txt2img(prompt="a red square <lora:xl:1>", width=64, height=64)
+    with pytest.raises(RuntimeError, match="422.*no LoRA named .*style.* \\(this server has: detail, xl\\)"):
         api.txt2img(prompt="<lora:style:1> x", width=64, height=64)
     with pytest.raises(RuntimeError, match="422.*hypernet"):
         api.txt2img(prompt="<hypernet:anime:1> x", width=64, height=64)

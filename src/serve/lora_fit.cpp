@@ -1,0 +1,33 @@
+#include "serve/lora_fit.h"
+
+#include "io/model_source.h"
+
+namespace hd::serve {
+
+void LoraFitCache::check(const CatalogueEntry& model, const LoraEntry& lora) {
+  const std::pair<std::string, std::string> key{model.path, lora.path};
+  std::optional<Verdict> verdict;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = verdicts_.find(key); it != verdicts_.end()) verdict = it->second;
+  }
+  if (!verdict) {
+    verdict = Verdict{};
+    // Outside the lock: two requests may check the same new pair at once, and reach the same verdict.
+    try {
+      ModelSource source = ModelSource::open(model.path);
+      source.add_lora({lora.path, 1.0f});  // the scale changes no name or shape
+    } catch (const Error& e) {
+      // What the files say (a layer that changes no weight, a shape that does not fit, a LoRA kind the
+      // engine does not read) is kept; anything else (a read that failed) is not a verdict.
+      if (e.kind() != ErrorKind::kInvalidInput && e.kind() != ErrorKind::kUnsupported) throw;
+      verdict = Verdict{e.kind(), e.what()};
+    }
+    std::lock_guard lock(mutex_);
+    verdicts_.emplace(key, *verdict);
+  }
+  HD_CHECK_KIND(verdict->why.empty(), verdict->kind, "LoRA ", lora.name, " does not fit model ", model.name,
+                ": ", verdict->why);
+}
+
+}  // namespace hd::serve
