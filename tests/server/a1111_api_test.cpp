@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/png.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 #include "tools/server/base64.h"
 #include "tools/server/openapi.h"
@@ -315,6 +316,27 @@ TEST(A1111Api, ResponseCarriesImagesSeedsAndInfotexts) {
   EXPECT_TRUE(json::parse(generation_response(quiet, read(quiet), "m", two, false))["images"].empty());
   // A model name that is not UTF-8 is replaced, never a failure.
   EXPECT_NO_THROW(json::parse(generation_response(body, r, std::string("m\xff"), pictures, false)));
+}
+
+TEST(A1111Api, LorasAreListedWithTheirFilesMetadata) {
+  const test::TempDir dir;
+  const SafetensorsWriteItem weight{"lora_unet_x.lora_down.weight", "F32", {1, 1}, {0, 0, 0, 0}};
+  dir.write("detail.safetensors",
+            serialize_safetensors({weight}, {{"ss_network_dim", "8"},
+                                             {"ss_tag_frequency", R"({"pictures": {"a cat": 3}})"},
+                                             {"ss_note", "{not json"}}));
+  dir.write("plain.safetensors", serialize_safetensors({weight}));
+  dir.write("broken.safetensors", std::string("not a safetensors file"));
+  const json list = loras_list(serve::LoraCatalogue::from(dir.path().string()));
+  ASSERT_EQ(list.size(), 3u);  // sorted by name
+  EXPECT_EQ(list[0]["name"], "broken");
+  EXPECT_EQ(list[0]["metadata"], json::object());
+  EXPECT_EQ(list[1]["name"], "detail");
+  EXPECT_EQ(list[1]["path"], "detail.safetensors");
+  // As A1111 gives it: strings, and a string that reads as a JSON object as that object.
+  EXPECT_EQ(list[1]["metadata"], json::parse(R"({"ss_network_dim": "8", "ss_tag_frequency":
+                                               {"pictures": {"a cat": 3}}, "ss_note": "{not json"})"));
+  EXPECT_EQ(list[2]["metadata"], json::object());
 }
 
 TEST(A1111Api, DeepOrMalformedBodiesAndPngBombsAreRefusedEarly) {

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "io/png.h"
+#include "io/safetensors.h"
 #include "pipeline/expert_ensemble.h"
 #include "pipeline/infotext.h"
 #include "pipeline/init_image.h"
@@ -451,6 +452,29 @@ json models_list(const serve::ModelCatalogue& catalogue) {
   return out;
 }
 
+namespace {
+
+// A1111's: the file's __metadata__, a value that reads as a JSON object given as that object (kohya's
+// trainer writes its tag frequencies and dataset folders so). Read at each listing: files that hold tag
+// counts for every training picture are not kept in memory for the whole run. A file that cannot be read
+// is listed without metadata (and said on stderr); a request that uses it gets the reader's error.
+json lora_metadata(const std::string& path) {
+  json out = json::object();
+  try {
+    const SafetensorsFile file = SafetensorsFile::open(path);
+    for (const auto& [key, value] : file.metadata()) {
+      json parsed = value.starts_with('{') ? json::parse(value, nullptr, false) : json();
+      out[key] = parsed.is_object() ? std::move(parsed) : json(value);
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "warning: the LoRA list shows no metadata for %s: %s\n", path.c_str(), e.what());
+    return json::object();
+  }
+  return out;
+}
+
+}  // namespace
+
 json loras_list(const serve::LoraCatalogue& loras) {
   json out = json::array();
   for (const serve::LoraEntry& e :
@@ -458,7 +482,7 @@ json loras_list(const serve::LoraCatalogue& loras) {
     out.push_back({{"name", e.name},
                    {"alias", e.name},
                    {"path", std::filesystem::path(e.path).filename().string()},
-                   {"metadata", json::object()}});
+                   {"metadata", lora_metadata(e.path)}});
   return out;
 }
 
