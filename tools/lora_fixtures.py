@@ -16,7 +16,8 @@ the programs that make them write them:
 Each file is loaded by diffusers' load_lora_weights and fused at a scale (fuse_lora(lora_scale)); every
 weight a layer names is checked to have changed (diffusers skips nothing silently here), and a whole
 txt2img run is recorded, as make_fixtures.py's "models" runs are (computed in f32 on the f16-stored
-weights): tiny_{sd1,sd2,sdxl}_lora_runs.safetensors, each case naming its LoRA file and scale.
+weights): tiny_{sd1,sd2,sdxl}_lora_runs.safetensors, each case naming its LoRA file and scale (one SD1.x
+case also a UNet scale of its own, fused component by component).
 """
 import json
 from pathlib import Path
@@ -97,13 +98,19 @@ def weights_of(pipe, components: list) -> dict:
     return {c: {k: v.clone() for k, v in getattr(pipe, c).state_dict().items()} for c in components}
 
 
-def fuse_and_check(pipe, path: Path, scale: float, changed: dict) -> None:
-    """Loads and fuses the LoRA at `path`; asserts that exactly the weights of the modules in `changed`
-    (component -> {module name: (down, up, layer scale)}) changed, each by scale · layer scale · up ·
-    down (so that a recording never holds a LoRA that diffusers applied otherwise than kohya's programs)."""
+def fuse_and_check(pipe, path: Path, scale: float, changed: dict, unet_scale=None) -> None:
+    """Loads and fuses the LoRA at `path` (the UNet at `unet_scale` when given, as A1111's <lora:NAME:TE:UNET>,
+    each component fused on its own); asserts that exactly the weights of the modules in `changed`
+    (component -> {module name: (down, up, layer scale)}) changed, each by its component's scale · layer
+    scale · up · down (so that a recording never holds a LoRA that diffusers applied otherwise than kohya's
+    programs)."""
+    def scale_of(component: str) -> float:
+        return unet_scale if component == "unet" and unet_scale is not None else scale
+
     before = weights_of(pipe, list(changed))
     pipe.load_lora_weights(str(path))
-    pipe.fuse_lora(components=list(changed), lora_scale=scale)
+    for component in changed:
+        pipe.fuse_lora(components=[component], lora_scale=scale_of(component))
     for component, modules in changed.items():
         after = {k: v for k, v in getattr(pipe, component).state_dict().items() if "lora" not in k}
         after = {k.replace(".base_layer.", "."): v for k, v in after.items()}
@@ -112,31 +119,39 @@ def fuse_and_check(pipe, path: Path, scale: float, changed: dict) -> None:
         assert modules and moved == set(modules), (component, sorted(set(modules) ^ moved)[:8])
         for name, (down, up, layer_scale) in modules.items():
             key = name + ".weight"
-            expected = change(down, up, scale * layer_scale).reshape(before[component][key].shape)
+            expected = change(down, up, scale_of(component) * layer_scale).reshape(before[component][key].shape)
             torch.testing.assert_close(after[key] - before[component][key], expected, rtol=1e-4, atol=1e-6)
 
 
-def unfuse(pipe) -> None:
+def unfuse(pipe, pristine: dict) -> None:
+    """Unfuses and unloads the LoRA, then puts back the weights as they were before it (unfusing subtracts
+    what fusing added, which leaves rounding behind: 4e-5 in the "none" run's latents after three)."""
     pipe.unfuse_lora()
     pipe.unload_lora_weights()
+    for component, weights in pristine.items():
+        getattr(pipe, component).load_state_dict(weights)
 
 
 def record_lora_runs(pipe, out: Path, loras: list, recording: str, *, seed: int, cfg: float, width: int,
                      height: int) -> None:
-    """For each (file, scale, changed) of `loras` (written already): fused and checked (fuse_and_check), a
-    5-step run recorded under the file's stem, then unfused; last, the same run without a LoRA ("none"),
-    for the tests' check that each LoRA moves the picture. Saved as models/<recording>."""
+    """For each (file, scale, changed[, unet scale]) of `loras` (written already): fused and checked
+    (fuse_and_check), a 5-step run recorded under the file's stem (and "_unet_apart" with a UNet scale of
+    its own), then unfused; last, the same run without a LoRA ("none"), for the tests' check that each LoRA
+    moves the picture. Saved as models/<recording>."""
     settings = dict(prompt=PROMPT, negative_prompt="blurry, green", num_inference_steps=5, guidance_scale=cfg,
                     height=height, width=width)
     runs, meta = {}, []
-    for file, scale, changed in loras:
-        fuse_and_check(pipe, out / "models" / file, scale, changed)
-        name = file.removesuffix(".safetensors")
+    pristine = weights_of(pipe, sorted({c for _, _, changed, *_ in loras for c in changed}))
+    for file, scale, changed, *apart in loras:
+        unet_scale = apart[0] if apart else None
+        fuse_and_check(pipe, out / "models" / file, scale, changed, unet_scale)
+        name = file.removesuffix(".safetensors") + ("_unet_apart" if apart else "")
         record_run(pipe, pipe.vae, runs, name, generator=torch.Generator("cpu").manual_seed(seed), **settings)
         meta.append({"name": name, "lora": file, "lora_scale": scale, "sampler": "euler", "schedule": "discrete",
                      "cfg": cfg, "steps": 5, "seed": seed, "prompt": PROMPT, "negative_prompt": "blurry, green",
-                     "width": width, "height": height, "spacing": "leading"})
-        unfuse(pipe)
+                     "width": width, "height": height, "spacing": "leading"}
+                    | ({"lora_unet_scale": unet_scale} if apart else {}))
+        unfuse(pipe, pristine)
     record_run(pipe, pipe.vae, runs, "none", generator=torch.Generator("cpu").manual_seed(seed), **settings)
     save(runs, meta, out / "models" / recording)
 
@@ -170,7 +185,8 @@ def sd1_lora_runs(out: Path, g: torch.Generator) -> None:
     write(kohya, out / "models" / "tiny_sd1_lora_kohya.safetensors")
     write(peft, out / "models" / "tiny_sd1_lora_peft.safetensors")
     record_lora_runs(pipe, out, [("tiny_sd1_lora_kohya.safetensors", 0.7, changed),
-                                 ("tiny_sd1_lora_peft.safetensors", 1.0, peft_changed)],
+                                 ("tiny_sd1_lora_peft.safetensors", 1.0, peft_changed),
+                                 ("tiny_sd1_lora_kohya.safetensors", 1.2, changed, 0.3)],
                      "tiny_sd1_lora_runs.safetensors", seed=42, cfg=7.5, width=32, height=32)
 
 

@@ -129,7 +129,9 @@ typedef struct hd_generation_params {
   double refiner_switch_at;
   /* Version 3 (HD_API_VERSION 5), read only when struct_size covers them. lora_count LoRAs of the engine's
    * lora_dir, by name, merged into the model's weights in order, each at lora_scales[i] (NULL: 1 each), as
-   * AUTOMATIC1111's <lora:NAME:SCALE>; the model with them is loaded (and kept) as a model of its own. */
+   * AUTOMATIC1111's <lora:NAME:SCALE> (one scale for the text encoders and the UNet: the server's
+   * <lora:NAME:TE:UNET> has no field here); the model with them is loaded (and kept) as a model of its own.
+   */
   const char* const* lora_names;
   const float* lora_scales;
   size_t lora_count;

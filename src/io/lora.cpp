@@ -231,17 +231,30 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 }  // namespace
 
+namespace {
+
+// `text` without its last ":NUMBER", and the number; nullopt when it does not end so.
+std::optional<std::pair<std::string_view, float>> split_trailing_number(std::string_view text,
+                                                                        std::string_view whole) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 == text.size()) return std::nullopt;
+  const std::string number(text.substr(colon + 1));
+  char* end = nullptr;
+  const float value = std::strtof(number.c_str(), &end);
+  if (end != number.c_str() + number.size()) return std::nullopt;
+  HD_CHECK(std::isfinite(value), "LoRA '", whole, "': the scale must be a finite number");
+  return std::pair{text.substr(0, colon), value};
+}
+
+}  // namespace
+
 LoraChoice parse_lora_choice(std::string_view text) {
   LoraChoice choice{std::string(text), 1.0f};
-  const size_t colon = text.rfind(':');
-  if (colon != std::string_view::npos && colon + 1 < text.size()) {
-    const std::string number(text.substr(colon + 1));
-    char* end = nullptr;
-    const float scale = std::strtof(number.c_str(), &end);
-    if (end == number.c_str() + number.size()) {
-      HD_CHECK(std::isfinite(scale), "LoRA '", text, "': the scale must be a finite number");
-      choice = {std::string(text.substr(0, colon)), scale};
-    }
+  if (const auto last = split_trailing_number(text, text)) {
+    choice = {std::string(last->first), last->second};
+    // FILE:TE:UNET, as A1111's <lora:NAME:TE:UNET>.
+    if (const auto first = split_trailing_number(last->first, text))
+      choice = {std::string(first->first), first->second, last->second};
   }
   HD_CHECK(!choice.path.empty(), "LoRA '", text, "': no file named");
   return choice;

@@ -29,7 +29,8 @@
 
 namespace hd {
 
-// "FILE" or "FILE:SCALE" (the scale a finite number; the last ':' followed by a number splits them).
+// "FILE", "FILE:SCALE" or "FILE:TE_SCALE:UNET_SCALE" (finite numbers; the last ':' followed by a
+// number splits them off, as the one before that does).
 LoraChoice parse_lora_choice(std::string_view text);
 // Several, separated by commas: "a.safetensors:0.8,b.safetensors".
 std::vector<LoraChoice> parse_lora_list(std::string_view text);

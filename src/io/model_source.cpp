@@ -185,7 +185,7 @@ void ModelSource::add_lora(const LoraChoice& lora) {
       if (c.name != layer.component) continue;
       const auto t = std::lower_bound(c.tensors.begin(), c.tensors.end(), layer.tensor,
                                       [](const TensorRef& a, const std::string& n) { return a.name < n; });
-      t->deltas.push_back({file.get(), layer.up, layer.down, layer.scale * lora.scale});
+      t->deltas.push_back({file.get(), layer.up, layer.down, layer.scale * lora.scale_of(layer.component)});
     }
   }
   files_.push_back(std::move(file));

@@ -50,10 +50,17 @@ struct TensorRef {
   std::vector<int64_t> shape() const;
 };
 
-// A LoRA file and how strongly to apply it (A1111's <lora:name:weight>, diffusers' lora_scale).
+// A LoRA file and how strongly to apply it (A1111's <lora:name:weight>, diffusers' lora_scale), and
+// the UNet's apart from the text encoders' where it differs (A1111's <lora:name:te:unet>, diffusers'
+// fuse_lora of each component at its own scale).
 struct LoraChoice {
   std::string path;
-  float scale = 1.0f;
+  float scale = 1.0f;                              // the text encoders', and the UNet's without unet_scale
+  std::optional<float> unet_scale = std::nullopt;  // the UNet's, when it has its own
+
+  float scale_of(std::string_view component) const {
+    return component == "unet" && unet_scale ? *unet_scale : scale;
+  }
 };
 
 struct ModelComponent {

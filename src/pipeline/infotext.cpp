@@ -85,17 +85,27 @@ SigmaSchedule parse_a1111_schedule(std::string_view name) {
               str_cat("unknown scheduler \"", name, "\" (this engine has: Automatic, Karras)"));
 }
 
-std::string lora_tag(std::string_view name, float scale) {
+namespace {
+
+// The fewest significant digits that read back as the same float: 9 always do.
+std::string shortest(float value) {
   char text[32];
-  for (int digits = 6; digits <= 9; ++digits) {  // 9 significant digits always read back as the same float
-    std::snprintf(text, sizeof text, "%.*g", digits, double(scale));
-    if (std::strtof(text, nullptr) == scale) break;
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, double(value));
+    if (std::strtof(text, nullptr) == value) break;
   }
-  return str_cat("<lora:", name, ":", text, ">");
+  return text;
+}
+
+}  // namespace
+
+std::string lora_tag(std::string_view name, float scale, std::optional<float> unet_scale) {
+  const bool apart = unet_scale && *unet_scale != scale;
+  return str_cat("<lora:", name, ":", shortest(scale), apart ? ":" + shortest(*unet_scale) : "", ">");
 }
 
 std::string lora_tag(const LoraChoice& lora) {
-  return lora_tag(std::filesystem::path(lora.path).stem().string(), lora.scale);
+  return lora_tag(std::filesystem::path(lora.path).stem().string(), lora.scale, lora.unet_scale);
 }
 
 std::string infotext(const GenerationParams& p, const std::string& model,

@@ -28,9 +28,10 @@ std::string infotext(const GenerationParams& p, const std::string& model,
                      std::span<const LoraChoice> loras = {});
 // A1111's prompt tag for a LoRA: "<lora:NAME:SCALE>", NAME the file's name without its folder and
 // extension (what A1111 looks it up by in its Lora folder), SCALE in the fewest digits that read back as
-// the same float (0.7, not 0.699999988; two scales never share a tag).
+// the same float (0.7, not 0.699999988; two scales never share a tag); "<lora:NAME:TE:UNET>" when the
+// UNet's scale differs from the text encoders'.
 std::string lora_tag(const LoraChoice& lora);
-std::string lora_tag(std::string_view name, float scale);
+std::string lora_tag(std::string_view name, float scale, std::optional<float> unet_scale = std::nullopt);
 
 // "Euler", "Euler a", "DDIM", "DPM++ 2M".
 std::string a1111_sampler_name(SamplerKind kind);

@@ -151,12 +151,13 @@ std::shared_ptr<Job> Engine::submit(JobRequest request) {
   std::vector<LoraChoice> loras;
   std::string tags;
   for (const LoraRequest& l : request.loras) {
-    HD_CHECK(std::isfinite(l.scale), "LoRA ", l.name, ": the scale must be a finite number");
+    HD_CHECK(std::isfinite(l.scale) && std::isfinite(l.unet_scale.value_or(0.0f)), "LoRA ", l.name,
+             ": the scale must be a finite number");
     const LoraEntry& entry = options_.loras.find(l.name);
     // Against the model the job will run on as far as a submit knows: its own, or the current one (a
     // select_model before the job starts changes that, and the load then finds a LoRA that does not fit).
     lora_fits_.check(options_.catalogue.find(wanted.empty() ? current_model() : wanted), entry);
-    loras.push_back({entry.path, l.scale});
+    loras.push_back({entry.path, l.scale, l.unet_scale});
     tags += " " + lora_tag(loras.back());
   }
   std::lock_guard lock(mutex_);

@@ -45,7 +45,9 @@ std::string_view job_state_name(JobState state);
 // A LoRA a job asks for: a LoraCatalogue name (A1111's <lora:NAME:SCALE>) and its scale.
 struct LoraRequest {
   std::string name;
-  float scale = 1.0f;
+  float scale = 1.0f;  // the text encoders', and the UNet's without unet_scale
+  std::optional<float> unet_scale =
+      std::nullopt;  // the UNet's, when it has its own (A1111's <lora:NAME:TE:UNET>)
 };
 
 struct JobRequest {

@@ -40,6 +40,16 @@ TEST(Lora, ParsesFileAndScale) {
   test::expect_error_containing([] { parse_lora_choice(":0.5"); }, "no file named");
   test::expect_error_containing([] { parse_lora_list("a.safetensors,"); }, "no file named");
   test::expect_error_containing([] { parse_lora_choice("a.safetensors:inf"); }, "finite");
+  // The text encoders' scale, then the UNet's, as A1111's <lora:NAME:TE:UNET>.
+  const LoraChoice apart = parse_lora_choice("dir/a.safetensors:0.5:1.25");
+  EXPECT_EQ(apart.path, "dir/a.safetensors");
+  EXPECT_EQ(apart.scale, 0.5f);
+  EXPECT_EQ(apart.unet_scale, 1.25f);
+  EXPECT_EQ(apart.scale_of("text_encoder_2"), 0.5f);
+  EXPECT_EQ(apart.scale_of("unet"), 1.25f);
+  EXPECT_FALSE(parse_lora_choice("a.safetensors:0.5").unet_scale.has_value());
+  EXPECT_EQ(parse_lora_choice("a.safetensors:0.5").scale_of("unet"), 0.5f);
+  test::expect_error_containing([] { parse_lora_choice("a.safetensors:nan:1"); }, "finite");
 }
 
 TEST(Lora, KohyaSd1NamesFindTheUnetAndTextEncoderWeights) {

@@ -36,6 +36,9 @@ TEST(Infotext, WritesA1111sParametersBlock) {
   const std::string with_loras = infotext(p, "m", std::nullopt, loras);
   EXPECT_EQ(lora_tag("x", 0.1234561f), "<lora:x:0.1234561>");  // two scales never share a tag
   EXPECT_EQ(lora_tag("x", 0.1234564f), "<lora:x:0.1234564>");
+  EXPECT_EQ(lora_tag("x", 0.5f, 0.7f), "<lora:x:0.5:0.7>");  // the UNet's own scale, as A1111 writes it
+  EXPECT_EQ(lora_tag("x", 0.5f, 0.5f), "<lora:x:0.5>");
+  EXPECT_EQ(lora_tag(LoraChoice{"d/y.safetensors", 1.0f, 0.0f}), "<lora:y:1:0>");
   EXPECT_EQ(with_loras.rfind("a red square <lora:detail:0.8> <lora:style.v2:1>\nSteps: 20, ", 0), 0u)
       << with_loras;
 }

@@ -60,7 +60,7 @@ TEST(GpuPipeline, LorasMatchDiffusersRecordedRuns) {
     for (const auto& c : fixture.cases()) {
       const std::string name = c["name"];
       SCOPED_TRACE(std::string(family) + " " + name);
-      const LoraChoice lora{models + c["lora"].get<std::string>(), c["lora_scale"].get<float>()};
+      const LoraChoice lora = test::recorded_lora(c);
       const StableDiffusion sd = StableDiffusion::load(models + folder, std::nullopt, std::nullopt,
                                                        {test::gpu0(), DType::kF16}, {&lora, 1});
       const GenerationResult result = sd.generate(test::recorded_run_params(c));

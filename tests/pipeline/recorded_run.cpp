@@ -32,6 +32,13 @@ GenerationParams recorded_run_params(const nlohmann::json& c) {
   return p;
 }
 
+LoraChoice recorded_lora(const nlohmann::json& c) {
+  LoraChoice lora{std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/" + c["lora"].get<std::string>(),
+                  c["lora_scale"].get<float>()};
+  if (c.contains("lora_unet_scale")) lora.unet_scale = c["lora_unet_scale"].get<float>();
+  return lora;
+}
+
 GenerationResult run_refiner_case(const nlohmann::json& c, const StableDiffusion& base, const StableDiffusion& refiner,
                                   const Tensor& init_image) {
   GenerationParams p = recorded_run_params(c);

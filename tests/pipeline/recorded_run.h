@@ -13,6 +13,9 @@
 namespace hd::test {
 
 GenerationParams recorded_run_params(const nlohmann::json& c);
+// The LoRA of a case of tiny_*_lora_runs.safetensors (tools/lora_fixtures.py): its file among the fixture
+// models, its scale and, where the case has one, the UNet's own ("lora_unet_scale").
+LoraChoice recorded_lora(const nlohmann::json& c);
 
 // One case of tiny_sdxl_refiner_runs.safetensors: the refiner alone on `init_image` ("kind": "refiner",
 // img2img with the case's strength), or the base then the refiner ("ensemble", its high_noise_frac).

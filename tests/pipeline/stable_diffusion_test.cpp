@@ -76,9 +76,10 @@ void check_img2img(const std::string& family) {
 
 // LoRAs merged as the weights load, against diffusers' load_lora_weights + fuse_lora(lora_scale) on the
 // same tiny pipeline (tools/lora_fixtures.py): kohya's and PEFT's forms, the UNet's blocks and the text
-// encoders. Each LoRA must also move the picture well away from the run without it (the "none" recording),
-// so that a LoRA left out could not pass. With `single_file`, the model's single-file checkpoint too
-// (its names mapped from the original ones; SDXL's second text encoder's q/k/v rows of fused tensors).
+// encoders, and (SD1.x) the UNet at a scale of its own (fuse_lora per component). Each LoRA must also move
+// the picture well away from the run without it (the "none" recording), so that a LoRA left out could not
+// pass. With `single_file`, the model's single-file checkpoint too (its names mapped from the original ones;
+// SDXL's second text encoder's q/k/v rows of fused tensors).
 void check_lora_runs(const std::string& family, const std::string& folder, bool single_file = false) {
   const std::string models = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/";
   const test::Fixture fixture("models/tiny_" + family + "_lora_runs.safetensors");
@@ -86,7 +87,7 @@ void check_lora_runs(const std::string& family, const std::string& folder, bool 
   for (const auto& c : fixture.cases()) {
     const std::string name = c["name"];
     SCOPED_TRACE(family + " " + name);
-    const LoraChoice lora{models + c["lora"].get<std::string>(), c["lora_scale"].get<float>()};
+    const LoraChoice lora = test::recorded_lora(c);
     for (const bool single : {false, true}) {
       if (single && !single_file) continue;
       const StableDiffusion sd =
@@ -105,7 +106,7 @@ void check_lora_runs(const std::string& family, const std::string& folder, bool 
     }
     ++runs;
   }
-  EXPECT_EQ(runs, family == "sd1" ? 2 : 1);
+  EXPECT_EQ(runs, family == "sd1" ? 3 : 1);  // SD1.x: kohya's, PEFT's, kohya's with a UNet scale of its own
 }
 
 TEST(StableDiffusion, Sd1TinyWithLorasMatchesDiffusers) {

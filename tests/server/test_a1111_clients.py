@@ -106,6 +106,14 @@ def test_a_prompts_lora_tag_gets_the_clis_picture_with_that_lora(start_server, t
     assert not np.array_equal(with_lora, plain)  # the LoRA changes the picture
     # The tag comes back in the infotext (after the prompt), as A1111 writes it, for a UI to read back.
     assert result.image.info["parameters"].startswith("a red square  <lora:detail:0.7>\nSteps: 3")
+    # The text encoder's and the UNet's scales apart, as A1111 takes them, and as the CLI's FILE:TE:UNET.
+    apart = api.txt2img(prompt="a red square <lora:detail:0.7:unet=0.2>", seed=7, width=64, height=64, cfg_scale=7.5)
+    apart_cli = cli_picture(tmp_path, "--prompt", "a red square", "--seed", "7", "--steps", "3", "--width", "64",
+                            "--height", "64", "--sampler", "euler_a", "--cfg-scale", "7.5",
+                            "--lora", f"{loras / 'detail.safetensors'}:0.7:0.2")
+    assert np.array_equal(np.asarray(apart.image.convert("RGB")), apart_cli)
+    assert not np.array_equal(apart_cli, with_lora)
+    assert apart.image.info["parameters"].startswith("a red square  <lora:detail:0.7:0.2>\nSteps: 3")
     # An SDXL LoRA on this SD1.x model: refused before anything runs, the loaded model kept.
     with pytest.raises(RuntimeError, match="422.*LoRA xl does not fit model"):
         api.txt2img(prompt="a red square <lora:xl:1>", width=64, height=64)

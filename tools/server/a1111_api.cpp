@@ -357,7 +357,7 @@ std::string generation_response(const json& body, const GenerationRequest& reque
                                 bool interrupted) {
   // The prompts as A1111 reports them: with their LoRA tags (written after the text, as infotexts have them).
   std::string tags;
-  for (const serve::LoraRequest& l : request.loras) tags += " " + lora_tag(l.name, l.scale);
+  for (const serve::LoraRequest& l : request.loras) tags += " " + lora_tag(l.name, l.scale, l.unet_scale);
   json seeds = json::array(), subseeds = json::array(), prompts = json::array(), negatives = json::array(),
        infotexts = json::array();
   for (const Delivered& d : pictures) {

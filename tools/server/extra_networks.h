@@ -1,5 +1,6 @@
-// AUTOMATIC1111's extra networks in a prompt: "<lora:NAME>" and "<lora:NAME:SCALE>" ask for a LoRA of the
-// server's LoRA folder. A1111 takes each tag out of the text before encoding it; so does this.
+// AUTOMATIC1111's extra networks in a prompt: "<lora:NAME>", "<lora:NAME:SCALE>" and
+// "<lora:NAME:TE:UNET>" (or te=/unet=) ask for a LoRA of the server's LoRA folder. A1111 takes each tag out
+// of the text before encoding it; so does this.
 #pragma once
 
 #include <string>
@@ -15,9 +16,9 @@ struct PromptNetworks {
   std::vector<serve::LoraRequest> loras;  // in the prompt's order
 };
 
-// Any other network (<hypernet:...>, <lyco:...>) or LoRA form (separate text-encoder and UNet weights,
-// named arguments) is an Error (kInvalidInput) naming the tag: read as text it would draw another
-// picture. `field` names the prompt in messages.
+// Any other network (<hypernet:...>, <lyco:...>) or LoRA argument (A1111's dyn=, a fourth number, a
+// scale that is not a finite number) is an Error (kInvalidInput) naming the tag: read as text it would
+// draw another picture. `field` names the prompt in messages.
 PromptNetworks take_extra_networks(std::string_view prompt, std::string_view field);
 
 }  // namespace hd::server
