@@ -1,6 +1,7 @@
 // The LoRA files a serving engine may apply: the *.safetensors of one folder (A1111's --lora-dir), named
-// by their stem as A1111's <lora:NAME:SCALE> tags name them, listed once at start. Requests name a LoRA;
-// no path in a request reaches the file system.
+// by their stem as A1111's <lora:NAME:SCALE> tags name them, listed once at start (a stem holding ':',
+// '<' or '>', which no tag can name, left out with a warning). Requests name a LoRA; no path in a request
+// reaches the file system.
 #pragma once
 
 #include <optional>

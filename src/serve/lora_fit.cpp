@@ -1,6 +1,9 @@
 #include "serve/lora_fit.h"
 
+#include <filesystem>
+
 #include "io/model_source.h"
+#include "io/safetensors.h"
 
 namespace hd::serve {
 
@@ -12,14 +15,19 @@ void LoraFitCache::check(const CatalogueEntry& model, const LoraEntry& lora) {
     if (auto it = verdicts_.find(key); it != verdicts_.end()) verdict = it->second;
   }
   if (!verdict) {
-    verdict = Verdict{};
     // Outside the lock: two requests may check the same new pair at once, and reach the same verdict.
+    // A model or a LoRA file that cannot be read (missing, malformed, being copied) is not a verdict about
+    // the pair: those errors come through as they are, and are not kept.
+    ModelSource source = ModelSource::open(model.path);
+    std::error_code ec;
+    HD_CHECK(std::filesystem::is_regular_file(lora.path, ec), lora.path, ": no such LoRA file");
+    SafetensorsFile::open(lora.path);
+    verdict = Verdict{};
     try {
-      ModelSource source = ModelSource::open(model.path);
       source.add_lora({lora.path, 1.0f});  // the scale changes no name or shape
     } catch (const Error& e) {
-      // What the files say (a layer that changes no weight, a shape that does not fit, a LoRA kind the
-      // engine does not read) is kept; anything else (a read that failed) is not a verdict.
+      // What the layers say (one that changes no weight, a shape that does not fit, a LoRA kind the
+      // engine does not read) is kept; anything else is not a verdict.
       if (e.kind() != ErrorKind::kInvalidInput && e.kind() != ErrorKind::kUnsupported) throw;
       verdict = Verdict{e.kind(), e.what()};
     }

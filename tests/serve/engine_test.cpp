@@ -615,7 +615,7 @@ TEST(ServeEngine, ALoraThatDoesNotFitTheModelIsRefusedAtSubmit) {
   Engine engine(std::move(o));
   engine.submit(request("a red square", 1, 2))->wait();
   const uint64_t loads = engine.status().model_loads;
-  for (int attempt = 0; attempt < 2; ++attempt) {  // the second answer comes from the kept verdict
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the same answer twice (LoraFitCache's test: kept)
     JobRequest r = request("a red square", 1, 2);
     r.loras = {{"detail", 1.0f}, {"xl", 0.5f}};
     try {

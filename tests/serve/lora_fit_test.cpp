@@ -44,12 +44,19 @@ TEST(LoraFitCache, KeepsEachPairsVerdict) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
   }
-  // A pair never asked about reads the files: one gone since the catalogue listed it is named.
-  test::expect_error_containing(
-      [&] {
-        cache.check(sdxl, {"gone", (dir.path() / "gone.safetensors").string()});
-      },
-      "no such LoRA file");
+  // A file that cannot be read is named, and not kept as a verdict: once it is there, it is checked.
+  const std::string late = (dir.path() / "late.safetensors").string();
+  test::expect_error_containing([&] { cache.check(sd1, {"late", late}); }, "no such LoRA file");
+  std::filesystem::copy_file(kModels + "tiny_sd1_lora_kohya.safetensors", late);
+  EXPECT_NO_THROW(cache.check(sd1, {"late", late}));
+  // Nor is a model that cannot be read blamed on the LoRA.
+  const CatalogueEntry missing{"missing", "missing", (dir.path() / "missing").string()};
+  try {
+    cache.check(missing, {"late", late});
+    ADD_FAILURE() << "a missing model was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("does not fit"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -55,6 +55,8 @@ TEST(ExtraNetworks, OtherNetworksAndFormsAreRefusedByTag) {
   test::expect_error_containing([] { take_extra_networks("<lora:x:1:unet=>", "p"); },
                                 "'' is not a finite number");
   test::expect_error_containing([] { take_extra_networks("<lora::1>", "p"); }, "names no LoRA");
+  test::expect_error_containing([] { take_extra_networks("<lora:te=1>", "p"); }, "names no LoRA");
+  test::expect_error_containing([] { take_extra_networks("<lora:unet=0.5:te=1>", "p"); }, "names no LoRA");
 }
 
 }  // namespace

@@ -408,7 +408,8 @@ std::string generation_response(const json& body, const GenerationRequest& reque
   // what the answer adds to a lone request's time). nlohmann's objects keep their keys sorted, so the
   // text starts with the empty list.
   constexpr std::string_view kHead = "{\"images\":[";
-  HD_CHECK(text.starts_with(kHead) && text[kHead.size()] == ']', "the response's text starts unexpectedly");
+  HD_CHECK_KIND(text.starts_with(kHead) && text[kHead.size()] == ']', ErrorKind::kInternal,
+                "the response's text starts unexpectedly");
   std::vector<std::string> images;
   size_t size = text.size();
   for (const Delivered& d : pictures) {
@@ -463,8 +464,14 @@ json lora_metadata(const std::string& path) {
   try {
     const SafetensorsFile file = SafetensorsFile::open(path);
     for (const auto& [key, value] : file.metadata()) {
-      json parsed = value.starts_with('{') ? json::parse(value, nullptr, false) : json();
-      out[key] = parsed.is_object() ? std::move(parsed) : json(value);
+      // At most 32 deep, as request bodies (dump() recurses once a level); deeper stays the string.
+      bool deep = false;
+      const auto depth_of = [&deep](int depth, json::parse_event_t, json&) {
+        deep = deep || depth > 32;
+        return true;
+      };
+      json parsed = value.starts_with('{') ? json::parse(value, depth_of, false) : json();
+      out[key] = parsed.is_object() && !deep ? std::move(parsed) : json(value);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "warning: the LoRA list shows no metadata for %s: %s\n", path.c_str(), e.what());

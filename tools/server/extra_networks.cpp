@@ -55,8 +55,8 @@ PromptNetworks take_extra_networks(std::string_view prompt, std::string_view fie
     }
     HD_CHECK(positional.size() <= 3, field, ": ", m.str(),
              ": at most a name and two scales (A1111's fourth, dyn, is not applied by this server)");
+    HD_CHECK(!positional.empty() && !positional[0].empty(), field, ": ", m.str(), " names no LoRA");
     serve::LoraRequest lora{positional[0], 1.0f, std::nullopt};
-    HD_CHECK(!lora.name.empty(), field, ": ", m.str(), " names no LoRA");
     if (positional.size() > 1) lora.scale = scale_of(positional[1], field, m.str());
     if (te) lora.scale = *te;
     if (positional.size() > 2) lora.unet_scale = scale_of(positional[2], field, m.str());
