@@ -11,6 +11,10 @@ std::unique_ptr<ThreadPool>& global_slot() {
   static std::unique_ptr<ThreadPool> pool;
   return pool;
 }
+std::mutex& global_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
@@ -28,12 +32,18 @@ ThreadPool::~ThreadPool() {
 }
 
 ThreadPool& ThreadPool::global() {
+  // Made on first use, which may come from several threads at once (each GPU's thread loading its copy
+  // of a model): without the lock two pools were made and one freed while the other thread used it.
+  std::lock_guard lock(global_mutex());
   auto& slot = global_slot();
   if (!slot) slot = std::make_unique<ThreadPool>(0);
   return *slot;
 }
 
-void ThreadPool::set_global_threads(int threads) { global_slot() = std::make_unique<ThreadPool>(threads); }
+void ThreadPool::set_global_threads(int threads) {
+  std::lock_guard lock(global_mutex());
+  global_slot() = std::make_unique<ThreadPool>(threads);
+}
 
 // Takes chunks until none are left. Called by workers and by the thread that called parallel_for.
 void ThreadPool::run_chunks() {

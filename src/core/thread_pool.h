@@ -26,8 +26,8 @@ class ThreadPool {
   // (except the last). Returns when all are done; rethrows the first exception a chunk threw.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
 
-  // The process-wide pool used by the CPU ops. set_global_threads replaces it (not thread-safe against
-  // running ops: call it at start-up, as the CLI's --threads does).
+  // The process-wide pool used by the CPU ops, made on first use (from any thread). set_global_threads
+  // replaces it (not thread-safe against running ops: call it at start-up, as the CLI's --threads does).
   static ThreadPool& global();
   static void set_global_threads(int threads);
 
