@@ -229,10 +229,6 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return t + "]";
 }
 
-}  // namespace
-
-namespace {
-
 // `text` without its last ":NUMBER", and the number; nullopt when it does not end so.
 std::optional<std::pair<std::string_view, float>> split_trailing_number(std::string_view text,
                                                                         std::string_view whole) {

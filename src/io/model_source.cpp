@@ -172,11 +172,15 @@ int64_t ModelSource::weight_elements() const {
   return elements;
 }
 
-void ModelSource::add_lora(const LoraChoice& lora) {
+SafetensorsFile ModelSource::open_lora(const std::string& path) {
   std::error_code ec;
-  HD_CHECK(fs::is_regular_file(lora.path, ec), lora.path, ": no such LoRA file");
-  require_safetensors(lora.path, sniff_checkpoint_format(read_prefix(lora.path, 16)));
-  auto file = std::make_unique<SafetensorsFile>(SafetensorsFile::open(lora.path));
+  HD_CHECK(fs::is_regular_file(path, ec), path, ": no such LoRA file");
+  require_safetensors(path, sniff_checkpoint_format(read_prefix(path, 16)));
+  return SafetensorsFile::open(path);
+}
+
+void ModelSource::add_lora(const LoraChoice& lora) {
+  auto file = std::make_unique<SafetensorsFile>(open_lora(lora.path));
   // Every layer is checked before any weight is changed.
   const std::vector<LoraLayer> layers = lora_layers(*file, components_);
   files_.reserve(files_.size() + 1);  // the push below cannot fail once deltas point into the file

@@ -106,6 +106,9 @@ class ModelSource {
   // component afterwards gives the changed weights. Throws naming the file and the layer when any layer
   // does not apply, leaving the weights as they were.
   void add_lora(const LoraChoice& lora);
+  // A LoRA file as add_lora opens it (then lora_layers(file, components()) maps it): a missing file, a
+  // pickle or anything but safetensors is an Error naming it.
+  static SafetensorsFile open_lora(const std::string& path);
   // The LoRAs added, in order.
   const std::vector<LoraChoice>& loras() const { return loras_; }
   // Gives `component` this config.json text when it has none (a single file's family defaults).

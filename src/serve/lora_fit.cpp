@@ -1,9 +1,7 @@
 #include "serve/lora_fit.h"
 
-#include <filesystem>
-
+#include "io/lora.h"
 #include "io/model_source.h"
-#include "io/safetensors.h"
 
 namespace hd::serve {
 
@@ -18,13 +16,11 @@ void LoraFitCache::check(const CatalogueEntry& model, const LoraEntry& lora) {
     // Outside the lock: two requests may check the same new pair at once, and reach the same verdict.
     // A model or a LoRA file that cannot be read (missing, malformed, being copied) is not a verdict about
     // the pair: those errors come through as they are, and are not kept.
-    ModelSource source = ModelSource::open(model.path);
-    std::error_code ec;
-    HD_CHECK(std::filesystem::is_regular_file(lora.path, ec), lora.path, ": no such LoRA file");
-    SafetensorsFile::open(lora.path);
+    const ModelSource source = ModelSource::open(model.path);
+    const SafetensorsFile file = ModelSource::open_lora(lora.path);
     verdict = Verdict{};
     try {
-      source.add_lora({lora.path, 1.0f});  // the scale changes no name or shape
+      lora_layers(file, source.components());  // what ModelSource::add_lora checks before it attaches any
     } catch (const Error& e) {
       // What the layers say (one that changes no weight, a shape that does not fit, a LoRA kind the
       // engine does not read) is kept; anything else is not a verdict.

@@ -410,21 +410,9 @@ std::string generation_response(const json& body, const GenerationRequest& reque
   constexpr std::string_view kHead = "{\"images\":[";
   HD_CHECK_KIND(text.starts_with(kHead) && text[kHead.size()] == ']', ErrorKind::kInternal,
                 "the response's text starts unexpectedly");
-  std::vector<std::string> images;
-  size_t size = text.size();
-  for (const Delivered& d : pictures) {
-    if (!request.send_images) break;
-    images.push_back(base64_encode(d.png));
-    size += images.back().size() + 3;
-  }
-  std::string out;
-  out.reserve(size);
-  out.append(kHead);
-  for (size_t i = 0; i < images.size(); ++i) {
-    out += i == 0 ? "\"" : ",\"";
-    out += images[i];
-    out += '"';
-  }
+  std::string out(kHead);
+  for (size_t i = 0; request.send_images && i < pictures.size(); ++i)
+    out += str_cat(i == 0 ? "\"" : ",\"", base64_encode(pictures[i].png), "\"");
   out.append(text, kHead.size());
   return out;
 }
