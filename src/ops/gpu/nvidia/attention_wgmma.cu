@@ -19,7 +19,10 @@
 // own). Correct, but slower on every shape: SDXL's 64x64 self-attention 0.297-0.347 ms against 0.255,
 // SD1.5's 0.203-0.262 against 0.174. Its second set of scores and probabilities in registers cost the
 // second block a multiprocessor, and two warpgroups a block already run one's softmax during the
-// other's products.
+// other's products. Also dropped (H100, 2026-11-27): a share of the exponentials computed on the FMA units
+// by a polynomial (FlashAttention-4's idea): slower at every share, SDXL's 0.203-0.217 ms -> 0.224-0.255,
+// so the softmax is bound by issuing instructions rather than by the special-function unit; and keeping
+// the running maximum until a tile's exceeds it by 2^8 (fewer rescales of O): within the runs' spread.
 #include <algorithm>
 #include <cmath>
 

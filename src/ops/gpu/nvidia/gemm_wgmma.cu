@@ -1,17 +1,17 @@
 // GEMM / implicit-GEMM convolution tiles on Hopper's warpgroup instructions (wgmma.cuh), for sm_90a.
 //
 // Why a kernel of its own: on an H100 the fragment-layer tiles (mma.sync, gemm_kernel.cuh) stop near
-// 340 TFLOP/s on large products and 190-270 on the UNet's convolutions, because every product's operands
-// pass through registers by ldmatrix: per 16 k a 32x80 warp tile reads 7 x 512 bytes of shared memory for
-// 20 products, which with the tile's cp.async writes takes the shared memory about as long as the
-// products take the tensor cores (2026-11-26). wgmma reads both operands from shared memory itself.
+// 310-340 TFLOP/s on large products and 190-270 on the UNet's convolutions (2026-11-26/27). The
+// instruction is the limit: mma.sync peaks at 635-650 TFLOP/s on an H100 with its operands already in
+// registers, and at 471-491 fed by ldmatrix from shared memory as those tiles feed it, where wgmma, which
+// reads both operands from shared memory itself, reaches 973-999 (tools/device/matrix_peak.cu, 2026-11-27).
 //
-// A block is two warpgroups (256 threads); each owns 64 rows of a 128 x bn tile of C and keeps its 64 x bn
-// f32 accumulators in registers (bn / 2 a thread). k streams through shared memory in steps of 64: all
-// 256 threads copy a step's vectors with cp.async (the same im2col addressing as the fragment-layer
-// kernel, TileOperands) into 128-byte swizzled rows, `stages - 2` steps ahead; each warpgroup then issues
-// four wgmma (16 k each) and waits only for the previous step's, so the tensor cores work while the next
-// step's copies and this step's barrier go on.
+// A block is one or two warpgroups (128 or 256 threads); each owns 64 rows of a 64 or 128 x bn tile of C
+// and keeps its 64 x bn f32 accumulators in registers (bn / 2 a thread). k streams through shared memory
+// in steps of 64: all the block's threads copy a step's vectors with cp.async (the same im2col addressing
+// as the fragment-layer kernel, TileOperands) into 128-byte swizzled rows, `stages - 2` steps ahead; each
+// warpgroup then issues four wgmma (16 k each) and waits only for the previous step's, so the tensor cores
+// work while the next step's copies and this step's barrier go on.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -27,30 +27,35 @@ namespace hd::gpu::gemm_tiles {
 
 namespace {
 
-constexpr int kBM = 128, kStepK = 64, kThreads = 2 * wgmma::kWarpgroupThreads;
+constexpr int kStepK = 64;
 using wgmma::kRowBytes;  // a k-step's 64 elements of a row
 static_assert(kStepK * 2 == kRowBytes, "a k-step fills one swizzled row");
 
 // A warpgroup tile configuration: the width of C it computes (a wgmma width), the k-steps of shared
-// memory (stages - 2 in flight ahead of the one the tensor cores read, and the one they read last), and
-// split-K.
-template <int kWidth, int kStageCount, int kSplitCount = 1>
+// memory (stages - 2 in flight ahead of the one the tensor cores read, and the one they read last),
+// split-K, and the rows of C (64 per warpgroup). One-warpgroup tiles (64 rows) give grids of about one
+// wave twice the blocks of two-warpgroup ones: SD's 32x32 level at batch 2 (2048 rows of 640 channels)
+// is 64 tiles of 128 x 160, 128 of 64 x 160.
+template <int kWidth, int kStageCount, int kSplitCount = 1, int kRows = 128>
 struct WgmmaTile {
-  static constexpr int bn = kWidth, stages = kStageCount, splits = kSplitCount;
-  static constexpr size_t stage_bytes = size_t(kBM + bn) * kRowBytes;
+  static constexpr int bm = kRows, bn = kWidth, stages = kStageCount, splits = kSplitCount;
+  static constexpr int warpgroups = bm / 64, threads = warpgroups * wgmma::kWarpgroupThreads;
+  static constexpr size_t stage_bytes = size_t(bm + bn) * kRowBytes;
   static constexpr size_t shared_bytes = stages * stage_bytes + wgmma::kAtomBytes;  // + alignment
+  static_assert(bm == 64 || bm == 128, "one or two warpgroups");
   static std::string name() {
-    return "wgmma-" + std::to_string(kBM) + "x" + std::to_string(bn) + "s" + std::to_string(stages) +
+    return "wgmma-" + std::to_string(bm) + "x" + std::to_string(bn) + "s" + std::to_string(stages) +
            (splits > 1 ? "-split" + std::to_string(splits) : "");
   }
 };
 
 template <class T, class Tile>
-__global__ void __launch_bounds__(kThreads)
-    wgmma_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ bias, const T* residual,
-                      T* c, float* __restrict__ partial, KernelArgs p) {
+__global__ void __launch_bounds__(Tile::threads)
+    wgmma_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ bias,
+                      const T* residual, T* c, float* __restrict__ partial, KernelArgs p) {
 #if defined(HD_NVIDIA_WGMMA)
-  constexpr int kBN = Tile::bn, kStages = Tile::stages, kAhead = kStages - 2;
+  constexpr int kBM = Tile::bm, kBN = Tile::bn, kThreads = Tile::threads, kStages = Tile::stages,
+                kAhead = kStages - 2;
   constexpr size_t kStageBytes = Tile::stage_bytes, kABytes = size_t(kBM) * kRowBytes;
   static_assert(kAhead >= 1, "at least one k-step in flight");
   extern __shared__ uint8_t shared_raw[];
@@ -84,7 +89,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int s = 0; s < steps; ++s) {
     async_wait<kAhead - 1>();          // step s has landed (this thread's copies) ...
     wgmma::fence_shared_for_async();   // ... where wgmma's reads see it ...
-    __syncthreads();                   // ... for every thread; and both warpgroups are done with step s - 2
+    __syncthreads();                   // ... for every thread; and every warpgroup is done with step s - 2
     const int next = s + kAhead;       // into the stage step s - 2 used
     if (next < steps) load(next % kStages, (first + next) * kStepK);
     async_commit();
@@ -112,14 +117,14 @@ __global__ void __launch_bounds__(kThreads)
       block.out.store(m0 + row + 8, col, acc[4 * j + 2], acc[4 * j + 3], true);
     }
   } else {
-    // C leaves through shared memory (the stages, free once both warpgroups' products are done), so
+    // C leaves through shared memory (the stages, free once every warpgroup's products are done), so
     // that each thread stores 16 contiguous bytes of a row: straight from the accumulators a warp's
     // store covered 8 rows x 16 bytes, which made the short products (k = 320, 42 MB of C) slow.
     // 8 floats of padding a row: a warp's 8-byte writes then take the minimum two passes.
     constexpr int kPitch = kBN + 8, kVectorsPerRow = kBN / 8, kRowsPerPass = kThreads / kVectorsPerRow;
     static_assert(size_t(kBM) * kPitch * sizeof(float) <= kStages * kStageBytes, "C fits in the stages");
     float* const staged = reinterpret_cast<float*>(smem);
-    __syncthreads();  // both warpgroups have left the stages
+    __syncthreads();  // every warpgroup has left the stages
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
       const int col = j * 8 + 2 * (lane % 4);
@@ -143,7 +148,8 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class T, class Tile>
 void launch_wgmma(const GemmProblem& p, const KernelArgs& args, void* c) {
-  launch_tiles<T>(wgmma_gemm_kernel<T, Tile>, p, args, c, kBM, Tile::bn, Tile::splits, kThreads, Tile::shared_bytes);
+  launch_tiles<T>(wgmma_gemm_kernel<T, Tile>, p, args, c, Tile::bm, Tile::bn, Tile::splits, Tile::threads,
+                  Tile::shared_bytes);
 }
 
 }  // namespace
@@ -175,12 +181,20 @@ std::vector<Candidate> wgmma_candidates(const GemmProblem& p, const KernelArgs& 
   // Split k where 128 x 160 tiles leave most multiprocessors idle and k is long (SD's 16x16 and 8x8
   // levels): deep pipelines, since such a grid is one wave at most (3 stages took 0.065 ms on
   // the 16x16 level's 1280-channel convolution in 4 splits, 5 stages 0.047).
-  const int64_t tiles = ((args.m + kBM - 1) / kBM) * ((args.n + 159) / 160) * p.outer * p.inner;
+  const int64_t tiles = ((args.m + 127) / 128) * ((args.n + 159) / 160) * p.outer * p.inner;
   if (tiles < multiprocessor_count(p.device.index) && args.k >= 16 * kStepK) {
     add(WgmmaTile<64, 6, 2>{}, true);
     add(WgmmaTile<64, 6, 4>{}, true);
     add(WgmmaTile<160, 5, 2>{}, true);
     add(WgmmaTile<160, 5, 4>{}, true);
+    // One warpgroup a block: twice the blocks of the same width, each with a multiprocessor and six
+    // stages to itself. On an H100 (2026-11-27, two runs) the 32x32 level's 640-channel convolution took
+    // 0.048 ms in 128 x 128 tiles (80 blocks) and 0.046 in 64 x 160 (128 blocks), cuDNN 0.033-0.036; they
+    // also won the stride-2 convolution (0.021-0.023 against 0.023-0.025) and the 16x16 level's
+    // feed-forward output (512 x 1280 <- 5120: 0.029-0.030 against 0.033). 64 x 160 split in 2 and 64 x 256
+    // with 4 stages won no shape of the kernel benchmark in those runs and were left out.
+    add(WgmmaTile<128, 6, 1, 64>{}, true);
+    add(WgmmaTile<160, 6, 1, 64>{}, true);
   }
   return list;
 }
