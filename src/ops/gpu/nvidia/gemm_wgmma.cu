@@ -3,8 +3,9 @@
 // Why a kernel of its own: on an H100 the fragment-layer tiles (mma.sync, gemm_kernel.cuh) stop near
 // 310-340 TFLOP/s on large products and 190-270 on the UNet's convolutions (2026-11-26/27). The
 // instruction is the limit: mma.sync peaks at 635-650 TFLOP/s on an H100 with its operands already in
-// registers, and at 471-491 fed by ldmatrix from shared memory as those tiles feed it, where wgmma, which
-// reads both operands from shared memory itself, reaches 973-999 (tools/device/matrix_peak.cu, 2026-11-27).
+// registers, and reaches 471-491 fed by ldmatrix from shared memory as those tiles feed it (8 warps a
+// multiprocessor), where wgmma, which reads both operands from shared memory itself, reaches 973-993
+// (tools/device/matrix_peak.cu, 2026-11-27).
 //
 // A block is one or two warpgroups (128 or 256 threads); each owns 64 rows of a 64 or 128 x bn tile of C
 // and keeps its 64 x bn f32 accumulators in registers (bn / 2 a thread). k streams through shared memory
@@ -181,18 +182,21 @@ std::vector<Candidate> wgmma_candidates(const GemmProblem& p, const KernelArgs& 
   // Split k where 128 x 160 tiles leave most multiprocessors idle and k is long (SD's 16x16 and 8x8
   // levels): deep pipelines, since such a grid is one wave at most (3 stages took 0.065 ms on
   // the 16x16 level's 1280-channel convolution in 4 splits, 5 stages 0.047).
-  const int64_t tiles = ((args.m + 127) / 128) * ((args.n + 159) / 160) * p.outer * p.inner;
+  using Wide = WgmmaTile<160, 5>;  // the tile whose count of blocks decides
+  const int64_t tiles =
+      ((args.m + Wide::bm - 1) / Wide::bm) * ((args.n + Wide::bn - 1) / Wide::bn) * p.outer * p.inner;
   if (tiles < multiprocessor_count(p.device.index) && args.k >= 16 * kStepK) {
     add(WgmmaTile<64, 6, 2>{}, true);
     add(WgmmaTile<64, 6, 4>{}, true);
     add(WgmmaTile<160, 5, 2>{}, true);
     add(WgmmaTile<160, 5, 4>{}, true);
-    // One warpgroup a block: twice the blocks of the same width, each with a multiprocessor and six
-    // stages to itself. On an H100 (2026-11-27, two runs) the 32x32 level's 640-channel convolution took
-    // 0.048 ms in 128 x 128 tiles (80 blocks) and 0.046 in 64 x 160 (128 blocks), cuDNN 0.033-0.036; they
-    // also won the stride-2 convolution (0.021-0.023 against 0.023-0.025) and the 16x16 level's
-    // feed-forward output (512 x 1280 <- 5120: 0.029-0.030 against 0.033). 64 x 160 split in 2 and 64 x 256
-    // with 4 stages won no shape of the kernel benchmark in those runs and were left out.
+    // One warpgroup a block: twice the blocks of the same width (up to about two waves of one block a
+    // multiprocessor), each block with six stages to itself. On an H100 (2026-11-27, two runs) the 32x32
+    // level's 640-channel convolution took 0.048 ms in 128 x 128 tiles (80 blocks) and 0.046 in 64 x 160 (128
+    // blocks), cuDNN 0.033-0.036; they also won the stride-2 convolution (0.021-0.023 against 0.023-0.025)
+    // and the 16x16 level's feed-forward output (512 x 1280 <- 5120: 0.029-0.030 against 0.033). 64 x 160
+    // split in 2 and 64 x 256 with 4 stages won no shape of the kernel benchmark in those runs and were left
+    // out.
     add(WgmmaTile<128, 6, 1, 64>{}, true);
     add(WgmmaTile<160, 6, 1, 64>{}, true);
   }
