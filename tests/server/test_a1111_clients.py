@@ -1,5 +1,5 @@
 """Real A1111 clients against a real server process: webuiapi (the A1111 client on PyPI) gets the same
-pictures as the CLI for the same seed and settings, and schemathesis holds the server to its OpenAPI
+pictures as the CLI for the same seed and settings (a batch's within a level of the lone pictures'), and schemathesis holds the server to its OpenAPI
 document (no 5xx, every answer documented and of its documented shape, bad input refused)."""
 import base64
 import io
@@ -25,6 +25,16 @@ def cli_picture(tmp_path: Path, *args: str) -> np.ndarray:
     return np.asarray(Image.open(out).convert("RGB"))
 
 
+def within_a_level(got: Image.Image, expected: np.ndarray) -> bool:
+    """A picture of a batch against the same seed's picture made alone: the server runs a request's two
+    pictures as one batch (a UNet batch of 4 with the unconditioned halves), the CLI each alone (2), and the
+    CPU's BLAS may add in another order for another size of product. On this project's 2-core machine
+    (2026-11-27, OpenBLAS 0.3.21's AVX-512 kernels) that moved 5 of the second picture's 12288 values by one
+    level; a wrong seed or setting changes most of them by many."""
+    difference = np.abs(np.asarray(got.convert("RGB")).astype(int) - expected.astype(int))
+    return difference.max() <= 1 and np.count_nonzero(difference) <= difference.size // 100
+
+
 def test_webuiapi_txt2img_gets_the_clis_picture(start_server, tmp_path):
     server = start_server("--model", str(TINY))
     api = webuiapi.WebUIApi(host="127.0.0.1", port=server.port, sampler="Euler a", steps=3)
@@ -34,11 +44,12 @@ def test_webuiapi_txt2img_gets_the_clis_picture(start_server, tmp_path):
     expected = cli_picture(tmp_path, "--prompt", "a red square", "--negative-prompt", "blurry", "--seed", "7",
                            "--steps", "3", "--width", "64", "--height", "64", "--sampler", "euler_a",
                            "--cfg-scale", "7.5")
-    assert np.array_equal(np.asarray(result.images[0].convert("RGB")), expected)
+    assert within_a_level(result.images[0], expected)
     assert result.info["all_seeds"] == [7, 8]  # A1111's seeds: seed + i
     second = cli_picture(tmp_path, "--prompt", "a red square", "--negative-prompt", "blurry", "--seed", "8",
                          "--steps", "3", "--width", "64", "--height", "64", "--sampler", "euler_a", "--cfg-scale", "7.5")
-    assert np.array_equal(np.asarray(result.images[1].convert("RGB")), second)
+    assert within_a_level(result.images[1], second)
+    assert not within_a_level(result.images[1], expected)  # and not the first seed's picture
     # The PNG carries A1111's parameters text, as the CLI's does.
     assert "Seed: 8" in result.images[1].info["parameters"]
     assert result.info["infotexts"][0].startswith("a red square\nNegative prompt: blurry\nSteps: 3, Sampler: Euler a")
