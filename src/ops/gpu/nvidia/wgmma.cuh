@@ -125,11 +125,12 @@ __device__ __forceinline__ void fence_shared_for_async() { asm volatile("fence.p
 #define HD_WGMMA_DS_64 HD_WGMMA_DS_48, HD_WGMMA_D4(48), HD_WGMMA_D4(52), HD_WGMMA_D4(56), HD_WGMMA_D4(60)
 #define HD_WGMMA_DS_80 HD_WGMMA_DS_64, HD_WGMMA_D4(64), HD_WGMMA_D4(68), HD_WGMMA_D4(72), HD_WGMMA_D4(76)
 #define HD_WGMMA_DS_128 HD_WGMMA_DS_80, HD_WGMMA_D4(80), HD_WGMMA_D4(84), HD_WGMMA_D4(88), HD_WGMMA_D4(92), HD_WGMMA_D4(96), HD_WGMMA_D4(100), HD_WGMMA_D4(104), HD_WGMMA_D4(108), HD_WGMMA_D4(112), HD_WGMMA_D4(116), HD_WGMMA_D4(120), HD_WGMMA_D4(124)
-// Both operands from shared memory, both K-major (imm-trans-a = imm-trans-b = 0).
-#define HD_WGMMA_SS(N, TYPE, R, A, B, SCALE) \
+// Both operands from shared memory: K-major (TRANS "0, 0": imm-trans-a = imm-trans-b = 0) or both
+// MN-major ("1, 1").
+#define HD_WGMMA_SS(N, TYPE, R, A, B, SCALE, TRANS) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" SCALE ", 0;\n" \
                "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" HD_WGMMA_REGS_##R "}, %" A ", %" B \
-               ", p, 1, 1, 0, 0;\n}\n" \
+               ", p, 1, 1, " TRANS ";\n}\n" \
                : HD_WGMMA_DS_##R : "l"(a), "l"(b), "r"(scale_d))
 // A from registers (four 32-bit registers a thread), B from shared memory N-major (imm-trans-b = 1).
 #define HD_WGMMA_RS(N, TYPE, R, A4, B, SCALE) \
@@ -149,10 +150,26 @@ __device__ __forceinline__ void fence_shared_for_async() { asm volatile("fence.p
 template <int W, class T>
 __device__ __forceinline__ void mma_async(float (&d)[W / 2], uint64_t a, uint64_t b, int scale_d = 1) {
   static_assert(W == 64 || W == 128 || W == 160 || W == 256, "widths this build spells out: 64, 128, 160, 256");
-  HD_WGMMA_TYPED(HD_WGMMA_SS, 64, 32, "32", "33", "34")
-  HD_WGMMA_TYPED(HD_WGMMA_SS, 128, 64, "64", "65", "66")
-  HD_WGMMA_TYPED(HD_WGMMA_SS, 160, 80, "80", "81", "82")
-  HD_WGMMA_TYPED(HD_WGMMA_SS, 256, 128, "128", "129", "130")
+  HD_WGMMA_TYPED(HD_WGMMA_SS, 64, 32, "32", "33", "34", "0, 0")
+  HD_WGMMA_TYPED(HD_WGMMA_SS, 128, 64, "64", "65", "66", "0, 0")
+  HD_WGMMA_TYPED(HD_WGMMA_SS, 160, 80, "80", "81", "82", "0, 0")
+  HD_WGMMA_TYPED(HD_WGMMA_SS, 256, 128, "128", "129", "130", "0, 0")
+}
+
+// d (64 x N f32) = A (64 x 16) * B (16 x N), plus d unless scale_d is 0, both read MN-major: A at
+// descriptor a stored as B is by descriptor_n_major (a row of 64 elements of A's column at one k), B at
+// descriptor b likewise. Attention's gradient takes dQ = dS K this way, from dSᵀ and K as they are stored.
+template <int W, class T>
+__device__ __forceinline__ void mma_async_mn_major(float (&d)[W / 2], uint64_t a, uint64_t b,
+                                                   int scale_d = 1) {
+  static_assert(W == 32 || W == 40 || W == 48 || W == 64 || W == 80 || W == 96,
+                "widths this build spells out: 32, 40, 48, 64, 80, 96");
+  HD_WGMMA_TYPED(HD_WGMMA_SS, 32, 16, "16", "17", "18", "1, 1")
+  HD_WGMMA_TYPED(HD_WGMMA_SS, 40, 20, "20", "21", "22", "1, 1")
+  HD_WGMMA_TYPED(HD_WGMMA_SS, 48, 24, "24", "25", "26", "1, 1")
+  HD_WGMMA_TYPED(HD_WGMMA_SS, 64, 32, "32", "33", "34", "1, 1")
+  HD_WGMMA_TYPED(HD_WGMMA_SS, 80, 40, "40", "41", "42", "1, 1")
+  HD_WGMMA_TYPED(HD_WGMMA_SS, 96, 48, "48", "49", "50", "1, 1")
 }
 
 // d (64 x N f32) += A (64 x 16, this thread's fragment in registers: mma.sync's m16n8k16 A layout, warp w
