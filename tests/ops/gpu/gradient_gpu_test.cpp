@@ -107,11 +107,16 @@ TEST(GpuAttentionBackward, MatchesCpu) {
                         {1, 1000, 77, 2, 40, false}, {1, 700, 700, 1, 64, true}, {1, 400, 50, 2, 160, false}};
   for (DType t : {DType::kF16, DType::kBF16}) {
     for (const auto& c : cases) {
-      for (gpu::KernelPath path : {gpu::KernelPath::kTuned, gpu::KernelPath::kPortable}) {
+      // kTuned: Hopper's warpgroup kernel on an sm_90 device (heads up to 96), else the fragment layer's;
+      // kFragments: the fragment layer's tensor-core kernel; kPortable: its portable shuffles.
+      for (gpu::KernelPath path :
+           {gpu::KernelPath::kTuned, gpu::KernelPath::kFragments, gpu::KernelPath::kPortable}) {
         SCOPED_TRACE(testing::Message()
                      << dtype_name(t) << " B" << c.batch << " Lq" << c.lq << " Lk" << c.lk << " heads "
                      << c.heads << "x" << c.head_dim << (c.causal ? " causal" : "")
-                     << (path == gpu::KernelPath::kPortable ? " portable" : ""));
+                     << (path == gpu::KernelPath::kPortable    ? " portable"
+                         : path == gpu::KernelPath::kFragments ? " fragments"
+                                                               : ""));
         test::Rng rng;
         HD_SEED_TRACE(rng);
         const int64_t width = int64_t(c.heads) * c.head_dim;

@@ -1,0 +1,25 @@
+// Attention's gradient on Hopper's warpgroup instructions (attention_gradient_wgmma.cu): NVIDIA compute
+// capability 9.0 only, built for sm_90a; attention_backward.cu calls it there and its fragment-layer
+// kernel elsewhere.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace hd::gpu {
+
+struct GradientArgs;
+
+// The widest head the warpgroup gradient takes: dK's and dV's accumulators of wider heads, beside the
+// scores', do not fit a thread's registers (SD1.5's 160-wide heads run the fragment-layer kernel).
+inline constexpr int kWgmmaGradientMaxHeadDim = 96;
+
+// dK and dV (stored into grad_k and grad_v) and dQ's f32 sums (added into grad_q_sums, [B, Lq, heads·D],
+// zeroed by the caller; the softmax scale applied), from the forward's inputs, dO, each row's
+// log-sum-exp (natural log, [B, heads, Lq]) and delta = rowsum(dO ∘ O) ([B, heads, Lq]). f16 or bf16
+// dense 16-byte-aligned tensors, heads of a multiple of 8 up to kWgmmaGradientMaxHeadDim, on a device with
+// has_warpgroup_mma.
+void attention_gradient_wgmma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& grad_out,
+                              const float* lse, const float* delta, float* grad_q_sums, const Tensor& grad_k,
+                              const Tensor& grad_v, const GradientArgs& ga);
+
+}  // namespace hd::gpu
