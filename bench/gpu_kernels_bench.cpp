@@ -164,10 +164,12 @@ int main(int argc, char** argv) {
     // shapes at batch 2 (bench/attention_backward_bench.py times it beside SDPA's backward through
     // PyTorch's autograd). TFLOP/s counts five products (the scores again, dP, dV, dK, dQ: 2.5x the
     // forward's flops, as FlashAttention counts them). "recomputed": the log-sum-exp recomputed from Q and
-    // K; "given": read from the forward (what PyTorch's autograd through the extension does).
+    // K; "given": read from the forward (what PyTorch's autograd through the extension does); "fragments":
+    // given, on the fragment layer's kernel (what GPUs before Hopper run; the same as the tuned one where
+    // the device has no warpgroup kernel or the head is wider than it takes).
     std::printf(
         "\nattention backward (f16)                recomputed ms  TFLOP/s  given ms  TFLOP/s  bf16 given "
-        "ms\n");
+        "ms  fragments given ms\n");
     struct BackwardCase {
       const char* name;
       int heads, lq, lk, head_dim;
@@ -183,7 +185,7 @@ int main(int argc, char** argv) {
     };
     for (const auto& c : backward_cases) {
       if (!case_wanted(c.name)) continue;
-      double recomputed_ms = 0.0, given_ms[2] = {};
+      double recomputed_ms = 0.0, given_ms[2] = {}, fragments_ms = 0.0;
       for (int typed = 0; typed < 2; ++typed) {
         const hd::DType t = typed == 0 ? hd::DType::kF16 : hd::DType::kBF16;
         const int64_t width = int64_t(c.heads) * c.head_dim;
@@ -193,18 +195,20 @@ int main(int argc, char** argv) {
         hd::OwnedTensor dk(k.view().shape, t, gpu0()), dv(v.view().shape, t, gpu0());
         hd::OwnedTensor lse({2, c.heads, c.lq}, hd::DType::kF32, gpu0());
         hd::gpu::attention(q, k, v, c.heads, false, 0.f, out, hd::gpu::KernelPath::kTuned, &lse.view());
-        const auto backward = [&](const hd::Tensor* forward_lse) {
+        const auto backward = [&](const hd::Tensor* forward_lse, hd::gpu::KernelPath path) {
           return median_ms([&] {
-            hd::gpu::attention_backward(grad, q, k, v, out, c.heads, false, 0.f, dq, dk, dv,
-                                        hd::gpu::KernelPath::kTuned, forward_lse);
+            hd::gpu::attention_backward(grad, q, k, v, out, c.heads, false, 0.f, dq, dk, dv, path,
+                                        forward_lse);
           });
         };
-        if (typed == 0) recomputed_ms = backward(nullptr);
-        given_ms[typed] = backward(&lse.view());
+        if (typed == 0) recomputed_ms = backward(nullptr, hd::gpu::KernelPath::kTuned);
+        given_ms[typed] = backward(&lse.view(), hd::gpu::KernelPath::kTuned);
+        if (typed == 0) fragments_ms = backward(&lse.view(), hd::gpu::KernelPath::kFragments);
       }
       const double flop = 10.0 * 2 * c.heads * double(c.lq) * c.lk * c.head_dim;
-      std::printf("%-44s %8.3f %8.1f %9.3f %8.1f %14.3f\n", c.name, recomputed_ms,
-                  flop / (recomputed_ms * 1e9), given_ms[0], flop / (given_ms[0] * 1e9), given_ms[1]);
+      std::printf("%-44s %8.3f %8.1f %9.3f %8.1f %14.3f %19.3f\n", c.name, recomputed_ms,
+                  flop / (recomputed_ms * 1e9), given_ms[0], flop / (given_ms[0] * 1e9), given_ms[1],
+                  fragments_ms);
     }
   }
 
