@@ -532,13 +532,7 @@ void launch(const GradientOperands& t, const GradientArgs& ga) {
   HD_GPU_CHECK_LAUNCH();
   const float* lse = t.lse != nullptr ? t.lse->ptr<float>() : own_lse.ptr<float>();
 
-  // f32 sums: dQ's always (every key block adds into it); dK's and dV's where the query steps are split.
-  const auto zeroed_sums = [&](const Shape& shape) {
-    OwnedTensor sums(shape, DType::kF32, device);
-    HD_GPU_CHECK(cudaMemsetAsync(sums.view().data, 0, sums.view().nbytes(), current_stream()));
-    return sums;
-  };
-  const OwnedTensor q_sums = zeroed_sums(t.q.shape);
+  const OwnedTensor q_sums = zeroed_sums(t.q.shape, device);
 #if defined(HD_WITH_WGMMA)
   // Hopper's warpgroup kernel where the device has it (nvidia/attention_gradient_wgmma.cu) and the head
   // fits it; this file's kernel on every other NVIDIA GPU, and where a test asks for it
@@ -561,8 +555,8 @@ void launch(const GradientOperands& t, const GradientArgs& ga) {
   if constexpr (Tile::kStages == 2)
     parts = query_parts(key_blocks * batch_heads, (a.lq + Tile::kQueries - 1) / Tile::kQueries,
                         resident_blocks(kernel, Tile::kThreads, Tile::kSharedBytes, device.index));
-  const OwnedTensor k_sums = parts > 1 ? zeroed_sums(t.k.shape) : OwnedTensor();
-  const OwnedTensor v_sums = parts > 1 ? zeroed_sums(t.k.shape) : OwnedTensor();
+  const OwnedTensor k_sums = parts > 1 ? zeroed_sums(t.k.shape, device) : OwnedTensor();
+  const OwnedTensor v_sums = parts > 1 ? zeroed_sums(t.k.shape, device) : OwnedTensor();
   const dim3 grid{unsigned(key_blocks), unsigned(batch_heads), unsigned(parts)};
   kernel<<<grid, Tile::kThreads, Tile::kSharedBytes, current_stream()>>>(
       qp, kp, static_cast<const T*>(t.v.data), gp, lse, delta.ptr<float>(), q_sums.ptr<float>(),

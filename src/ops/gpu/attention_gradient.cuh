@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/tensor.h"
 #include "ops/gpu/attention_kernel.cuh"
+#include "ops/gpu/common.cuh"
+#include "ops/gpu/gpu_runtime.h"
 #include "ops/gpu/target.cuh"
 
 namespace hd::gpu {
@@ -24,6 +27,14 @@ struct GradientArgs {
 inline int query_parts(int64_t key_blocks, int query_steps, int64_t resident) {
   if (2 * key_blocks > resident) return 1;
   return int(std::max<int64_t>(1, std::min<int64_t>(resident / key_blocks, query_steps / 4)));
+}
+
+// f32 sums of `shape` on `device`, zeroed on the current stream: what the kernels add dQ into (every key
+// block adds into it), and dK and dV where the query steps are split.
+inline OwnedTensor zeroed_sums(const Shape& shape, const Device& device) {
+  OwnedTensor sums(shape, DType::kF32, device);
+  HD_GPU_CHECK(cudaMemsetAsync(sums.view().data, 0, sums.view().nbytes(), current_stream()));
+  return sums;
 }
 
 // Adds a 16 x 8 accumulator fragment (r0, r1: the lane's row g at columns 2t, 2t + 1; r2, r3: row g + 8) to

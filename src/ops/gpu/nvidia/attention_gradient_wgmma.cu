@@ -332,14 +332,8 @@ void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gra
   const int64_t batch_heads = q.dim(0) * a.heads, key_blocks = (a.lk + Tile::keys - 1) / Tile::keys;
   const int parts = query_parts(key_blocks * batch_heads, (a.lq + Tile::queries - 1) / Tile::queries,
                                 resident_blocks(kernel, Tile::threads, Tile::shared_bytes, device.index));
-  // dK's and dV's f32 sums where the query steps are split.
-  const auto zeroed_sums = [&](const Shape& shape) {
-    OwnedTensor sums(shape, DType::kF32, device);
-    HD_GPU_CHECK(cudaMemsetAsync(sums.view().data, 0, sums.view().nbytes(), current_stream()));
-    return sums;
-  };
-  const OwnedTensor k_sums = parts > 1 ? zeroed_sums(k.shape) : OwnedTensor();
-  const OwnedTensor v_sums = parts > 1 ? zeroed_sums(k.shape) : OwnedTensor();
+  const OwnedTensor k_sums = parts > 1 ? zeroed_sums(k.shape, device) : OwnedTensor();
+  const OwnedTensor v_sums = parts > 1 ? zeroed_sums(k.shape, device) : OwnedTensor();
   const dim3 grid{unsigned(key_blocks), unsigned(batch_heads), unsigned(parts)};
   kernel<<<grid, Tile::threads, Tile::shared_bytes, current_stream()>>>(
       static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
