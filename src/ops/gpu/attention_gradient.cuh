@@ -41,18 +41,19 @@ inline OwnedTensor zeroed_sums(const Shape& shape, const Device& device) {
 // f32 sums in global memory (row_g, row_g8: those rows at column 2t). Where one instruction adds four
 // neighbouring floats (NVIDIA sm_90+), lanes t and t ^ 1 swap halves first so that each adds four columns
 // of one row: a quarter of the atomic operations of adding floats one by one, which is what bounds dQ's
-// sums (every key block adds into the same rows). Every lane of the 32 must call it.
+// sums (every key block adds into the same rows). The even lanes add row g, the odd ones row g + 8, chosen
+// by selects rather than branches, so that one instruction with every lane active does the fragment
+// (branching on the lane's parity took two, each with half the lanes, and the branch's latency). Every lane
+// of the 32 must call it.
 __device__ inline void add_fragment(float* row_g, float* row_g8, float r0, float r1, float r2, float r3,
                                     int t, bool has_g, bool has_g8) {
 #if defined(HD_NVIDIA_VECTOR_ATOMICS)
   const bool even = (t & 1) == 0;
   const float give0 = even ? r2 : r0, give1 = even ? r3 : r1;
   const float got0 = shuffle_xor(give0, 1, kFragmentLanes), got1 = shuffle_xor(give1, 1, kFragmentLanes);
-  if (even) {
-    if (has_g) atomicAdd(reinterpret_cast<float4*>(row_g), make_float4(r0, r1, got0, got1));
-  } else if (has_g8) {
-    atomicAdd(reinterpret_cast<float4*>(row_g8 - 2), make_float4(got0, got1, r2, r3));
-  }
+  const float4 sum = even ? make_float4(r0, r1, got0, got1) : make_float4(got0, got1, r2, r3);
+  float* const at = even ? row_g : row_g8 - 2;
+  if (even ? has_g : has_g8) atomicAdd(reinterpret_cast<float4*>(at), sum);
 #else
   (void)t;
   if (has_g) atomicAdd(row_g, r0), atomicAdd(row_g + 1, r1);

@@ -5,16 +5,18 @@
 // the time of cuDNN's backward behind torch's SDPA on SD's self-attention on an H100 (2026-11-27), about
 // 120-170 TFLOP/s against cuDNN's 400.
 //
-// A block holds 64 keys a warpgroup (K and V in shared memory for the whole kernel) of one (batch, head)
-// and walks the query steps (64 queries each; Q, dO and their rows' statistics through two shared stages,
-// the next step's copied while this one's products run). Per step each warpgroup computes, for its 64 keys:
+// A block holds 128 keys of one (batch, head), 64 for each of its two warpgroups (K and V in shared memory
+// for the whole kernel), and walks the query steps (64 queries each; Q, dO and their rows' statistics
+// through two shared stages, the next step's copied while this one's products run). Per step each
+// warpgroup computes, for its 64 keys:
 //   Sᵀ = K Qᵀ and dPᵀ = V dOᵀ       both operands from shared memory, K-major (as the forward's S = Q Kᵀ);
 //   Pᵀ = exp2(Sᵀ·scale·log2e − lse), dSᵀ = Pᵀ ∘ (dPᵀ − delta)   in registers (a query is a column);
 //   dV += Pᵀ dO and dK += dSᵀ Q      Pᵀ and dSᵀ straight from registers (the accumulator layout is the A
 //                                    fragment layout), dO and Q read N-major (as the forward's V);
-//   dQ += dS K                       dSᵀ stored to shared memory as it is held ([key][query]) and read as an
-//                                    MN-major A, K read N-major; added into f32 sums with vector atomics,
-//                                    every key block adding into the same rows.
+//   dQ += dS K                       both warpgroups' dSᵀ stored to shared memory as held ([key][query]) and
+//                                    read as an MN-major A, K read N-major: one warpgroup a step (the two
+//                                    take turns) multiplies over all 128 keys and adds the result into f32
+//                                    sums with vector atomics, every key block adding into the same rows.
 // The block's key blocks start their walk at different steps so that they do not all add into the same
 // rows of dQ at once, and where the key blocks alone would not fill the GPU (cross-attention's 77 keys)
 // the query steps are split among gridDim.z parts, each adding its share of dK and dV into f32 sums.
@@ -39,16 +41,16 @@ using wgmma::kRowBytes;
 using wgmma::kWarpgroupThreads;
 
 // One tile configuration: the head width the scores' products use (kD: rounded up to 16, their k) and the
-// gradients' (kDV: rounded up to 8, their n), and the warpgroups of a block (64 keys each). A row of Q, K,
-// V or dO spans `atoms` blocks of 64 elements, each block of the tile's rows stored apart (wgmma.cuh's
-// layout). Two warpgroups (one block a multiprocessor: 184-255 registers a thread) share each step's Q and
-// dO. One warpgroup a block, three a multiprocessor (168 registers: ptxas spills 16-264 bytes), was faster
-// on some shapes and slower on others (H100, 2026-11-28: SD1.5's 40-wide heads 0.63 ms against 0.67,
-// SDXL's 1024-token self-attention 0.17 against 0.19, SDXL's 4096-token 1.03 against 1.00, SD1.5's
-// 80-wide heads 0.14 against 0.09); the launch takes two everywhere.
-template <int kHead, int kValueHead, int kGroups>
+// gradients' (kDV: rounded up to 8, their n). A row of Q, K, V or dO spans `atoms` blocks of 64 elements,
+// each block of the tile's rows stored apart (wgmma.cuh's layout). Two warpgroups (one block a
+// multiprocessor: 166-238 registers a thread) share each step's Q and dO, and take turns at dQ. One
+// warpgroup a block, three a multiprocessor (168 registers: ptxas spills, and serialises the wgmma of
+// heads from 64 up), was slower once dQ took turns (H100, 2026-11-28: SD1.5's 40-wide heads 0.51 ms
+// against 0.51, SDXL's 4096-token self-attention 1.10 against 0.73, SD1.5's 80-wide heads 0.14 against
+// 0.07).
+template <int kHead, int kValueHead>
 struct GradientWgmmaTile {
-  static constexpr int d = kHead, dv = kValueHead, warpgroups = kGroups;
+  static constexpr int d = kHead, dv = kValueHead, warpgroups = 2;
   static constexpr int keys = 64 * warpgroups, queries = 64, threads = kWarpgroupThreads * warpgroups;
   static constexpr int atoms = (d + 63) / 64, chunks = d / 8;
   static constexpr int q_block = queries * kRowBytes,
@@ -56,23 +58,13 @@ struct GradientWgmmaTile {
   static constexpr size_t kv_bytes = size_t(kv_block) * atoms;  // K or V
   static constexpr size_t q_bytes = size_t(q_block) * atoms;    // Q or dO, one stage
   static constexpr size_t ds_bytes = size_t(64) * kRowBytes;    // a warpgroup's dSᵀ: 64 keys x 64 queries
-  // K, V, two stages of (Q, dO), each warpgroup's dSᵀ, two stages of (lse, delta) f32: every tile starts on
-  // a 1024-byte boundary of the aligned window.
+  // K, V, two stages of (Q, dO), each warpgroup's dSᵀ (together the block's 128 keys' rows), two stages of
+  // (lse, delta) f32: every tile starts on a 1024-byte boundary of the aligned window.
   static constexpr size_t v_offset = kv_bytes, q_offset = 2 * kv_bytes, ds_offset = q_offset + 4 * q_bytes;
   static constexpr size_t statistics_offset = ds_offset + warpgroups * ds_bytes;
   static constexpr size_t shared_bytes = statistics_offset + 4 * queries * sizeof(float) + wgmma::kAtomBytes;
   static_assert(d % 16 == 0 && dv % 8 == 0 && dv <= d && d <= 128, "heads up to 128, k in steps of 16");
-  static_assert(warpgroups <= 2, "a named barrier for each of at most two warpgroups");
 };
-
-// Waits until the warpgroup's 128 threads have arrived: named barrier 1 + warpgroup (0 is __syncthreads').
-// Immediate barrier numbers: with the number in a register ptxas reserves all 16 of a block's barriers.
-__device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
-  if (warpgroup == 0)
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kWarpgroupThreads) : "memory");
-  else
-    asm volatile("bar.sync 2, %0;\n" ::"n"(kWarpgroupThreads) : "memory");
-}
 
 template <class T, class Tile>
 __device__ __forceinline__ void gradient_body(const T* __restrict__ q, const T* __restrict__ k,
@@ -94,7 +86,11 @@ __device__ __forceinline__ void gradient_body(const T* __restrict__ q, const T* 
   const auto do_tile = [&](int stage) { return q_tile(stage) + Tile::q_bytes; };
   float* const statistics = reinterpret_cast<float*>(base + Tile::statistics_offset);  // [stage][lse, delta]
 
-  const int tid = int(threadIdx.x), warpgroup = tid / kWarpgroupThreads;
+  const int tid = int(threadIdx.x);
+  // The warpgroup's number, through a shuffle so that ptxas sees it is the same on every lane of a warp:
+  // with the plain quotient it took the warpgroups' turns at dQ for divergent code and serialised every
+  // wgmma of the kernel (C7520). It also freed registers (SDXL's heads: 200 against 218).
+  const int warpgroup = __shfl_sync(0xffffffffu, tid / kWarpgroupThreads, 0);
   uint8_t* const ds_s = base + Tile::ds_offset + warpgroup * Tile::ds_bytes;
   const int lane = tid % kWarpSize, g = lane / 4, t = lane % 4;
   // The lane's rows of the warpgroup's 64 (keys in Sᵀ, dK and dV; queries in dQ): row and row + 8.
@@ -123,11 +119,12 @@ __device__ __forceinline__ void gradient_body(const T* __restrict__ q, const T* 
     load_rows<Tile, kQueries>(do_tile(stage), do_base, ga.grad_row, q0, a.lq, a.head_dim);
     async_commit();
   };
-  // A step's lse (in the exp2 domain) and delta, one query a thread, read into registers a step ahead.
+  // A step's lse and delta, one query a thread, read into registers a step ahead (and taken into the exp2
+  // domain only when stored: scaling them here stalled the warp on the load, H100 profile 2026-11-28).
   float next_lse = INFINITY, next_delta = 0.f;
   const auto fetch_statistics = [&](int q0) {
     const bool valid = tid < kQueries && q0 + tid < a.lq;
-    next_lse = valid ? lse[int64_t(bh) * a.lq + q0 + tid] * kLog2e : INFINITY;  // past lq: no probability
+    next_lse = valid ? lse[int64_t(bh) * a.lq + q0 + tid] : INFINITY;  // past lq: no probability
     next_delta = valid ? delta[int64_t(bh) * a.lq + q0 + tid] : 0.f;
   };
 
@@ -152,7 +149,7 @@ __device__ __forceinline__ void gradient_body(const T* __restrict__ q, const T* 
     float* const delta_s = lse_s + kQueries;
     // This stage's statistics were last read in step i - 2, which every thread left before step i - 1's
     // barrier.
-    if (tid < kQueries) lse_s[tid] = next_lse, delta_s[tid] = next_delta;
+    if (tid < kQueries) lse_s[tid] = next_lse * kLog2e, delta_s[tid] = next_delta;
 
     async_wait<0>();                  // this step's tiles (and the first time K and V) have landed ...
     wgmma::fence_shared_for_async();  // ... where wgmma's reads see them ...
@@ -180,35 +177,47 @@ __device__ __forceinline__ void gradient_body(const T* __restrict__ q, const T* 
     wgmma::fence();
     issue_scores(s, k_s, q_s);
     issue_scores(dp, v_s, do_s);
+    // The lane's queries' statistics, read while the products run (each read just before its use left the
+    // warp waiting on shared memory at every one): lse now, delta after the probabilities.
+    float2 lse2[kQueries / 8], delta2[kQueries / 8];
+#pragma unroll
+    for (int j = 0; j < kQueries / 8; ++j) lse2[j] = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
     wgmma::wait<1>();  // Sᵀ (dPᵀ may still run)
     wgmma::fence_operands(s);
 
     // s[4j + e] is (key row + 8 (e / 2), query q0 + 8j + 2t + e % 2): Pᵀ in place, then packed as the A
     // fragments of dV's product, 16 queries a fragment.
-    const bool unmasked = keys_whole && !a.causal;
+    // Two copies of the loop, so that the masks' test is not a branch at each score where none applies.
+    const auto probabilities = [&]<bool kMasked>() {
 #pragma unroll
-    for (int j = 0; j < kQueries / 8; ++j) {
-      const float2 lse2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
+      for (int j = 0; j < kQueries / 8; ++j) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float prob = fast_exp2(fmaf(s[4 * j + e], a.scale_log2, -((e & 1) ? lse2.y : lse2.x)));
-        if (!unmasked) {
-          const int key = group_key0 + row + 8 * (e / 2), query = q0 + 8 * j + 2 * t + (e & 1);
-          if (key >= a.lk || (a.causal && key > query)) prob = 0.f;
+        for (int e = 0; e < 4; ++e) {
+          float prob = fast_exp2(fmaf(s[4 * j + e], a.scale_log2, -((e & 1) ? lse2[j].y : lse2[j].x)));
+          if constexpr (kMasked) {
+            const int key = group_key0 + row + 8 * (e / 2), query = q0 + 8 * j + 2 * t + (e & 1);
+            if (key >= a.lk || (a.causal && key > query)) prob = 0.f;
+          }
+          s[4 * j + e] = prob;
         }
-        s[4 * j + e] = prob;
+        p[j / 2][(j % 2) * 2] = pack_probabilities<T>(s[4 * j], s[4 * j + 1]);
+        p[j / 2][(j % 2) * 2 + 1] = pack_probabilities<T>(s[4 * j + 2], s[4 * j + 3]);
       }
-      p[j / 2][(j % 2) * 2] = pack_probabilities<T>(s[4 * j], s[4 * j + 1]);
-      p[j / 2][(j % 2) * 2 + 1] = pack_probabilities<T>(s[4 * j + 2], s[4 * j + 3]);
-    }
+    };
+    if (keys_whole && !a.causal)
+      probabilities.template operator()<false>();
+    else
+      probabilities.template operator()<true>();
+#pragma unroll
+    for (int j = 0; j < kQueries / 8; ++j)
+      delta2[j] = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
     wgmma::wait<0>();
     wgmma::fence_operands(dp);
 #pragma unroll
     for (int j = 0; j < kQueries / 8; ++j) {
-      const float2 delta2 = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? delta2.y : delta2.x));
+        dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? delta2[j].y : delta2[j].x));
       ds[j / 2][(j % 2) * 2] = pack_probabilities<T>(dp[4 * j], dp[4 * j + 1]);
       ds[j / 2][(j % 2) * 2 + 1] = pack_probabilities<T>(dp[4 * j + 2], dp[4 * j + 3]);
       // dSᵀ as held, [key][query]: the lane's two queries are neighbours, one 32-bit store a row. Chunk j
@@ -231,44 +240,59 @@ __device__ __forceinline__ void gradient_body(const T* __restrict__ q, const T* 
                                  wgmma::descriptor_n_major(q_s + kc * 16 * kRowBytes, Tile::q_block));
       wgmma::commit();
     };
-    // dQ (this step's 64 queries x kDV) = dS K over the warpgroup's 64 keys: A is dSᵀ read MN-major (a
-    // row of 64 queries at one key), B is K read N-major from the warpgroup's rows.
+    // dQ (this step's 64 queries x kDV) = dS K over the block's 128 keys: A is both warpgroups' dSᵀ, one
+    // after the other, read MN-major (a row of 64 queries at one key), B is K read N-major.
     float dq[kDV / 2];
     const auto issue_dq = [&] {
 #pragma unroll
-      for (int kc = 0; kc < 4; ++kc)
+      for (int kc = 0; kc < kKeys / 16; ++kc)
         wgmma::mma_async_mn_major<kDV, T>(
-            dq, wgmma::descriptor_n_major(ds_s + kc * 16 * kRowBytes, 64 * kRowBytes),
-            wgmma::descriptor_n_major(k_s + (warpgroup * 64 + kc * 16) * kRowBytes, Tile::kv_block), kc > 0);
+            dq, wgmma::descriptor_n_major(base + Tile::ds_offset + kc * 16 * kRowBytes, 64 * kRowBytes),
+            wgmma::descriptor_n_major(k_s + kc * 16 * kRowBytes, Tile::kv_block), kc > 0);
       wgmma::commit();
     };
-    // dQ first, so that its atomic additions below run while dV's and dK's products do (1%-2% faster than
-    // after them). Adding dQ into global memory takes a third of the kernel's time (SDXL's 64x64
-    // self-attention on an H100, 2026-11-28: 0.67 ms without the additions against 1.00 with them). Two
-    // ways of making fewer or larger additions did not pay: the two warpgroups' partial sums added in
-    // shared memory first, half the atomics (SDXL 0.99 ms, but SD1.5's 40-wide heads 0.70 against 0.67),
-    // and the bulk-copy unit adding each query's row from shared memory (cp.reduce.async.bulk: SDXL 1.09
-    // ms, SD1.5 0.87).
-    wgmma::fence();                // p and ds were written by this thread's own instructions
-    warpgroup_barrier(warpgroup);  // every warp's rows of dSᵀ are stored
-    issue_dq();
-    issue_dv_dk();
-    wgmma::wait<1>();  // dQ (dV's and dK's products may still run)
-    wgmma::fence_operands(dq);
+    // Adding dQ into global memory bounds the kernel: with each warpgroup adding its own 64 keys' share at
+    // every step, the atomics held their registers for the L2's answer (the most sampled stall on SDXL's
+    // 64x64 self-attention, H100 profile 2026-11-28). One warpgroup a step multiplies over both halves and
+    // adds, half the atomics, and the turns keep the two warpgroups' work even over two steps: SDXL 0.73
+    // ms against 0.87, SD1.5's 40-wide heads 0.51 against 0.59. (Summing the two halves in shared memory
+    // first had not paid, 0.99 against 1.00, nor had the bulk-copy unit's cp.reduce.async.bulk, 1.09.)
+    // The warpgroup at dQ issues it before dV and dK, so that its additions run while their products do.
+    wgmma::fence();   // p and ds were written by this thread's own instructions
+    __syncthreads();  // both warpgroups' rows of dSᵀ are stored
+    // Each branch waits for all of its own products: with a product still running where the two meet,
+    // ptxas serialises every wgmma (C7514).
+    if ((i & 1) != warpgroup) {
+      issue_dv_dk();
+      wgmma::wait<0>();
+    } else {
+      issue_dq();
+      issue_dv_dk();
+      wgmma::wait<1>();  // dQ (dV's and dK's products may still run)
+      wgmma::fence_operands(dq);
 
-    // dq[4n + e] is (query q0 + row + 8 (e / 2), column 8n + 2t + e % 2).
-    const int query = q0 + row;
-    float* const row_g = grad_q_sums + (int64_t(b) * a.lq + query) * ga.grad_row + head;
+      // dq[4n + e] is (query q0 + row + 8 (e / 2), column 8n + 2t + e % 2).
+      const int query = q0 + row;
+      float* const row_g = grad_q_sums + (int64_t(b) * a.lq + query) * ga.grad_row + head;
+      const auto add_dq = [&]<bool kPadded>() {
 #pragma unroll
-    for (int n = 0; n < kDV / 8; ++n) {
-      if (n * 8 >= a.head_dim) continue;  // the padding's columns (the same for every lane)
-      const int col = n * 8 + 2 * t;
-      add_fragment(row_g + col, row_g + 8 * ga.grad_row + col, dq[4 * n] * ga.scale, dq[4 * n + 1] * ga.scale,
-                   dq[4 * n + 2] * ga.scale, dq[4 * n + 3] * ga.scale, t, query < a.lq, query + 8 < a.lq);
+        for (int n = 0; n < kDV / 8; ++n) {
+          if (kPadded && n * 8 >= a.head_dim) continue;  // the padding's columns (the same for every lane)
+          const int col = n * 8 + 2 * t;
+          add_fragment(row_g + col, row_g + 8 * ga.grad_row + col, dq[4 * n] * ga.scale,
+                       dq[4 * n + 1] * ga.scale, dq[4 * n + 2] * ga.scale, dq[4 * n + 3] * ga.scale, t,
+                       query < a.lq, query + 8 < a.lq);
+        }
+      };
+      // The check of every column of every fragment, where no column is padding, cost a branch each.
+      if (a.head_dim == kDV)
+        add_dq.template operator()<false>();
+      else
+        add_dq.template operator()<true>();
+      // dV's and dK's products, which read p and ds: waited for within the step, because ptxas serialises
+      // every wgmma of a kernel where one is still running across the loop's back edge (warning C7514).
+      wgmma::wait<0>();
     }
-    // dV's and dK's products, which read p and ds: waited for within the step, because ptxas serialises
-    // every wgmma of a kernel where one is still running across the loop's back edge (warning C7514).
-    wgmma::wait<0>();
     wgmma::fence_operands(p);
     wgmma::fence_operands(ds);
   }
@@ -354,9 +378,9 @@ void attention_gradient_wgmma(const Tensor& q, const Tensor& k, const Tensor& v,
            kWgmmaGradientMaxHeadDim);
   const auto run = [&]<class T>() {
     with_head_sizes(ga.a.head_dim, [&]<int kD, int kDV>() {
-      if constexpr (kDV <= kWgmmaGradientMaxHeadDim)
-        launch<T, GradientWgmmaTile<kD, kDV, 2>>(q, k, v, grad_out, lse, delta, grad_q_sums, grad_k, grad_v,
-                                                 ga);
+      if constexpr (kDV <= kWgmmaGradientMaxHeadDim) {
+        launch<T, GradientWgmmaTile<kD, kDV>>(q, k, v, grad_out, lse, delta, grad_q_sums, grad_k, grad_v, ga);
+      }
     });
   };
   if (q.dtype == DType::kF16) return run.template operator()<__half>();
