@@ -45,8 +45,8 @@ using wgmma::kWarpgroupThreads;
 // each block of the tile's rows stored apart (wgmma.cuh's layout). Two warpgroups (one block a
 // multiprocessor: 166-238 registers a thread) share each step's Q and dO, and take turns at dQ. One
 // warpgroup a block, three a multiprocessor (168 registers: ptxas spills, and serialises the wgmma of
-// heads from 64 up), was slower once dQ took turns (H100, 2026-11-28: SD1.5's 40-wide heads 0.51 ms
-// against 0.51, SDXL's 4096-token self-attention 1.10 against 0.73, SD1.5's 80-wide heads 0.14 against
+// heads from 64 up), was no faster once dQ took turns (H100, 2026-11-28: SD1.5's 40-wide heads 0.512 ms
+// against 0.505, SDXL's 4096-token self-attention 1.10 against 0.73, SD1.5's 80-wide heads 0.14 against
 // 0.07).
 template <int kHead, int kValueHead>
 struct GradientWgmmaTile {
