@@ -90,7 +90,7 @@ __device__ __forceinline__ void gradient_body(const T* __restrict__ q, const T* 
   // The warpgroup's number, through a shuffle so that ptxas sees it is the same on every lane of a warp:
   // with the plain quotient it took the warpgroups' turns at dQ for divergent code and serialised every
   // wgmma of the kernel (C7520). It also freed registers (SDXL's heads: 200 against 218).
-  const int warpgroup = __shfl_sync(0xffffffffu, tid / kWarpgroupThreads, 0);
+  const int warpgroup = int(shuffle(uint32_t(tid / kWarpgroupThreads), 0, kWarpSize));
   uint8_t* const ds_s = base + Tile::ds_offset + warpgroup * Tile::ds_bytes;
   const int lane = tid % kWarpSize, g = lane / 4, t = lane % 4;
   // The lane's rows of the warpgroup's 64 (keys in Sᵀ, dK and dV; queries in dQ): row and row + 8.
