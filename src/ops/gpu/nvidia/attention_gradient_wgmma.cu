@@ -16,7 +16,9 @@
 //   dQ += dS K                       both warpgroups' dSᵀ stored to shared memory as held ([key][query]) and
 //                                    read as an MN-major A, K read N-major: one warpgroup a step (the two
 //                                    take turns) multiplies over all 128 keys and adds the result into f32
-//                                    sums with vector atomics, every key block adding into the same rows.
+//                                    sums with vector atomics, every key block adding into the same rows;
+//                                    for heads up to 64 that product runs during the next step, from a
+//                                    second buffer of dSᵀ.
 // The block's key blocks start their walk at different steps so that they do not all add into the same
 // rows of dQ at once, and where the key blocks alone would not fill the GPU (cross-attention's 77 keys)
 // the query steps are split among gridDim.z parts, each adding its share of dK and dV into f32 sums.
@@ -51,6 +53,13 @@ using wgmma::kWarpgroupThreads;
 template <int kHead, int kValueHead>
 struct GradientWgmmaTile {
   static constexpr int d = kHead, dv = kValueHead, warpgroups = 2;
+  // Heads up to 64 multiply the dQ of step i during step i + 1, from a second buffer of dSᵀ: the barrier
+  // between a step's dSᵀ stores and dQ's product goes, and dQ's product runs behind the next step's
+  // scores (H200, 2026-11-28: SD1.5's 40-wide heads 0.47 ms against 0.50, SDXL's 4096-token
+  // self-attention 0.71 against 0.73). Wider heads keep dQ within the step: deferred, 80 and 96 need all
+  // 255 registers and spill, and 80 was no faster (0.067 ms both).
+  static constexpr bool deferred = kValueHead <= 64;
+  static constexpr int ds_buffers = deferred ? 2 : 1;
   static constexpr int keys = 64 * warpgroups, queries = 64, threads = kWarpgroupThreads * warpgroups;
   static constexpr int atoms = (d + 63) / 64, chunks = d / 8;
   static constexpr int q_block = queries * kRowBytes,
@@ -61,7 +70,7 @@ struct GradientWgmmaTile {
   // K, V, two stages of (Q, dO), each warpgroup's dSᵀ (together the block's 128 keys' rows), two stages of
   // (lse, delta) f32: every tile starts on a 1024-byte boundary of the aligned window.
   static constexpr size_t v_offset = kv_bytes, q_offset = 2 * kv_bytes, ds_offset = q_offset + 4 * q_bytes;
-  static constexpr size_t statistics_offset = ds_offset + warpgroups * ds_bytes;
+  static constexpr size_t statistics_offset = ds_offset + ds_buffers * warpgroups * ds_bytes;
   static constexpr size_t shared_bytes = statistics_offset + 4 * queries * sizeof(float) + wgmma::kAtomBytes;
   static_assert(d % 16 == 0 && dv % 8 == 0 && dv <= d && d <= 128, "heads up to 128, k in steps of 16");
 };
@@ -91,7 +100,8 @@ __device__ __forceinline__ void gradient_body(const T* __restrict__ q, const T* 
   // with the plain quotient it took the warpgroups' turns at dQ for divergent code and serialised every
   // wgmma of the kernel (C7520). It also freed registers (SDXL's heads: 200 against 218).
   const int warpgroup = int(shuffle(uint32_t(tid / kWarpgroupThreads), 0, kWarpSize));
-  uint8_t* const ds_s = base + Tile::ds_offset + warpgroup * Tile::ds_bytes;
+  // Both warpgroups' dSᵀ of one step (a buffer): warpgroup 0's 64 keys' rows, then warpgroup 1's.
+  const auto ds_buffer = [&](int buffer) { return base + Tile::ds_offset + buffer * 2 * Tile::ds_bytes; };
   const int lane = tid % kWarpSize, g = lane / 4, t = lane % 4;
   // The lane's rows of the warpgroup's 64 (keys in Sᵀ, dK and dV; queries in dQ): row and row + 8.
   const int row = (tid % kWarpgroupThreads) / kWarpSize * 16 + g;
@@ -113,6 +123,9 @@ __device__ __forceinline__ void gradient_body(const T* __restrict__ q, const T* 
   const int part_end = min(a.lq, first_query + step_end * kQueries);
   const int first_step_query = part_begin + int(int64_t(blockIdx.x) * steps / gridDim.x) * kQueries;
   const auto following = [&](int q0) { return q0 + kQueries < part_end ? q0 + kQueries : part_begin; };
+  // Deferred form: whether this warpgroup multiplies and adds step i - 1's dQ during step i (i == steps:
+  // the last step's, after the loop). The warpgroups take turns.
+  const auto dq_turn = [&](int i) { return i > 0 && ((i - 1) & 1) == warpgroup; };
 
   const auto load_step = [&](int stage, int q0) {
     load_rows<Tile, kQueries>(q_tile(stage), q_base, a.q_row, q0, a.lq, a.head_dim);
@@ -143,6 +156,39 @@ __device__ __forceinline__ void gradient_body(const T* __restrict__ q, const T* 
   const bool keys_whole = group_key0 + 64 <= a.lk;
   uint32_t p[kQueries / 16][4], ds[kQueries / 16][4];
 
+  // dQ (one step's 64 queries x kDV) = dS K over the block's 128 keys: A is both warpgroups' dSᵀ of that
+  // step, one after the other, read MN-major (a row of 64 queries at one key), B is K read N-major.
+  float dq[kDV / 2];
+  const auto issue_dq = [&](const uint8_t* ds_both) {
+#pragma unroll
+    for (int kc = 0; kc < kKeys / 16; ++kc)
+      wgmma::mma_async_mn_major<kDV, T>(
+          dq, wgmma::descriptor_n_major(ds_both + kc * 16 * kRowBytes, 64 * kRowBytes),
+          wgmma::descriptor_n_major(k_s + kc * 16 * kRowBytes, Tile::kv_block), kc > 0);
+    wgmma::commit();
+  };
+  // dq[4n + e] is (query dq_q0 + row + 8 (e / 2), column 8n + 2t + e % 2), added into dQ's f32 sums.
+  const auto add_dq = [&](int dq_q0) {
+    const int query = dq_q0 + row;
+    float* const row_g = grad_q_sums + (int64_t(b) * a.lq + query) * ga.grad_row + head;
+    const auto add = [&]<bool kPadded>() {
+#pragma unroll
+      for (int n = 0; n < kDV / 8; ++n) {
+        const int col = n * 8 + 2 * t;
+        if (kPadded && n * 8 >= a.head_dim) continue;  // the padding's columns (the same for every lane)
+        add_fragment(row_g + col, row_g + 8 * ga.grad_row + col, dq[4 * n] * ga.scale,
+                     dq[4 * n + 1] * ga.scale, dq[4 * n + 2] * ga.scale, dq[4 * n + 3] * ga.scale, t,
+                     query < a.lq, query + 8 < a.lq);
+      }
+    };
+    // The check of every column of every fragment, where no column is padding, cost a branch each.
+    if (a.head_dim == kDV)
+      add.template operator()<false>();
+    else
+      add.template operator()<true>();
+  };
+
+  int previous_q0 = first_step_query;
   for (int i = 0, q0 = first_step_query; i < steps; ++i, q0 = following(q0)) {
     const int stage = i & 1;
     float* const lse_s = statistics + stage * 2 * kQueries;
@@ -153,13 +199,14 @@ __device__ __forceinline__ void gradient_body(const T* __restrict__ q, const T* 
 
     async_wait<0>();                  // this step's tiles (and the first time K and V) have landed ...
     wgmma::fence_shared_for_async();  // ... where wgmma's reads see them ...
-    __syncthreads();  // ... for every thread; and every warpgroup is done with the other stage and its dSᵀ
+    __syncthreads();  // ... for every thread; and every warpgroup is done with the other stage and dSᵀ
     if (i + 1 < steps) {
       load_step(stage ^ 1, following(q0));
       fetch_statistics(following(q0));
     }
     const uint8_t* const q_s = q_tile(stage);
     const uint8_t* const do_s = do_tile(stage);
+    uint8_t* const ds_s = ds_buffer(Tile::deferred ? stage : 0) + warpgroup * Tile::ds_bytes;
 
     // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: k (the head) in steps of 16, 32 bytes further along a block's rows; this
     // warpgroup's keys are rows 64·warpgroup.. of K and V.
@@ -174,59 +221,6 @@ __device__ __forceinline__ void gradient_body(const T* __restrict__ q, const T* 
       }
       wgmma::commit();
     };
-    wgmma::fence();
-    issue_scores(s, k_s, q_s);
-    issue_scores(dp, v_s, do_s);
-    // The lane's queries' statistics, read while the products run (each read just before its use left the
-    // warp waiting on shared memory at every one): lse now, delta after the probabilities.
-    float2 lse2[kQueries / 8], delta2[kQueries / 8];
-#pragma unroll
-    for (int j = 0; j < kQueries / 8; ++j) lse2[j] = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
-    wgmma::wait<1>();  // Sᵀ (dPᵀ may still run)
-    wgmma::fence_operands(s);
-
-    // s[4j + e] is (key row + 8 (e / 2), query q0 + 8j + 2t + e % 2): Pᵀ in place, then packed as the A
-    // fragments of dV's product, 16 queries a fragment.
-    // Two copies of the loop, so that the masks' test is not a branch at each score where none applies.
-    const auto probabilities = [&]<bool kMasked>() {
-#pragma unroll
-      for (int j = 0; j < kQueries / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float prob = fast_exp2(fmaf(s[4 * j + e], a.scale_log2, -((e & 1) ? lse2[j].y : lse2[j].x)));
-          if constexpr (kMasked) {
-            const int key = group_key0 + row + 8 * (e / 2), query = q0 + 8 * j + 2 * t + (e & 1);
-            if (key >= a.lk || (a.causal && key > query)) prob = 0.f;
-          }
-          s[4 * j + e] = prob;
-        }
-        p[j / 2][(j % 2) * 2] = pack_probabilities<T>(s[4 * j], s[4 * j + 1]);
-        p[j / 2][(j % 2) * 2 + 1] = pack_probabilities<T>(s[4 * j + 2], s[4 * j + 3]);
-      }
-    };
-    if (keys_whole && !a.causal)
-      probabilities.template operator()<false>();
-    else
-      probabilities.template operator()<true>();
-#pragma unroll
-    for (int j = 0; j < kQueries / 8; ++j)
-      delta2[j] = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
-    wgmma::wait<0>();
-    wgmma::fence_operands(dp);
-#pragma unroll
-    for (int j = 0; j < kQueries / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? delta2[j].y : delta2[j].x));
-      ds[j / 2][(j % 2) * 2] = pack_probabilities<T>(dp[4 * j], dp[4 * j + 1]);
-      ds[j / 2][(j % 2) * 2 + 1] = pack_probabilities<T>(dp[4 * j + 2], dp[4 * j + 3]);
-      // dSᵀ as held, [key][query]: the lane's two queries are neighbours, one 32-bit store a row. Chunk j
-      // of a row is swizzled apart for each of the eight rows a store instruction's lanes span.
-      *reinterpret_cast<uint32_t*>(ds_s + wgmma::swizzled(row, j) + 4 * t) = ds[j / 2][(j % 2) * 2];
-      *reinterpret_cast<uint32_t*>(ds_s + wgmma::swizzled(row + 8, j) + 4 * t) = ds[j / 2][(j % 2) * 2 + 1];
-    }
-    wgmma::fence_shared_for_async();  // dSᵀ's stores, for wgmma's reads below
-
     // dV += Pᵀ dO and dK += dSᵀ Q: k (the queries) in steps of 16, 16 rows (2048 bytes) further; dO's and
     // Q's 64-column blocks lie q_block bytes apart. The softmax scale goes on dK once, at the end.
     const auto issue_dv_dk = [&] {
@@ -240,65 +234,120 @@ __device__ __forceinline__ void gradient_body(const T* __restrict__ q, const T* 
                                  wgmma::descriptor_n_major(q_s + kc * 16 * kRowBytes, Tile::q_block));
       wgmma::commit();
     };
-    // dQ (this step's 64 queries x kDV) = dS K over the block's 128 keys: A is both warpgroups' dSᵀ, one
-    // after the other, read MN-major (a row of 64 queries at one key), B is K read N-major.
-    float dq[kDV / 2];
-    const auto issue_dq = [&] {
-#pragma unroll
-      for (int kc = 0; kc < kKeys / 16; ++kc)
-        wgmma::mma_async_mn_major<kDV, T>(
-            dq, wgmma::descriptor_n_major(base + Tile::ds_offset + kc * 16 * kRowBytes, 64 * kRowBytes),
-            wgmma::descriptor_n_major(k_s + kc * 16 * kRowBytes, Tile::kv_block), kc > 0);
-      wgmma::commit();
-    };
-    // Adding dQ into global memory bounds the kernel: with each warpgroup adding its own 64 keys' share at
-    // every step, the atomics held their registers for the L2's answer (the most sampled stall on SDXL's
-    // 64x64 self-attention, H100 profile 2026-11-28). One warpgroup a step multiplies over both halves and
-    // adds, half the atomics, and the turns keep the two warpgroups' work even over two steps: SDXL 0.73
-    // ms against 0.87, SD1.5's 40-wide heads 0.51 against 0.59. (Summing the two halves in shared memory
-    // first had not paid, 0.99 against 1.00, nor had the bulk-copy unit's cp.reduce.async.bulk, 1.09.)
-    // The warpgroup at dQ issues it before dV and dK, so that its additions run while their products do.
-    wgmma::fence();   // p and ds were written by this thread's own instructions
-    __syncthreads();  // both warpgroups' rows of dSᵀ are stored
-    // Each branch waits for all of its own products: with a product still running where the two meet,
-    // ptxas serialises every wgmma (C7514).
-    if ((i & 1) != warpgroup) {
-      issue_dv_dk();
-      wgmma::wait<0>();
-    } else {
-      issue_dq();
-      issue_dv_dk();
-      wgmma::wait<1>();  // dQ (dV's and dK's products may still run)
-      wgmma::fence_operands(dq);
 
-      // dq[4n + e] is (query q0 + row + 8 (e / 2), column 8n + 2t + e % 2).
-      const int query = q0 + row;
-      float* const row_g = grad_q_sums + (int64_t(b) * a.lq + query) * ga.grad_row + head;
-      const auto add_dq = [&]<bool kPadded>() {
+    // One step; kDq (deferred form): this warpgroup also multiplies and adds the previous step's dQ, its
+    // product running behind the scores' while the probabilities are computed.
+    const auto step = [&]<bool kDq>() {
+      wgmma::fence();
+      issue_scores(s, k_s, q_s);
+      issue_scores(dp, v_s, do_s);
+      if constexpr (kDq) issue_dq(ds_buffer(stage ^ 1));
+      // The lane's queries' statistics, read while the products run (each read just before its use left
+      // the warp waiting on shared memory at every one): lse now, delta after the probabilities.
+      float2 lse2[kQueries / 8], delta2[kQueries / 8];
 #pragma unroll
-        for (int n = 0; n < kDV / 8; ++n) {
-          if (kPadded && n * 8 >= a.head_dim) continue;  // the padding's columns (the same for every lane)
-          const int col = n * 8 + 2 * t;
-          add_fragment(row_g + col, row_g + 8 * ga.grad_row + col, dq[4 * n] * ga.scale,
-                       dq[4 * n + 1] * ga.scale, dq[4 * n + 2] * ga.scale, dq[4 * n + 3] * ga.scale, t,
-                       query < a.lq, query + 8 < a.lq);
+      for (int j = 0; j < kQueries / 8; ++j)
+        lse2[j] = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
+      wgmma::wait<kDq ? 2 : 1>();  // Sᵀ (dPᵀ, and dQ, may still run)
+      wgmma::fence_operands(s);
+
+      // s[4j + e] is (key row + 8 (e / 2), query q0 + 8j + 2t + e % 2): Pᵀ in place, then packed as the A
+      // fragments of dV's product, 16 queries a fragment. Two copies of the loop, so that the masks' test is
+      // not a branch at each score where none applies.
+      const auto probabilities = [&]<bool kMasked>() {
+#pragma unroll
+        for (int j = 0; j < kQueries / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float prob = fast_exp2(fmaf(s[4 * j + e], a.scale_log2, -((e & 1) ? lse2[j].y : lse2[j].x)));
+            if constexpr (kMasked) {
+              const int key = group_key0 + row + 8 * (e / 2), query = q0 + 8 * j + 2 * t + (e & 1);
+              if (key >= a.lk || (a.causal && key > query)) prob = 0.f;
+            }
+            s[4 * j + e] = prob;
+          }
+          p[j / 2][(j % 2) * 2] = pack_probabilities<T>(s[4 * j], s[4 * j + 1]);
+          p[j / 2][(j % 2) * 2 + 1] = pack_probabilities<T>(s[4 * j + 2], s[4 * j + 3]);
         }
       };
-      // The check of every column of every fragment, where no column is padding, cost a branch each.
-      if (a.head_dim == kDV)
-        add_dq.template operator()<false>();
+      if (keys_whole && !a.causal)
+        probabilities.template operator()<false>();
       else
-        add_dq.template operator()<true>();
-      // dV's and dK's products, which read p and ds: waited for within the step, because ptxas serialises
-      // every wgmma of a kernel where one is still running across the loop's back edge (warning C7514).
-      wgmma::wait<0>();
-    }
+        probabilities.template operator()<true>();
+#pragma unroll
+      for (int j = 0; j < kQueries / 8; ++j)
+        delta2[j] = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
+      wgmma::wait<kDq ? 1 : 0>();  // dPᵀ (dQ may still run)
+      wgmma::fence_operands(dp);
+#pragma unroll
+      for (int j = 0; j < kQueries / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? delta2[j].y : delta2[j].x));
+        ds[j / 2][(j % 2) * 2] = pack_probabilities<T>(dp[4 * j], dp[4 * j + 1]);
+        ds[j / 2][(j % 2) * 2 + 1] = pack_probabilities<T>(dp[4 * j + 2], dp[4 * j + 3]);
+        // dSᵀ as held, [key][query]: the lane's two queries are neighbours, one 32-bit store a row. Chunk j
+        // of a row is swizzled apart for each of the eight rows a store instruction's lanes span.
+        *reinterpret_cast<uint32_t*>(ds_s + wgmma::swizzled(row, j) + 4 * t) = ds[j / 2][(j % 2) * 2];
+        *reinterpret_cast<uint32_t*>(ds_s + wgmma::swizzled(row + 8, j) + 4 * t) = ds[j / 2][(j % 2) * 2 + 1];
+      }
+      wgmma::fence_shared_for_async();  // dSᵀ's stores, for wgmma's reads (this step's or the next's)
+      wgmma::fence();                   // p and ds were written by this thread's own instructions
+      if constexpr (Tile::deferred) {
+        issue_dv_dk();
+        if constexpr (kDq) {
+          wgmma::wait<1>();  // the previous step's dQ (dV's and dK's products may still run)
+          wgmma::fence_operands(dq);
+          add_dq(previous_q0);
+        }
+        wgmma::wait<0>();
+      } else {
+        // Adding dQ into global memory bounds the kernel: with each warpgroup adding its own 64 keys' share
+        // at every step, the atomics held their registers for the L2's answer (the most sampled stall on
+        // SDXL's 64x64 self-attention, H100 profile 2026-11-28). One warpgroup a step multiplies over both
+        // halves and adds, half the atomics, and the turns keep the two warpgroups' work even over two
+        // steps: SDXL 0.73 ms against 0.87, SD1.5's 40-wide heads 0.51 against 0.59. (Summing the two halves
+        // in shared memory first had not paid, 0.99 against 1.00, nor had the bulk-copy unit's
+        // cp.reduce.async.bulk, 1.09.) The warpgroup at dQ issues it before dV and dK, so that its additions
+        // run while their products do.
+        __syncthreads();  // both warpgroups' rows of dSᵀ are stored
+        // Each branch waits for all of its own products: with a product still running where the two meet,
+        // ptxas serialises every wgmma (C7514).
+        if ((i & 1) != warpgroup) {
+          issue_dv_dk();
+          wgmma::wait<0>();
+        } else {
+          issue_dq(ds_buffer(0));
+          issue_dv_dk();
+          wgmma::wait<1>();  // dQ (dV's and dK's products may still run)
+          wgmma::fence_operands(dq);
+          add_dq(q0);
+          wgmma::wait<0>();
+        }
+      }
+    };
+    if (Tile::deferred && dq_turn(i))
+      step.template operator()<true>();
+    else
+      step.template operator()<false>();
     wgmma::fence_operands(p);
     wgmma::fence_operands(ds);
+    previous_q0 = q0;
+  }
+  if constexpr (Tile::deferred) {  // the last step's dQ
+    if (steps > 0) {
+      __syncthreads();  // both warpgroups' dSᵀ of the last step are stored
+      if (dq_turn(steps)) {
+        wgmma::fence();
+        issue_dq(ds_buffer((steps - 1) & 1));
+        wgmma::wait<0>();
+        wgmma::fence_operands(dq);
+        add_dq(previous_q0);
+      }
+    }
   }
 
   if (steps == 0) async_wait<0>();  // the key and value copies, which no step waited for
-
   const int key = group_key0 + row;
   if (parts > 1) {  // a share of dK and dV, added into their f32 sums
     if (steps == 0) return;
