@@ -55,9 +55,13 @@ struct GradientWgmmaTile {
   static constexpr int d = kHead, dv = kValueHead, warpgroups = 2;
   // Heads up to 64 multiply the dQ of step i during step i + 1, from a second buffer of dSᵀ: the barrier
   // between a step's dSᵀ stores and dQ's product goes, and dQ's product runs behind the next step's
-  // scores (H200, 2026-11-28: SD1.5's 40-wide heads 0.47 ms against 0.50, SDXL's 4096-token
-  // self-attention 0.71 against 0.73). Wider heads keep dQ within the step: deferred, 80 and 96 need all
-  // 255 registers and spill, and 80 was no faster (0.067 ms both).
+  // scores (H200, 2026-11-28: SD1.5's 40-wide heads 0.477 ms against 0.502-0.505, SDXL's 4096-token
+  // self-attention 0.719 against 0.724-0.729). Wider heads keep dQ within the step: deferred, 80 and 96 need
+  // all 255 registers and spill, and 80 was no faster (0.067 ms both). Tried beside it and dropped (same
+  // runs): both warpgroups multiplying half of dQ's columns every step (no faster); a third warpgroup adding
+  // dQ's rows from shared memory with cp.reduce.async.bulk (27% slower at 40); dQ's sums kept per 64-query
+  // tile in the fragments' order and added a tile at a time by one bulk reduction (at best equal, with a pass
+  // back into dQ's order).
   static constexpr bool deferred = kValueHead <= 64;
   static constexpr int ds_buffers = deferred ? 2 : 1;
   static constexpr int keys = 64 * warpgroups, queries = 64, threads = kWarpgroupThreads * warpgroups;
