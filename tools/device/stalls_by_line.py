@@ -29,13 +29,15 @@ def main():
         for row in csv.reader(f):
             if row and row[0] == 'File Path':  # each source file's table starts with its path
                 path = row[1]
-            elif row and row[0] == 'Line No':
+            elif row and row[0] == 'Line No':  # the table's header: where the samples and the reasons are
                 head = row
+                total_at = head.index('Warp Stall Sampling (All Samples)')
+                reasons_at = [(i, name[len('stall_'):]) for i, name in enumerate(head)
+                              if name.startswith('stall_') and 'Not Issued' not in name]
             elif head and len(row) == len(head) and row[0].strip():  # a source line (SASS rows have no number)
-                total = number(row[head.index('Warp Stall Sampling (All Samples)')])
-                reasons = sorted(((number(row[i]), name[len('stall_'):]) for i, name in enumerate(head)
-                                  if name.startswith('stall_') and 'Not Issued' not in name), reverse=True)
-                lines.append((total, f'{path.rsplit("/", 1)[-1]}:{row[0]}', row[1].strip(), reasons[:3]))
+                reasons = sorted(((number(row[i]), name) for i, name in reasons_at), reverse=True)
+                lines.append((number(row[total_at]), f'{path.rsplit("/", 1)[-1]}:{row[0]}', row[1].strip(),
+                              reasons[:3]))
     if not lines:
         sys.exit(f'{sys.argv[1]}: no source lines with samples (built without -lineinfo?)')
     all_samples = sum(line[0] for line in lines)
