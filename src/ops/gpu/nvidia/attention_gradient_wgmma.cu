@@ -137,10 +137,30 @@ __device__ __forceinline__ void gradient_body_turns(const T* __restrict__ q, con
     const uint8_t* const q_s = q_tile(stage);
     const uint8_t* const do_s = do_tile(stage);
 
-    step_to_score_gradients<T, Tile, 0>(p, ds, k_s + warpgroup * 64 * kRowBytes,
-                                        v_s + warpgroup * 64 * kRowBytes, q_s, do_s, lse_s, delta_s,
-                                        ds_both + warpgroup * Tile::ds_bytes, keys_whole && !a.causal, a,
-                                        group_key0 + row, q0 + 2 * t, row, t, [] {});
+    float s[kQueries / 2], dp[kQueries / 2];
+    wgmma::fence();
+    issue_scores<T, Tile>(s, k_s + warpgroup * 64 * kRowBytes, q_s);
+    issue_scores<T, Tile>(dp, v_s + warpgroup * 64 * kRowBytes, do_s);
+    // The lane's queries' statistics, read while the products run (each read just before its use left the
+    // warp waiting on shared memory at every one): lse now, delta after the probabilities.
+    float2 lse2[kQueries / 8], delta2[kQueries / 8];
+#pragma unroll
+    for (int j = 0; j < kQueries / 8; ++j) lse2[j] = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
+    wgmma::wait<1>();  // Sᵀ (dPᵀ may still run)
+    wgmma::fence_operands(s);
+    // Two copies of the loop, so that the masks' test is not a branch at each score where none applies.
+    if (keys_whole && !a.causal)
+      probabilities<T, Tile, false>(s, p, lse2, a, group_key0 + row, q0 + 2 * t);
+    else
+      probabilities<T, Tile, true>(s, p, lse2, a, group_key0 + row, q0 + 2 * t);
+#pragma unroll
+    for (int j = 0; j < kQueries / 8; ++j)
+      delta2[j] = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
+    wgmma::wait<0>();
+    wgmma::fence_operands(dp);
+    score_gradients<T, Tile>(dp, s, delta2, ds, ds_both + warpgroup * Tile::ds_bytes, row, t);
+    wgmma::fence_shared_for_async();  // dSᵀ's stores, for wgmma's reads
+    wgmma::fence();                   // p and ds were written by this thread's own instructions
     // Adding dQ into global memory bounds the kernel: with each warpgroup adding its own 64 keys' share at
     // every step, the atomics held their registers for the L2's answer (the most sampled stall on SDXL's
     // 64x64 self-attention, H100 profile 2026-11-28). One warpgroup a step multiplies over both halves and

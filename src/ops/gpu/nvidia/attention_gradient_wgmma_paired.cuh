@@ -138,13 +138,36 @@ __device__ __forceinline__ void gradient_body_paired(
       uint8_t* const ds_s = ds_buffer(stage, u) + warpgroup * Tile::ds_bytes;
       // One step; kDq: this warpgroup also multiplies and adds its dQ of the previous pair, the product
       // running behind the scores' while the probabilities are computed.
+      // The same sequence as the step of heads of 80 and 96 (attention_gradient_wgmma.cu), written out in
+      // each: as one function taking dQ's issue as a callback it made ptxas allocate differently, and the
+      // 40-wide heads took 0.446-0.449 ms against 0.432-0.433 (H200, 2026-11-28; 220 registers against 215).
       const auto step = [&]<bool kDq>() {
-        step_to_score_gradients<T, Tile, kDq ? 1 : 0>(
-            p, ds, k_s + warpgroup * 64 * wgmma::kRowBytes, v_s + warpgroup * 64 * wgmma::kRowBytes, q_s,
-            do_s, lse_s, delta_s, ds_s, keys_whole && !a.causal, a, group_key0 + row, q0 + 2 * t, row, t,
-            [&] {
-              if constexpr (kDq) issue_dq<T, Tile>(dq, ds_buffer(stage ^ 1, warpgroup), k_s);
-            });
+        float s[kQueries / 2], dp[kQueries / 2];
+        wgmma::fence();
+        issue_scores<T, Tile>(s, k_s + warpgroup * 64 * wgmma::kRowBytes, q_s);
+        issue_scores<T, Tile>(dp, v_s + warpgroup * 64 * wgmma::kRowBytes, do_s);
+        if constexpr (kDq) issue_dq<T, Tile>(dq, ds_buffer(stage ^ 1, warpgroup), k_s);
+        // The lane's queries' statistics, read while the products run (each read just before its use left
+        // the warp waiting on shared memory at every one): lse now, delta after the probabilities.
+        float2 lse2[kQueries / 8], delta2[kQueries / 8];
+#pragma unroll
+        for (int j = 0; j < kQueries / 8; ++j)
+          lse2[j] = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
+        wgmma::wait<kDq ? 2 : 1>();  // Sᵀ (dPᵀ, and dQ, may still run)
+        wgmma::fence_operands(s);
+        // Two copies of the loop, so that the masks' test is not a branch at each score where none applies.
+        if (keys_whole && !a.causal)
+          probabilities<T, Tile, false>(s, p, lse2, a, group_key0 + row, q0 + 2 * t);
+        else
+          probabilities<T, Tile, true>(s, p, lse2, a, group_key0 + row, q0 + 2 * t);
+#pragma unroll
+        for (int j = 0; j < kQueries / 8; ++j)
+          delta2[j] = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
+        wgmma::wait<kDq ? 1 : 0>();  // dPᵀ (dQ may still run)
+        wgmma::fence_operands(dp);
+        score_gradients<T, Tile>(dp, s, delta2, ds, ds_s, row, t);
+        wgmma::fence_shared_for_async();  // dSᵀ's stores, for the next pair's dQ
+        wgmma::fence();                   // p and ds were written by this thread's own instructions
         issue_dv_dk<T, Tile>(dv, dk, p, ds, q_s, do_s);
         if constexpr (kDq) {
           wgmma::wait<1>();  // dQ (dV's and dK's products may still run)

@@ -18,7 +18,7 @@ namespace hd::gpu {
 // One tile configuration: the head width the scores' products use (kD: rounded up to 16, their k) and the
 // gradients' (kDV: rounded up to 8, their n). A row of Q, K, V or dO spans `atoms` blocks of 64 elements,
 // each block of the tile's rows stored apart (wgmma.cuh's layout). Two warpgroups (one block a
-// multiprocessor: 194-246 registers a thread) share each step's Q and dO. One warpgroup a block, three a
+// multiprocessor: 206-254 registers a thread) share each step's Q and dO. One warpgroup a block, three a
 // multiprocessor (168 registers: ptxas spills, and serialises the wgmma of heads from 64 up), was no
 // faster (H100, 2026-11-28: SD1.5's 40-wide heads 0.512 ms against 0.505, SDXL's 4096-token
 // self-attention 1.10 against 0.73, SD1.5's 80-wide heads 0.14 against 0.07).
@@ -132,43 +132,6 @@ __device__ __forceinline__ void score_gradients(float (&dp)[Tile::queries / 2],
     *reinterpret_cast<uint32_t*>(ds_s + wgmma::swizzled(row, j) + 4 * t) = ds[j / 2][(j % 2) * 2];
     *reinterpret_cast<uint32_t*>(ds_s + wgmma::swizzled(row + 8, j) + 4 * t) = ds[j / 2][(j % 2) * 2 + 1];
   }
-}
-
-// A step up to dSᵀ, for this warpgroup's 64 keys (keys, values: their rows of K and V; key: the lane's
-// first key, query: its first query): issues Sᵀ and dPᵀ, then `behind` (kBehind more committed groups of
-// products that run behind them), computes Pᵀ into p and dSᵀ into ds, and stores dSᵀ to ds_s, fenced for
-// wgmma's reads. The lane's queries' statistics are read while the products run (each read just before its
-// use left the warp waiting on shared memory at every one): lse first, delta after the probabilities.
-template <class T, class Tile, int kBehind, class Behind>
-__device__ __forceinline__ void step_to_score_gradients(
-    uint32_t (&p)[Tile::queries / 16][4], uint32_t (&ds)[Tile::queries / 16][4], const uint8_t* keys,
-    const uint8_t* values, const uint8_t* q_s, const uint8_t* do_s, const float* lse_s, const float* delta_s,
-    uint8_t* ds_s, bool unmasked, const AttentionArgs& a, int key, int query, int row, int t,
-    const Behind& behind) {
-  constexpr int kQueries = Tile::queries;
-  float s[kQueries / 2], dp[kQueries / 2];
-  wgmma::fence();
-  issue_scores<T, Tile>(s, keys, q_s);
-  issue_scores<T, Tile>(dp, values, do_s);
-  behind();
-  float2 lse2[kQueries / 8], delta2[kQueries / 8];
-#pragma unroll
-  for (int j = 0; j < kQueries / 8; ++j) lse2[j] = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
-  wgmma::wait<kBehind + 1>();  // Sᵀ (dPᵀ, and what runs behind, may still run)
-  wgmma::fence_operands(s);
-  // Two copies of the loop, so that the masks' test is not a branch at each score where none applies.
-  if (unmasked)
-    probabilities<T, Tile, false>(s, p, lse2, a, key, query);
-  else
-    probabilities<T, Tile, true>(s, p, lse2, a, key, query);
-#pragma unroll
-  for (int j = 0; j < kQueries / 8; ++j)
-    delta2[j] = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
-  wgmma::wait<kBehind>();  // dPᵀ
-  wgmma::fence_operands(dp);
-  score_gradients<T, Tile>(dp, s, delta2, ds, ds_s, row, t);
-  wgmma::fence_shared_for_async();  // dSᵀ's stores, for wgmma's reads
-  wgmma::fence();                   // p and ds were written by this thread's own instructions
 }
 
 // dV += Pᵀ dO and dK += dSᵀ Q: k (the queries) in steps of 16, 16 rows (2048 bytes) further; dO's and Q's
