@@ -39,8 +39,8 @@ struct GradientWgmmaTile {
                        kv_block = keys * wgmma::kRowBytes;      // one 64-element block's rows
   static constexpr size_t kv_bytes = size_t(kv_block) * atoms;  // K or V
   static constexpr size_t q_bytes = size_t(q_block) * atoms;    // Q or dO of one step
-  static constexpr size_t ds_bytes =
-      size_t(64) * wgmma::kRowBytes;  // a warpgroup's dSᵀ: 64 keys x 64 queries
+  // A warpgroup's dSᵀ of one step: 64 keys x 64 queries.
+  static constexpr size_t ds_bytes = size_t(64) * wgmma::kRowBytes;
   // K, V, two stages of (Q, dO) of `substeps` steps each, the dSᵀ buffers, two stages of (lse, delta) f32
   // for each step: every tile starts on a 1024-byte boundary of the aligned window.
   static constexpr size_t v_offset = kv_bytes, q_offset = 2 * kv_bytes,
