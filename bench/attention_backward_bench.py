@@ -10,8 +10,9 @@ Each side in its own layout ([B, L, heads·D] for ours, [B, heads, L, D] for SDP
 - "GPU ms": the GPU's busy time in the backward alone (the sum of its kernels and memsets, torch.profiler,
   the graph kept and the backward repeated), what the kernels themselves take.
 Both forwards keep each row's log-sum-exp for their backward (ours: hipdiffusion::attention_with_lse).
+--kernels also lists, for ours and the best backend, each kernel's GPU time in one backward.
 
-    PYTHONPATH=python python3 bench/attention_backward_bench.py [--dtype bf16] [--json-out FILE]
+    PYTHONPATH=python python3 bench/attention_backward_bench.py [--dtype bf16] [--kernels] [--json-out FILE]
 """
 import os
 import sys
@@ -41,7 +42,8 @@ def backward_ms(forward, inputs, grad):
 
 
 def backward_gpu_ms(forward, inputs, grad, repeats=10):
-    """The GPU's busy time per backward: every kernel and memset the profiler saw, over `repeats`."""
+    """The GPU's busy time per backward: every kernel and memset the profiler saw, over `repeats`; and
+    {kernel: (calls, us)} per backward."""
     out = forward(*inputs)
     for _ in range(3):
         torch.autograd.grad(out, inputs, grad, retain_graph=True)
@@ -51,17 +53,26 @@ def backward_gpu_ms(forward, inputs, grad, repeats=10):
             torch.autograd.grad(out, inputs, grad, retain_graph=True)
         torch.cuda.synchronize()
     # "Activity Buffer Request": the profiler's own GPU work, not the backward's.
-    busy = sum(e.self_device_time_total for e in p.key_averages() if e.key != "Activity Buffer Request")
-    return busy / repeats / 1e3
+    events = [e for e in p.key_averages() if e.key != "Activity Buffer Request" and e.self_device_time_total > 0]
+    kernels = {e.key: (e.count / repeats, e.self_device_time_total / repeats) for e in events}
+    return sum(us for _, us in kernels.values()) / 1e3, kernels
 
 
 def both_times(forward, inputs, grad):
-    return backward_ms(forward, inputs, grad), backward_gpu_ms(forward, inputs, grad)
+    return (backward_ms(forward, inputs, grad), *backward_gpu_ms(forward, inputs, grad))
+
+
+def kernel_lines(side, kernels):
+    """One line a kernel, longest first: calls and microseconds in one backward, the name cut short."""
+    ranked = sorted(kernels.items(), key=lambda item: -item[1][1])
+    return [f"    {side}: {us:7.1f} us  x{calls:g}  {name[:90]}" for name, (calls, us) in ranked]
 
 
 def main():
-    args, dtype = parse_arguments(__doc__)
-    rows = []
+    args, dtype = parse_arguments(
+        __doc__, lambda parser: parser.add_argument("--kernels", action="store_true",
+                                                    help="each kernel's GPU time, ours and the best backend's"))
+    rows, breakdown = [], []
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, batch 2")
     print("| shape | ours ms (GPU ms) | " + " | ".join(f"SDPA {b} ms (GPU ms)" for b in BACKENDS)
           + " | ours / best | GPU: ours / best |")
@@ -70,15 +81,16 @@ def main():
         c = heads * d
         q, k, v = (torch.randn(2, n, c, device="cuda", dtype=dtype, requires_grad=True) for n in (lq, lk, lk))
         grad = torch.randn(2, lq, c, device="cuda", dtype=dtype)
-        ours, ours_gpu = both_times(lambda q, k, v: ops.attention(q, k, v, heads), (q, k, v), grad)
+        ours, ours_gpu, ours_kernels = both_times(lambda q, k, v: ops.attention(q, k, v, heads), (q, k, v), grad)
         split = [t.detach().view(2, t.shape[1], heads, d).transpose(1, 2).contiguous().requires_grad_(True)
                  for t in (q, k, v)]
         grad_split = grad.view(2, lq, heads, d).transpose(1, 2).contiguous()
-        theirs, theirs_gpu = {}, {}
+        theirs, theirs_gpu, theirs_kernels = {}, {}, {}
         for name, backend in BACKENDS.items():
             try:
                 with sdpa_kernel(backend):
-                    theirs[name], theirs_gpu[name] = both_times(F.scaled_dot_product_attention, split, grad_split)
+                    theirs[name], theirs_gpu[name], theirs_kernels[name] = both_times(
+                        F.scaled_dot_product_attention, split, grad_split)
             except RuntimeError:  # the backend does not take this shape or dtype here
                 theirs[name] = theirs_gpu[name] = None
         best = min(t for t in theirs.values() if t is not None)
@@ -88,6 +100,11 @@ def main():
         cells = " | ".join("-" if t is None else f"{t:.3f} ({theirs_gpu[n]:.3f})" for n, t in theirs.items())
         print(f"| {lq}x{lk} {heads}x{d} | {ours:.3f} ({ours_gpu:.3f}) | {cells} | {ours / best:.2f}x "
               f"| {ours_gpu / best_gpu:.2f}x |", flush=True)
+        best_name = min((n for n, t in theirs_gpu.items() if t is not None), key=lambda n: theirs_gpu[n])
+        breakdown += [f"\n{lq}x{lk} {heads}x{d}:"] + kernel_lines("ours", ours_kernels) \
+            + kernel_lines(best_name, theirs_kernels[best_name])
+    if args.kernels:  # after the table, so that it stays one table
+        print("\n".join(breakdown))
     report(rows, args.dtype, args.json_out)
 
 if __name__ == "__main__":

@@ -69,11 +69,14 @@ def cases(dtype):
                lambda: F.conv2d(x, w, b, 1, 1))
 
 
-def parse_arguments(doc):
-    """--dtype f16|bf16 and --json-out FILE, the arguments of the op benchmarks; the torch dtype too."""
+def parse_arguments(doc, add_arguments=None):
+    """--dtype f16|bf16 and --json-out FILE, the arguments of the op benchmarks (and a benchmark's own, by
+    add_arguments(parser)); the torch dtype too."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--dtype", choices=["f16", "bf16"], default="f16")
     parser.add_argument("--json-out")
+    if add_arguments is not None:
+        add_arguments(parser)
     args = parser.parse_args()
     return args, torch.float16 if args.dtype == "f16" else torch.bfloat16
 

@@ -9,6 +9,7 @@
 #   PIPELINE="sd15 sdxl"  whole images through diffusers five ways (bench/diffusers_pipeline_bench.py)
 #                     instead of the op and optimize benchmarks; COMPILE=1 adds torch.compile there
 #   BACKWARD=1        attention's gradient beside SDPA's backends (bench/attention_backward_bench.py) instead
+#   BACKWARD_ARGS=... its arguments (--kernels: each kernel's time)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/device/unpack_deps.sh > /dev/null
@@ -41,7 +42,7 @@ fi
 [ -n "${NO_BENCH:-}" ] && exit 0
 if [ -n "${BACKWARD:-}" ]; then
   for dtype in f16 bf16; do
-    python3 bench/attention_backward_bench.py --dtype $dtype --json-out "$OUT/attention_backward_$dtype.json" 2>&1 \
+    python3 bench/attention_backward_bench.py --dtype $dtype ${BACKWARD_ARGS:-} --json-out "$OUT/attention_backward_$dtype.json" 2>&1 \
       | tee "$OUT/attention_backward_$dtype.md"
   done
   exit 0
