@@ -128,11 +128,15 @@ def _attention_with_lse_setup(ctx, inputs, output):
     q, k, v, heads, causal, scale = inputs
     out, lse = output
     ctx.mark_non_differentiable(lse)  # saved for the gradient, not a result to differentiate
+    # Nor is a gradient of zeros made for it: a fill kernel of its own in every backward (0.8 us on an H200).
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.args = (heads, causal, scale)
 
 
 def _attention_with_lse_backward(ctx, grad, _grad_lse):
+    if grad is None:  # the output reached no loss (gradients are not materialised: the setup)
+        return None, None, None, None, None, None
     q, k, v, out, lse = ctx.saved_tensors
     return (*_attention_gradient(grad, q, k, v, out, lse, *ctx.args), None, None, None)
 

@@ -2,7 +2,8 @@
 // cores on sm_80+, the portable shuffles elsewhere, AMD included): no Lq x Lk matrix exists anywhere.
 //   1. row_statistics: per query and head the softmax's log-sum-exp (natural log, as the forward writes
 //      it: AttentionArgs::lse), recomputed from Q and K as the forward's online softmax does, and
-//      delta = rowsum(dO ∘ O); or, given the forward's log-sum-exp, row_deltas_kernel: delta alone.
+//      delta = rowsum(dO ∘ O); or, given the forward's log-sum-exp, row_deltas_kernel: delta alone, which
+//      also zeroes dQ's f32 sums (a memset of their own otherwise).
 //   2. attention_gradient: each block takes 64 keys of one (batch, head), holds them and their values in
 //      shared memory, and walks the query tiles: Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ·scale·log2e − lse), dV += Pᵀ·dO,
 //      dPᵀ = V·dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − delta), dK += dSᵀ·Q; dQ += dS·K is summed over the key blocks
@@ -87,17 +88,22 @@ __device__ inline FragmentA as_a(const FragmentC& lo, const FragmentC& hi) {
                     pack2<T>(hi.r[2], hi.r[3])}};
 }
 
-// delta = rowsum(dO ∘ O) for queries [q0, q0 + kRows) of head h: kLanes lanes a query (the head's 16-byte
-// vectors rounded up to a power of two), each a dot product of 8 elements, then added across the lanes by
-// shuffles in a fixed order. Every thread of the block takes part.
+// Lanes a query of row_deltas takes: the head's 16-byte vectors rounded up to a power of two.
+template <int kD>
+constexpr int kDeltaLanes = kD / 8 <= 4    ? 4
+                            : kD / 8 <= 8  ? 8
+                            : kD / 8 <= 16 ? 16
+                                           : kFragmentLanes;
+
+// delta = rowsum(dO ∘ O) for queries [q0, q0 + kRows) of head h: kDeltaLanes lanes a query, each a dot
+// product of 8 elements, then added across the lanes by shuffles in a fixed order. Every thread of the
+// block takes part. Given zero_sums (dQ's f32 sums, laid out as dO), each lane also zeroes the sums of the
+// elements it read: one pass over those rows fewer than a memset of its own.
 template <class T, int kD, int kRows>
 __device__ inline void row_deltas(const T* __restrict__ out, const T* __restrict__ grad_out,
-                                  float* __restrict__ delta, const GradientArgs& ga, int b, int h, int bh,
-                                  int q0) {
-  constexpr int kVectors = kD / 8, kLanes = kVectors <= 4    ? 4
-                                            : kVectors <= 8  ? 8
-                                            : kVectors <= 16 ? 16
-                                                             : kFragmentLanes;
+                                  float* __restrict__ delta, float* __restrict__ zero_sums,
+                                  const GradientArgs& ga, int b, int h, int bh, int q0) {
+  constexpr int kLanes = kDeltaLanes<kD>;
   const AttentionArgs& a = ga.a;
   const int lane = int(threadIdx.x) % kLanes, vectors = a.head_dim / 8;
   for (int r = int(threadIdx.x) / kLanes; r < kRows; r += kThreads / kLanes) {  // whole kLanes groups loop
@@ -111,6 +117,10 @@ __device__ inline void row_deltas(const T* __restrict__ out, const T* __restrict
         *reinterpret_cast<uint4*>(g8) = *reinterpret_cast<const uint4*>(grad_out + at + c * 8);
 #pragma unroll
         for (int e = 0; e < 8; ++e) sum += to_float(o8[e]) * to_float(g8[e]);
+        if (zero_sums != nullptr) {
+          float4* const sums = reinterpret_cast<float4*>(zero_sums + at + c * 8);
+          sums[0] = sums[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+        }
       }
     }
 #pragma unroll
@@ -119,15 +129,22 @@ __device__ inline void row_deltas(const T* __restrict__ out, const T* __restrict
   }
 }
 
-// 1'. delta alone, where the forward's log-sum-exp is given: kStatsQueries queries of one (batch·head) a
-// block.
+// Queries a block of row_deltas_kernel takes: one each for its threads' groups of kDeltaLanes, so that the
+// block makes one pass and small problems still fill the GPU (SD1.5's 256-token gradient, heads of 160:
+// 64 blocks of 64 queries took 7.7 us on an H200, 2026-11-28, where cuDNN's delta kernel took 2.6; 1024
+// blocks of 4 queries: 2.5).
+template <int kD>
+constexpr int kDeltaRows = kThreads / kDeltaLanes<kD>;
+
+// 1'. delta alone, where the forward's log-sum-exp is given, and dQ's f32 sums zeroed: kDeltaRows queries
+// of one (batch·head) a block.
 template <class T, int kD>
 __global__ void __launch_bounds__(kThreads)
     row_deltas_kernel(const T* __restrict__ out, const T* __restrict__ grad_out, float* __restrict__ delta,
-                      GradientArgs ga) {
+                      float* __restrict__ grad_q_sums, GradientArgs ga) {
   const int bh = int(blockIdx.y);
-  row_deltas<T, kD, kStatsQueries>(out, grad_out, delta, ga, bh / ga.a.heads, bh % ga.a.heads, bh,
-                                   int(blockIdx.x) * kStatsQueries);
+  row_deltas<T, kD, kDeltaRows<kD>>(out, grad_out, delta, grad_q_sums, ga, bh / ga.a.heads, bh % ga.a.heads,
+                                    bh, int(blockIdx.x) * kDeltaRows<kD>);
 }
 
 // 1. lse and delta per (batch·head, query): 16 queries per fragment group. On NVIDIA's
@@ -159,7 +176,7 @@ __global__ void __launch_bounds__(kThreads)
     async_commit();
   };
   if constexpr (kKeyStages == 2) load_keys(0, 0);
-  row_deltas<T, kD, kStatsQueries>(out, grad_out, delta, ga, b, h, bh, q0);
+  row_deltas<T, kD, kStatsQueries>(out, grad_out, delta, nullptr, ga, b, h, bh, q0);
 
   load_attention_rows<kD, kThreads, kStatsQueries, kFixedCopies>(q_s, q_base, a.q_row, q0, a.lq, a.head_dim);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
@@ -521,18 +538,22 @@ void launch(const GradientOperands& t, const GradientArgs& ga) {
   const auto* gp = static_cast<const T*>(t.grad_out.data);
   const auto* op = static_cast<const T*>(t.out.data);
   OwnedTensor delta(Shape{rows}, DType::kF32, device), own_lse;
-  const dim3 stats_grid(unsigned((a.lq + kStatsQueries - 1) / kStatsQueries), unsigned(batch_heads));
+  // dQ's f32 sums: zeroed by the delta kernel where the forward's log-sum-exp is given, else by a memset.
+  OwnedTensor q_sums;
   if (t.lse != nullptr) {
-    row_deltas_kernel<T, kD><<<stats_grid, kThreads, 0, current_stream()>>>(op, gp, delta.ptr<float>(), ga);
+    q_sums = OwnedTensor(t.q.shape, DType::kF32, device);
+    const dim3 grid(unsigned((a.lq + kDeltaRows<kD> - 1) / kDeltaRows<kD>), unsigned(batch_heads));
+    row_deltas_kernel<T, kD>
+        <<<grid, kThreads, 0, current_stream()>>>(op, gp, delta.ptr<float>(), q_sums.ptr<float>(), ga);
   } else {
     own_lse = OwnedTensor(Shape{rows}, DType::kF32, device);
-    row_statistics<T, kD, kPortable><<<stats_grid, kThreads, 0, current_stream()>>>(
+    const dim3 grid(unsigned((a.lq + kStatsQueries - 1) / kStatsQueries), unsigned(batch_heads));
+    row_statistics<T, kD, kPortable><<<grid, kThreads, 0, current_stream()>>>(
         qp, kp, op, gp, own_lse.ptr<float>(), delta.ptr<float>(), ga);
+    q_sums = zeroed_sums(t.q.shape, device);
   }
   HD_GPU_CHECK_LAUNCH();
   const float* lse = t.lse != nullptr ? t.lse->ptr<float>() : own_lse.ptr<float>();
-
-  const OwnedTensor q_sums = zeroed_sums(t.q.shape, device);
 #if defined(HD_WITH_WGMMA)
   // Hopper's warpgroup kernel where the device has it (nvidia/attention_gradient_wgmma.cu) and the head
   // fits it; this file's kernel on every other NVIDIA GPU, and where a test asks for it

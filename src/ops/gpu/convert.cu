@@ -23,7 +23,8 @@ __device__ float load_element(const void* p, DType t, int64_t i) {
 __device__ uint16_t float_to_half_bits(float f) {
   // The vendor's intrinsic rounds to nearest even; NaN is made quiet as on the CPU.
   const uint32_t x = __float_as_uint(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t(((x >> 16) & 0x8000u) | 0x7e00u | ((x >> 13) & 0x3ffu));
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t(((x >> 16) & 0x8000u) | 0x7e00u | ((x >> 13) & 0x3ffu));
   return __half_as_ushort(__float2half_rn(f));
 }
 
@@ -34,8 +35,28 @@ __global__ void convert_kernel(const void* src, DType src_type, void* dst, DType
     if (dst_type == DType::kF32) {
       static_cast<float*>(dst)[i] = v;
     } else {
-      static_cast<uint16_t*>(dst)[i] = dst_type == DType::kBF16 ? float_to_bf16_bits(v) : float_to_half_bits(v);
+      static_cast<uint16_t*>(dst)[i] =
+          dst_type == DType::kBF16 ? float_to_bf16_bits(v) : float_to_half_bits(v);
     }
+  }
+}
+
+// f32 into 16 bits, 8 elements a thread (two 16-byte loads, one 16-byte store), the same rounding as
+// convert_kernel's: where the count is a multiple of 8 and both ends are 16-byte aligned, as the attention
+// gradient's f32 sums of dQ are. Element by element, SDXL's 21 MB of those sums took 18.7 us on an H200
+// (2026-11-28), where cuDNN's own conversion of the same sums took 11.1.
+__device__ uint32_t narrow_pair(float lo, float hi, bool bf16) {
+  return bf16 ? uint32_t(float_to_bf16_bits(lo)) | uint32_t(float_to_bf16_bits(hi)) << 16
+              : uint32_t(float_to_half_bits(lo)) | uint32_t(float_to_half_bits(hi)) << 16;
+}
+
+__global__ void narrow_vectors_kernel(const float4* __restrict__ src, uint4* __restrict__ dst, bool bf16,
+                                      int64_t vectors) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += stride) {
+    const float4 a = src[2 * i], b = src[2 * i + 1];
+    dst[i] = make_uint4(narrow_pair(a.x, a.y, bf16), narrow_pair(a.z, a.w, bf16), narrow_pair(b.x, b.y, bf16),
+                        narrow_pair(b.z, b.w, bf16));
   }
 }
 
@@ -46,8 +67,16 @@ void convert(const Tensor& src, const Tensor& dst) {
   if (count == 0) return;
   constexpr int kThreads = 256;
   HD_GPU_CHECK(cudaSetDevice(src.device.index));
-  convert_kernel<<<grid_stride_blocks(count, kThreads), kThreads, 0, current_stream()>>>(src.data, src.dtype, dst.data,
-                                                                                         dst.dtype, count);
+  if (src.dtype == DType::kF32 && (dst.dtype == DType::kF16 || dst.dtype == DType::kBF16) && count % 8 == 0 &&
+      is_aligned(src.data, 16) && is_aligned(dst.data, 16)) {
+    narrow_vectors_kernel<<<grid_stride_blocks(count / 8, kThreads), kThreads, 0, current_stream()>>>(
+        static_cast<const float4*>(src.data), static_cast<uint4*>(dst.data), dst.dtype == DType::kBF16,
+        count / 8);
+    HD_GPU_CHECK_LAUNCH();
+    return;
+  }
+  convert_kernel<<<grid_stride_blocks(count, kThreads), kThreads, 0, current_stream()>>>(
+      src.data, src.dtype, dst.data, dst.dtype, count);
   HD_GPU_CHECK_LAUNCH();
 }
 
