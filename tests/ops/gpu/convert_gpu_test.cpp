@@ -15,9 +15,7 @@
 namespace hd {
 namespace {
 
-Device gpu0() {
-  return Device{gpu::build_device_type(), 0};
-}
+Device gpu0() { return Device{gpu::build_device_type(), 0}; }
 
 // Random floats over every magnitude: subnormals, halfway cases, overflow, infinities and NaN.
 OwnedTensor random_any_float(test::Rng& rng, int64_t n) {
@@ -25,15 +23,9 @@ OwnedTensor random_any_float(test::Rng& rng, int64_t n) {
   float* p = t.ptr<float>();
   for (int64_t i = 0; i < n; ++i) {
     switch (i % 4) {
-      case 0:
-        p[i] = std::bit_cast<float>(uint32_t(rng.engine()()));
-        break;
-      case 1:
-        p[i] = std::ldexp(rng.uniform(-1.0f, 1.0f), int(rng.integer(-27, 17)));
-        break;
-      case 2:
-        p[i] = rng.normal(0.0f, 10.0f);
-        break;
+      case 0: p[i] = std::bit_cast<float>(uint32_t(rng.engine()())); break;
+      case 1: p[i] = std::ldexp(rng.uniform(-1.0f, 1.0f), int(rng.integer(-27, 17))); break;
+      case 2: p[i] = rng.normal(0.0f, 10.0f); break;
       default: {  // exact ties of the f16 and bf16 roundings
         const uint32_t base = uint32_t(rng.engine()()) & 0xbfffe000u;
         p[i] = std::bit_cast<float>(base | (i % 8 == 3 ? 0x1000u : 0x8000u));
