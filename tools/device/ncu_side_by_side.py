@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Nsight Compute's section metrics of two kernels side by side, from `ncu --csv --page details` output:
-for each of two kernels (the first whose name matches LABEL=PATTERN, a regular expression), its last
-profiled launch, one row a metric.
+for each LABEL=PATTERN (a regular expression), the last profiled launch of a kernel whose name matches
+it, one row a metric.
 
     python3 tools/device/ncu_side_by_side.py DETAILS.csv LABEL_A=PATTERN_A LABEL_B=PATTERN_B
 """
