@@ -2,6 +2,8 @@
 // Arguments arrive validated by src/ops/*.cpp.
 #pragma once
 
+#include <initializer_list>
+
 #include "core/tensor.h"
 #include "ops/gpu/matrix_unit.h"
 #include "ops/op_kinds.h"
@@ -11,6 +13,10 @@ namespace hd::gpu {
 
 // dst = src converted between f32, f16 and bf16, rounding to nearest even (bit-identical to hd::convert).
 void convert(const Tensor& src, const Tensor& dst);
+// f32 sums of up to three tensors of `count` elements each, one after another in `sums`, narrowed into
+// `outs` (f16 or bf16 alike, dense, 16-byte aligned; count a multiple of 8) in one launch: the attention
+// gradient's sums of dQ, dK and dV where its query steps are split.
+void narrow_stacked(const float* sums, int64_t count, std::initializer_list<const Tensor*> outs);
 
 // Attention for f16/bf16, any head dimension. Heads up to kMaxFlashHeadDim run the flash kernel; wider
 // heads (the VAE's single 512-wide head) take the materialised path: scores in scratch memory, softmax,

@@ -1,6 +1,7 @@
 // The GPU convert kernel against the CPU conversion, bit for bit, on fresh random data.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_runtime.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -79,6 +81,41 @@ TEST(GpuConvert, BitIdenticalToCpu) {
                                     << (first >= 0 ? c[first] : 0);
     }
   }
+}
+
+// Three f32 tensors stored one after another, narrowed into three tensors in one launch (the attention
+// gradient's sums): each bit for bit the CPU's conversion of its own third.
+TEST(GpuConvert, StackedSumsNarrowIntoEachTensor) {
+  gpu::initialize();
+  ASSERT_GT(gpu::device_count(), 0);
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const int64_t count = 3 * 4096 + 8;
+  const auto host = random_any_float(rng, 3 * count);
+  OwnedTensor dev_f32(Shape{3 * count}, DType::kF32, gpu0());
+  gpu::copy(host, dev_f32);
+  for (DType narrow : {DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(std::string(dtype_name(narrow)));
+    std::array<OwnedTensor, 3> outs{OwnedTensor(Shape{count}, narrow, gpu0()),
+                                    OwnedTensor(Shape{count}, narrow, gpu0()),
+                                    OwnedTensor(Shape{count}, narrow, gpu0())};
+    gpu::narrow_stacked(dev_f32.ptr<float>(), count, {&outs[0].view(), &outs[1].view(), &outs[2].view()});
+    for (int i = 0; i < 3; ++i) {
+      OwnedTensor third(Shape{count}, DType::kF32), cpu_narrow(Shape{count}, narrow),
+          got(Shape{count}, narrow);
+      std::memcpy(third.view().data, host.ptr<float>() + i * count, size_t(count) * sizeof(float));
+      ops::convert(third, cpu_narrow);
+      gpu::copy(outs[i], got);
+      const auto* a = static_cast<const uint16_t*>(got.view().data);
+      const auto* b = static_cast<const uint16_t*>(cpu_narrow.view().data);
+      int64_t mismatches = 0;
+      for (int64_t e = 0; e < count; ++e) mismatches += a[e] != b[e];
+      EXPECT_EQ(mismatches, 0) << "tensor " << i;
+    }
+  }
+  // What it does not take is refused: a count off the 8-element vectors.
+  OwnedTensor odd(Shape{count - 4}, DType::kF16, gpu0());
+  EXPECT_THROW(gpu::narrow_stacked(dev_f32.ptr<float>(), count - 4, {&odd.view()}), Error);
 }
 
 }  // namespace
