@@ -97,12 +97,14 @@ constexpr int kDeltaLanes = kD / 8 <= 4    ? 4
 
 // delta = rowsum(dO ∘ O) for queries [q0, q0 + kRows) of head h: kDeltaLanes lanes a query, each a dot
 // product of 8 elements, then added across the lanes by shuffles in a fixed order. Every thread of the
-// block takes part. Given zero_sums (dQ's f32 sums, laid out as dO), each lane also zeroes the sums of the
-// elements it read: one pass over those rows fewer than a memset of its own.
-template <class T, int kD, int kRows>
+// block takes part. Given kSums > 0 (f32 tensors laid out as dO, one after another at zero_sums,
+// sums_stride elements apart: dQ's sums, and dK's and dV's where the keys are as many as the queries), each
+// lane also zeroes the sums of the elements it read: one pass over those rows fewer than a memset of their
+// own.
+template <class T, int kD, int kRows, int kSums>
 __device__ inline void row_deltas(const T* __restrict__ out, const T* __restrict__ grad_out,
                                   float* __restrict__ delta, float* __restrict__ zero_sums,
-                                  const GradientArgs& ga, int b, int h, int bh, int q0) {
+                                  int64_t sums_stride, const GradientArgs& ga, int b, int h, int bh, int q0) {
   constexpr int kLanes = kDeltaLanes<kD>;
   const AttentionArgs& a = ga.a;
   const int lane = int(threadIdx.x) % kLanes, vectors = a.head_dim / 8;
@@ -117,9 +119,10 @@ __device__ inline void row_deltas(const T* __restrict__ out, const T* __restrict
         *reinterpret_cast<uint4*>(g8) = *reinterpret_cast<const uint4*>(grad_out + at + c * 8);
 #pragma unroll
         for (int e = 0; e < 8; ++e) sum += to_float(o8[e]) * to_float(g8[e]);
-        if (zero_sums != nullptr) {
-          float4* const sums = reinterpret_cast<float4*>(zero_sums + at + c * 8);
-          sums[0] = sums[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int i = 0; i < kSums; ++i) {
+          float4* const zeroed = reinterpret_cast<float4*>(zero_sums + i * sums_stride + at + c * 8);
+          zeroed[0] = zeroed[1] = make_float4(0.f, 0.f, 0.f, 0.f);
         }
       }
     }
@@ -136,15 +139,15 @@ __device__ inline void row_deltas(const T* __restrict__ out, const T* __restrict
 template <int kD>
 constexpr int kDeltaRows = kThreads / kDeltaLanes<kD>;
 
-// 1'. delta alone, where the forward's log-sum-exp is given, and dQ's f32 sums zeroed: kDeltaRows queries
-// of one (batch·head) a block.
-template <class T, int kD>
+// 1'. delta alone, where the forward's log-sum-exp is given, and the f32 sums zeroed (row_deltas):
+// kDeltaRows queries of one (batch·head) a block.
+template <class T, int kD, int kSums>
 __global__ void __launch_bounds__(kThreads)
     row_deltas_kernel(const T* __restrict__ out, const T* __restrict__ grad_out, float* __restrict__ delta,
-                      float* __restrict__ grad_q_sums, GradientArgs ga) {
+                      float* __restrict__ sums, int64_t sums_stride, GradientArgs ga) {
   const int bh = int(blockIdx.y);
-  row_deltas<T, kD, kDeltaRows<kD>>(out, grad_out, delta, grad_q_sums, ga, bh / ga.a.heads, bh % ga.a.heads,
-                                    bh, int(blockIdx.x) * kDeltaRows<kD>);
+  row_deltas<T, kD, kDeltaRows<kD>, kSums>(out, grad_out, delta, sums, sums_stride, ga, bh / ga.a.heads,
+                                           bh % ga.a.heads, bh, int(blockIdx.x) * kDeltaRows<kD>);
 }
 
 // 1. lse and delta per (batch·head, query): 16 queries per fragment group. On NVIDIA's
@@ -176,7 +179,7 @@ __global__ void __launch_bounds__(kThreads)
     async_commit();
   };
   if constexpr (kKeyStages == 2) load_keys(0, 0);
-  row_deltas<T, kD, kStatsQueries>(out, grad_out, delta, nullptr, ga, b, h, bh, q0);
+  row_deltas<T, kD, kStatsQueries, 0>(out, grad_out, delta, nullptr, 0, ga, b, h, bh, q0);
 
   load_attention_rows<kD, kThreads, kStatsQueries, kFixedCopies>(q_s, q_base, a.q_row, q0, a.lq, a.head_dim);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
@@ -538,52 +541,69 @@ void launch(const GradientOperands& t, const GradientArgs& ga) {
   const auto* gp = static_cast<const T*>(t.grad_out.data);
   const auto* op = static_cast<const T*>(t.out.data);
   OwnedTensor delta(Shape{rows}, DType::kF32, device), own_lse;
-  // dQ's f32 sums: zeroed by the delta kernel where the forward's log-sum-exp is given, else by a memset.
-  OwnedTensor q_sums;
+  // Which gradient kernel runs, and in how many parts, is decided first: where the fragment kernel splits a
+  // self-attention's query steps, dK's and dV's sums sit after dQ's in one allocation, which the delta
+  // kernel zeroes and one launch narrows (SD1.5's 256-token gradient at heads of 160 spent 2.9 us on two
+  // memsets and 6.3 on three conversions, H200, 2026-11-28).
+  bool warpgroup = false;
+#if defined(HD_WITH_WGMMA)
+  // Hopper's warpgroup kernel where the device has it (nvidia/attention_gradient_wgmma.cu) and the head
+  // fits it; this file's kernel on every other NVIDIA GPU, and where a test asks for it
+  // (KernelPath::kFragments) or the run does (--kernels fragments).
+  if constexpr (!kPortable && kDV <= kWgmmaGradientMaxHeadDim)
+    warpgroup = t.path == KernelPath::kTuned && has_warpgroup_mma(device.index) &&
+                ops::kernel_choice() != ops::KernelChoice::kFragments;
+#endif
+  using Tile = GradientTile<kD, kPortable>;
+  const auto kernel = attention_gradient<T, kD, kDV, kPortable>;
+  const int64_t key_blocks = (a.lk + Tile::kKeys - 1) / Tile::kKeys;
+  int parts = 1;
+  if (!warpgroup) {
+    allow_dynamic_shared_memory(kernel, Tile::kSharedBytes, device.index);
+    if constexpr (Tile::kStages == 2)
+      parts = query_parts(key_blocks * batch_heads, (a.lq + Tile::kQueries - 1) / Tile::kQueries,
+                          resident_blocks(kernel, Tile::kThreads, Tile::kSharedBytes, device.index));
+  }
+  const int64_t count = t.q.numel();
+  const bool stacked = parts > 1 && t.lse != nullptr && a.lk == a.lq;
+  // dQ's f32 sums (and, stacked, dK's and dV's): zeroed by the delta kernel where the forward's
+  // log-sum-exp is given, else by a memset.
+  OwnedTensor sums;
   if (t.lse != nullptr) {
-    q_sums = OwnedTensor(t.q.shape, DType::kF32, device);
+    sums = OwnedTensor(Shape{(stacked ? 3 : 1) * count}, DType::kF32, device);
     const dim3 grid(unsigned((a.lq + kDeltaRows<kD> - 1) / kDeltaRows<kD>), unsigned(batch_heads));
-    row_deltas_kernel<T, kD>
-        <<<grid, kThreads, 0, current_stream()>>>(op, gp, delta.ptr<float>(), q_sums.ptr<float>(), ga);
+    const auto deltas = stacked ? row_deltas_kernel<T, kD, 3> : row_deltas_kernel<T, kD, 1>;
+    deltas<<<grid, kThreads, 0, current_stream()>>>(op, gp, delta.ptr<float>(), sums.ptr<float>(), count, ga);
   } else {
     own_lse = OwnedTensor(Shape{rows}, DType::kF32, device);
     const dim3 grid(unsigned((a.lq + kStatsQueries - 1) / kStatsQueries), unsigned(batch_heads));
     row_statistics<T, kD, kPortable><<<grid, kThreads, 0, current_stream()>>>(
         qp, kp, op, gp, own_lse.ptr<float>(), delta.ptr<float>(), ga);
-    q_sums = zeroed_sums(t.q.shape, device);
+    sums = zeroed_sums(Shape{count}, device);
   }
   HD_GPU_CHECK_LAUNCH();
   const float* lse = t.lse != nullptr ? t.lse->ptr<float>() : own_lse.ptr<float>();
+  const Tensor q_sums = Tensor::contiguous(sums.ptr<float>(), DType::kF32, t.q.shape, device);
 #if defined(HD_WITH_WGMMA)
-  // Hopper's warpgroup kernel where the device has it (nvidia/attention_gradient_wgmma.cu) and the head
-  // fits it; this file's kernel on every other NVIDIA GPU, and where a test asks for it
-  // (KernelPath::kFragments) or the run does (--kernels fragments).
-  if constexpr (!kPortable && kDV <= kWgmmaGradientMaxHeadDim) {
-    if (t.path == KernelPath::kTuned && has_warpgroup_mma(device.index) &&
-        ops::kernel_choice() != ops::KernelChoice::kFragments) {
-      attention_gradient_wgmma(t.q, t.k, t.v, t.grad_out, lse, delta.ptr<float>(), q_sums.ptr<float>(),
-                               t.grad_k, t.grad_v, ga);
-      convert(q_sums, t.grad_q);
-      return;
-    }
+  if (warpgroup) {
+    attention_gradient_wgmma(t.q, t.k, t.v, t.grad_out, lse, delta.ptr<float>(), q_sums.ptr<float>(),
+                             t.grad_k, t.grad_v, ga);
+    convert(q_sums, t.grad_q);
+    return;
   }
 #endif
-  using Tile = GradientTile<kD, kPortable>;
-  const auto kernel = attention_gradient<T, kD, kDV, kPortable>;
-  allow_dynamic_shared_memory(kernel, Tile::kSharedBytes, device.index);
-  const int64_t key_blocks = (a.lk + Tile::kKeys - 1) / Tile::kKeys;
-  int parts = 1;
-  if constexpr (Tile::kStages == 2)
-    parts = query_parts(key_blocks * batch_heads, (a.lq + Tile::kQueries - 1) / Tile::kQueries,
-                        resident_blocks(kernel, Tile::kThreads, Tile::kSharedBytes, device.index));
-  const OwnedTensor k_sums = parts > 1 ? zeroed_sums(t.k.shape, device) : OwnedTensor();
-  const OwnedTensor v_sums = parts > 1 ? zeroed_sums(t.k.shape, device) : OwnedTensor();
+  const OwnedTensor k_sums = parts > 1 && !stacked ? zeroed_sums(t.k.shape, device) : OwnedTensor();
+  const OwnedTensor v_sums = parts > 1 && !stacked ? zeroed_sums(t.k.shape, device) : OwnedTensor();
+  float* const k_sums_at = stacked ? sums.ptr<float>() + count : parts > 1 ? k_sums.ptr<float>() : nullptr;
+  float* const v_sums_at = stacked     ? sums.ptr<float>() + 2 * count
+                           : parts > 1 ? v_sums.ptr<float>()
+                                       : nullptr;
   const dim3 grid{unsigned(key_blocks), unsigned(batch_heads), unsigned(parts)};
   kernel<<<grid, Tile::kThreads, Tile::kSharedBytes, current_stream()>>>(
       qp, kp, static_cast<const T*>(t.v.data), gp, lse, delta.ptr<float>(), q_sums.ptr<float>(),
-      static_cast<T*>(t.grad_k.data), static_cast<T*>(t.grad_v.data),
-      parts > 1 ? k_sums.ptr<float>() : nullptr, parts > 1 ? v_sums.ptr<float>() : nullptr, ga);
+      static_cast<T*>(t.grad_k.data), static_cast<T*>(t.grad_v.data), k_sums_at, v_sums_at, ga);
   HD_GPU_CHECK_LAUNCH();
+  if (stacked) return narrow_stacked(sums.ptr<float>(), count, {&t.grad_q, &t.grad_k, &t.grad_v});
   convert(q_sums, t.grad_q);
   if (parts > 1) convert(k_sums, t.grad_k), convert(v_sums, t.grad_v);
 }
