@@ -69,9 +69,10 @@ __global__ void narrow_vectors_kernel(const float4* __restrict__ src, NarrowedOu
   }
 }
 
+constexpr int kThreads = 256;  // a block of either kernel
+
 void launch_narrow_vectors(const float* src, const NarrowedOuts& outs, int tensors, bool bf16,
                            int64_t count) {
-  constexpr int kThreads = 256;
   const dim3 grid(grid_stride_blocks(count / 8, kThreads), unsigned(tensors));
   narrow_vectors_kernel<<<grid, kThreads, 0, current_stream()>>>(reinterpret_cast<const float4*>(src), outs,
                                                                  bf16, count / 8);
@@ -83,7 +84,6 @@ void launch_narrow_vectors(const float* src, const NarrowedOuts& outs, int tenso
 void convert(const Tensor& src, const Tensor& dst) {
   const int64_t count = src.numel();
   if (count == 0) return;
-  constexpr int kThreads = 256;
   HD_GPU_CHECK(cudaSetDevice(src.device.index));
   if (src.dtype == DType::kF32 && (dst.dtype == DType::kF16 || dst.dtype == DType::kBF16) && count % 8 == 0 &&
       is_aligned(src.data, 16) && is_aligned(dst.data, 16)) {
@@ -99,18 +99,19 @@ void convert(const Tensor& src, const Tensor& dst) {
 void narrow_stacked(const float* sums, int64_t count, std::initializer_list<const Tensor*> outs) {
   HD_CHECK(outs.size() >= 1 && outs.size() <= 3 && count % 8 == 0 && is_aligned(sums, 16),
            "narrow_stacked: 1 to 3 tensors of a multiple of 8 elements from 16-byte-aligned sums");
+  const Tensor& first = **outs.begin();
   NarrowedOuts targets{};
   int i = 0;
   for (const Tensor* out : outs) {
-    HD_CHECK(
-        out->numel() == count && out->is_contiguous() && is_aligned(out->data, 16) &&
-            (out->dtype == DType::kF16 || out->dtype == DType::kBF16) && out->dtype == (*outs.begin())->dtype,
-        "narrow_stacked: every output dense, 16-byte aligned, of ", count, " f16 or bf16 elements alike");
+    HD_CHECK(out->numel() == count && out->is_contiguous() && is_aligned(out->data, 16) &&
+                 (out->dtype == DType::kF16 || out->dtype == DType::kBF16) && out->dtype == first.dtype,
+             "narrow_stacked: every output dense, 16-byte aligned, of ", count,
+             " f16 or bf16 elements alike");
     targets.dst[i++] = static_cast<uint4*>(out->data);
   }
   if (count == 0) return;
-  HD_GPU_CHECK(cudaSetDevice((*outs.begin())->device.index));
-  launch_narrow_vectors(sums, targets, int(outs.size()), (*outs.begin())->dtype == DType::kBF16, count);
+  HD_GPU_CHECK(cudaSetDevice(first.device.index));
+  launch_narrow_vectors(sums, targets, int(outs.size()), first.dtype == DType::kBF16, count);
 }
 
 }  // namespace hd::gpu
