@@ -150,6 +150,26 @@ __global__ void __launch_bounds__(kThreads)
                                            bh % ga.a.heads, bh, int(blockIdx.x) * kDeltaRows<kD>);
 }
 
+// 1''. delta alone, and dQ's sums zeroed where Hopper's kernel keeps them in tiles of 64 queries x kTileWidth
+// floats (wgmma_gradient_dq_in_tiles): the grid spans the queries rounded up to whole tiles, and each block
+// zeroes its queries' share of them, kDeltaRows x kTileWidth contiguous floats (a tile's floats are in
+// fragment order, so a partial last tile is zeroed whole: its padding's share holds other queries' sums).
+template <class T, int kD, int kTileWidth>
+__global__ void __launch_bounds__(kThreads)
+    row_deltas_tiles_kernel(const T* __restrict__ out, const T* __restrict__ grad_out,
+                            float* __restrict__ delta, float* __restrict__ tiles, GradientArgs ga) {
+  const int bh = int(blockIdx.y), q0 = int(blockIdx.x) * kDeltaRows<kD>;
+  if (q0 < ga.a.lq)
+    row_deltas<T, kD, kDeltaRows<kD>, 0>(out, grad_out, delta, nullptr, 0, ga, bh / ga.a.heads,
+                                         bh % ga.a.heads, bh, q0);
+  const int64_t padded = (ga.a.lq + 63) / 64 * 64;
+  auto* const zeroed = reinterpret_cast<float4*>(tiles + (int64_t(bh) * padded + q0) * kTileWidth);
+  static_assert(kDeltaRows<kD> * kTileWidth % 4 == 0 && 64 % kDeltaRows<kD> == 0,
+                "whole vectors, whole tiles");
+  for (int i = int(threadIdx.x); i < kDeltaRows<kD> * kTileWidth / 4; i += kThreads)
+    zeroed[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
 // 1. lse and delta per (batch·head, query): 16 queries per fragment group. On NVIDIA's
 // tensor-core path the key tiles come through two shared buffers, the next copied in the background while
 // this one is used, where two fit the 48 KB of static shared memory (heads up to 96). Elsewhere one: AMD
@@ -566,28 +586,49 @@ void launch(const GradientOperands& t, const GradientArgs& ga) {
   }
   const int64_t count = t.q.numel();
   const bool stacked = parts > 1 && t.lse != nullptr && a.lk == a.lq;
+  // Hopper's kernel keeps dQ's sums of heads up to 64 in tiles (wgmma_gradient_dq_in_tiles), which the
+  // delta kernel zeroes where the forward's log-sum-exp is given, else a memset.
+  bool dq_tiles = false;
+#if defined(HD_WITH_WGMMA)
+  dq_tiles = warpgroup && wgmma_gradient_dq_in_tiles(a.head_dim);
+#endif
   // dQ's f32 sums (and, stacked, dK's and dV's): zeroed by the delta kernel where the forward's
   // log-sum-exp is given, else by a memset.
   OwnedTensor sums;
-  if (t.lse != nullptr) {
+  if (dq_tiles) {
+#if defined(HD_WITH_WGMMA)
+    const Shape size{wgmma_gradient_dq_tiles_size(batch_heads, a.lq, a.head_dim)};
+    if (t.lse != nullptr) {
+      sums = OwnedTensor(size, DType::kF32, device);
+      const dim3 grid(unsigned((a.lq + 63) / 64 * 64 / kDeltaRows<kD>), unsigned(batch_heads));
+      row_deltas_tiles_kernel<T, kD, kDV>
+          <<<grid, kThreads, 0, current_stream()>>>(op, gp, delta.ptr<float>(), sums.ptr<float>(), ga);
+    } else {
+      sums = zeroed_sums(size, device);
+    }
+#endif
+  } else if (t.lse != nullptr) {
     sums = OwnedTensor(Shape{(stacked ? 3 : 1) * count}, DType::kF32, device);
     const dim3 grid(unsigned((a.lq + kDeltaRows<kD> - 1) / kDeltaRows<kD>), unsigned(batch_heads));
     const auto deltas = stacked ? row_deltas_kernel<T, kD, 3> : row_deltas_kernel<T, kD, 1>;
     deltas<<<grid, kThreads, 0, current_stream()>>>(op, gp, delta.ptr<float>(), sums.ptr<float>(), count, ga);
   } else {
+    sums = zeroed_sums(Shape{count}, device);
+  }
+  if (t.lse == nullptr) {
     own_lse = OwnedTensor(Shape{rows}, DType::kF32, device);
     const dim3 grid(unsigned((a.lq + kStatsQueries - 1) / kStatsQueries), unsigned(batch_heads));
     row_statistics<T, kD, kPortable><<<grid, kThreads, 0, current_stream()>>>(
         qp, kp, op, gp, own_lse.ptr<float>(), delta.ptr<float>(), ga);
-    sums = zeroed_sums(Shape{count}, device);
   }
   HD_GPU_CHECK_LAUNCH();
   const float* lse = t.lse != nullptr ? t.lse->ptr<float>() : own_lse.ptr<float>();
   const Tensor q_sums = Tensor::contiguous(sums.ptr<float>(), DType::kF32, t.q.shape, device);
 #if defined(HD_WITH_WGMMA)
   if (warpgroup) {
-    attention_gradient_wgmma(t.q, t.k, t.v, t.grad_out, lse, delta.ptr<float>(), q_sums.ptr<float>(),
-                             t.grad_k, t.grad_v, ga);
+    attention_gradient_wgmma(t.q, t.k, t.v, t.grad_out, lse, delta.ptr<float>(), sums.ptr<float>(), t.grad_k,
+                             t.grad_v, ga);
+    if (dq_tiles) return narrow_dq_tiles(sums.ptr<float>(), t.grad_q, ga);
     convert(q_sums, t.grad_q);
     return;
   }

@@ -166,8 +166,10 @@ __device__ __forceinline__ void gradient_body_turns(const T* __restrict__ q, con
     // 64x64 self-attention, H100 profile 2026-11-28). One warpgroup a step multiplies over both halves and
     // adds, half the atomics, and the turns keep the two warpgroups' work even over two steps: SDXL 0.73 ms
     // against 0.87, SD1.5's 40-wide heads 0.51 against 0.59. (Summing the two halves in shared memory first
-    // had not paid, 0.99 against 1.00, nor had the bulk-copy unit's cp.reduce.async.bulk, 1.09.) The
-    // warpgroup at dQ issues it before dV and dK, so that its additions run while their products do.
+    // had not paid, 0.99 against 1.00, nor had the bulk-copy unit's cp.reduce.async.bulk, 1.09, a row at a
+    // time from these warps. Heads up to 64 now take the paired form, where a warp of its own adds a whole
+    // tile a step: attention_gradient_wgmma_paired.cuh.) The warpgroup at dQ issues it before dV and dK, so
+    // that its additions run while their products do.
     __syncthreads();  // both warpgroups' rows of dSᵀ are stored
     // Each branch waits for all of its own products: with a product still running where the two meet,
     // ptxas serialises every wgmma (C7514).
@@ -197,7 +199,7 @@ __device__ __forceinline__ void gradient_body_turns(const T* __restrict__ q, con
 }
 
 template <class T, class Tile>
-__global__ void __launch_bounds__(Tile::threads)
+__global__ void __launch_bounds__(Tile::block_threads, 1)
     wgmma_gradient_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                           const T* __restrict__ grad_out, const float* __restrict__ lse,
                           const float* __restrict__ delta, float* __restrict__ grad_q_sums,
@@ -220,12 +222,13 @@ void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gra
   const auto kernel = wgmma_gradient_kernel<T, Tile>;
   allow_dynamic_shared_memory(kernel, Tile::shared_bytes, device.index);
   const int64_t batch_heads = q.dim(0) * a.heads, key_blocks = (a.lk + Tile::keys - 1) / Tile::keys;
-  const int parts = query_parts(key_blocks * batch_heads, (a.lq + Tile::queries - 1) / Tile::queries,
-                                resident_blocks(kernel, Tile::threads, Tile::shared_bytes, device.index));
+  const int parts =
+      query_parts(key_blocks * batch_heads, (a.lq + Tile::queries - 1) / Tile::queries,
+                  resident_blocks(kernel, Tile::block_threads, Tile::shared_bytes, device.index));
   const OwnedTensor k_sums = parts > 1 ? zeroed_sums(k.shape, device) : OwnedTensor();
   const OwnedTensor v_sums = parts > 1 ? zeroed_sums(k.shape, device) : OwnedTensor();
   const dim3 grid{unsigned(key_blocks), unsigned(batch_heads), unsigned(parts)};
-  kernel<<<grid, Tile::threads, Tile::shared_bytes, current_stream()>>>(
+  kernel<<<grid, Tile::block_threads, Tile::shared_bytes, current_stream()>>>(
       static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
       static_cast<const T*>(grad_out.data), lse, delta, grad_q_sums, static_cast<T*>(grad_k.data),
       static_cast<T*>(grad_v.data), parts > 1 ? k_sums.ptr<float>() : nullptr,
@@ -234,7 +237,63 @@ void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gra
   if (parts > 1) convert(k_sums, grad_k), convert(v_sums, grad_v);
 }
 
+// dQ's tiled sums (tiles of 64 queries x kDV, the head rounded up as the tile rounds it) into dQ: one thread
+// an 8-element vector of a row, threads in dQ's order (so that the stores are whole sectors; the 8 floats
+// a thread reads are one 32-byte sector of a tile). blockIdx.y: the batch.
+template <class T, int kDV>
+__global__ void narrow_dq_tiles_kernel(const float* __restrict__ sums, T* __restrict__ grad_q,
+                                       GradientArgs ga) {
+  const AttentionArgs& a = ga.a;
+  constexpr int kQueries = 64;
+  const int vectors = a.head_dim / 8;
+  const int64_t count = int64_t(a.lq) * a.heads * vectors, tiles = (a.lq + kQueries - 1) / kQueries;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int n = int(i % vectors), h = int(i / vectors % a.heads),
+              query = int(i / (int64_t(vectors) * a.heads));
+    const int64_t bh = int64_t(blockIdx.y) * a.heads + h;
+    const float* const src = sums + (bh * tiles + query / kQueries) * (kQueries * kDV) +
+                             dq_tile_index_of_columns(query % kQueries, n);
+    const float4 lo = *reinterpret_cast<const float4*>(src), hi = *reinterpret_cast<const float4*>(src + 4);
+    const uint4 packed{pack2<T>(lo.x, lo.y), pack2<T>(lo.z, lo.w), pack2<T>(hi.x, hi.y),
+                       pack2<T>(hi.z, hi.w)};
+    *reinterpret_cast<uint4*>(grad_q + (int64_t(blockIdx.y) * a.lq + query) * ga.grad_row +
+                              int64_t(h) * a.head_dim + n * 8) = packed;
+  }
+}
+
 }  // namespace
+
+bool wgmma_gradient_dq_in_tiles(int head_dim) {
+  return head_dim <= 64;
+}
+
+int64_t wgmma_gradient_dq_tiles_size(int64_t batch_heads, int lq, int head_dim) {
+  int width = 0;  // the tile's kDV
+  with_head_sizes(head_dim, [&]<int kD, int kDV>() { width = kDV; });
+  return batch_heads * ((lq + 63) / 64) * 64 * width;
+}
+
+void narrow_dq_tiles(const float* sums, const Tensor& grad_q, const GradientArgs& ga) {
+  HD_CHECK(wgmma_gradient_dq_in_tiles(ga.a.head_dim) && ga.a.head_dim % 8 == 0,
+           "narrow_dq_tiles: heads of a multiple of 8 up to 64, got ", ga.a.head_dim);
+  constexpr int kThreads = 256;
+  const int64_t vectors = int64_t(ga.a.lq) * ga.a.heads * (ga.a.head_dim / 8);
+  const dim3 grid(unsigned(std::min<int64_t>((vectors + kThreads - 1) / kThreads, 4096)),
+                  unsigned(grad_q.dim(0)));
+  const auto run = [&]<class T>() {
+    with_head_sizes(ga.a.head_dim, [&]<int kD, int kDV>() {
+      if constexpr (kDV <= 64)
+        narrow_dq_tiles_kernel<T, kDV>
+            <<<grid, kThreads, 0, current_stream()>>>(sums, static_cast<T*>(grad_q.data), ga);
+    });
+  };
+  if (grad_q.dtype == DType::kF16)
+    run.template operator()<__half>();
+  else
+    run.template operator()<Bf16>();
+  HD_GPU_CHECK_LAUNCH();
+}
 
 void attention_gradient_wgmma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& grad_out,
                               const float* lse, const float* delta, float* grad_q_sums, const Tensor& grad_k,

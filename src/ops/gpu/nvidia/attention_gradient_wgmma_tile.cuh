@@ -46,10 +46,28 @@ struct GradientWgmmaTile {
   static constexpr size_t v_offset = kv_bytes, q_offset = 2 * kv_bytes,
                           ds_offset = q_offset + 2 * 2 * substeps * q_bytes;
   static constexpr size_t statistics_offset = ds_offset + ds_buffers * warpgroups * ds_bytes;
-  static constexpr size_t shared_bytes =
-      statistics_offset + 2 * 2 * substeps * queries * sizeof(float) + wgmma::kAtomBytes;
+  // The paired form has a third warpgroup, of which one warp adds dQ into its f32 sums (the dQ warp): each
+  // compute warpgroup stores its step's dQ into a tile of its own in fragment order (dq_tile_index), and
+  // the dQ warp adds the whole tile into the same tile of the sums, laid out alike, with one bulk
+  // reduction. The two tiles' queries' first index: two ints after them.
+  static constexpr bool dq_warp = paired;
+  static constexpr int block_threads = threads + (dq_warp ? wgmma::kWarpgroupThreads : 0);
+  static constexpr size_t dq_offset = statistics_offset + 2 * 2 * substeps * queries * sizeof(float);
+  static constexpr size_t dq_bytes = dq_warp ? size_t(queries) * dv * sizeof(float) : 0;
+  static constexpr size_t dq_q0_offset = dq_offset + warpgroups * dq_bytes;
+  static constexpr size_t shared_bytes = dq_q0_offset + (dq_warp ? 16 : 0) + wgmma::kAtomBytes;
   static_assert(d % 16 == 0 && dv % 8 == 0 && dv <= d && d <= 128, "heads up to 128, k in steps of 16");
 };
+
+// dQ's tiles in fragment order (the paired form's sums and their shared tiles; narrow_dq_tiles reads them
+// back): the float pair (dq[2p], dq[2p + 1]) of warpgroup thread c lies at p * 256 + 2c, so that a warp's
+// stores of one pair are 256 contiguous bytes. In the accumulator's layout dq[4n + e] is (query row + 8 (e
+// / 2), column 8n + 2t + e % 2) for lane (g, t) of warp w (row = 16w + g); so the 8 columns 8n..8n + 7 of
+// query r (w = r / 16, g = r % 8, h = r % 16 / 8) are the 8 floats from (2n + h) * 256 + (32w + 4g) * 2.
+inline constexpr int kDqTilePairStride = 256;
+__host__ __device__ constexpr int dq_tile_index_of_columns(int r, int n) {
+  return (2 * n + r % 16 / 8) * kDqTilePairStride + (32 * (r / 16) + 4 * (r % 8)) * 2;
+}
 
 // A block's share of the query steps (64 queries each). Causal: queries before the block's first key see
 // none of its keys. This block's part of the steps from there, [part_begin, part_end), starting at its own
