@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // 1''. delta alone, and dQ's sums zeroed where Hopper's kernel keeps them in tiles of 64 queries x kTileWidth
-// floats (wgmma_gradient_dq_in_tiles): the grid spans the queries rounded up to whole tiles, and each block
+// floats (wgmma_gradient_dq_tiles_size): the grid spans the queries rounded up to whole tiles, and each block
 // zeroes its queries' share of them, kDeltaRows x kTileWidth contiguous floats (a tile's floats are in
 // fragment order, so a partial last tile is zeroed whole: its padding's share holds other queries' sums).
 template <class T, int kD, int kTileWidth>
@@ -586,16 +586,11 @@ void launch(const GradientOperands& t, const GradientArgs& ga) {
   }
   const int64_t count = t.q.numel();
   const bool stacked = parts > 1 && t.lse != nullptr && a.lk == a.lq;
-  // Hopper's kernel keeps dQ's sums of heads up to 64 in tiles (wgmma_gradient_dq_in_tiles), which the
-  // delta kernel zeroes where the forward's log-sum-exp is given, else a memset.
-  bool dq_tiles = false;
-#if defined(HD_WITH_WGMMA)
-  dq_tiles = warpgroup && wgmma_gradient_dq_in_tiles(a.head_dim);
-#endif
   // dQ's f32 sums (and, stacked, dK's and dV's): zeroed by the delta kernel where the forward's
-  // log-sum-exp is given, else by a memset.
+  // log-sum-exp is given, else by a memset. Hopper's kernel keeps dQ's in tiles of 64 queries
+  // (wgmma_gradient_dq_tiles_size), which a delta kernel of their own zeroes.
   OwnedTensor sums;
-  if (dq_tiles) {
+  if (warpgroup) {
 #if defined(HD_WITH_WGMMA)
     const Shape size{wgmma_gradient_dq_tiles_size(batch_heads, a.lq, a.head_dim)};
     if (t.lse != nullptr) {
@@ -623,16 +618,14 @@ void launch(const GradientOperands& t, const GradientArgs& ga) {
   }
   HD_GPU_CHECK_LAUNCH();
   const float* lse = t.lse != nullptr ? t.lse->ptr<float>() : own_lse.ptr<float>();
-  const Tensor q_sums = Tensor::contiguous(sums.ptr<float>(), DType::kF32, t.q.shape, device);
 #if defined(HD_WITH_WGMMA)
   if (warpgroup) {
     attention_gradient_wgmma(t.q, t.k, t.v, t.grad_out, lse, delta.ptr<float>(), sums.ptr<float>(), t.grad_k,
                              t.grad_v, ga);
-    if (dq_tiles) return narrow_dq_tiles(sums.ptr<float>(), t.grad_q, ga);
-    convert(q_sums, t.grad_q);
-    return;
+    return narrow_dq_tiles(sums.ptr<float>(), t.grad_q, ga);
   }
 #endif
+  const Tensor q_sums = Tensor::contiguous(sums.ptr<float>(), DType::kF32, t.q.shape, device);
   const OwnedTensor k_sums = parts > 1 && !stacked ? zeroed_sums(t.k.shape, device) : OwnedTensor();
   const OwnedTensor v_sums = parts > 1 && !stacked ? zeroed_sums(t.k.shape, device) : OwnedTensor();
   float* const k_sums_at = stacked ? sums.ptr<float>() + count : parts > 1 ? k_sums.ptr<float>() : nullptr;

@@ -89,6 +89,17 @@ __device__ __forceinline__ void gradient_body_turns(const T* __restrict__ q, con
   const QueryWalk walk(a, k0, kQueries);
   const int steps = walk.steps;
   const auto following = [&](int q0) { return walk.following(q0, kQueries); };
+  uint8_t* const dq_tiles = base + Tile::dq_offset;
+  int* const dq_q0s = reinterpret_cast<int*>(base + Tile::dq_q0_offset);
+  if (warpgroup == Tile::warpgroups) {  // the third warpgroup: its first warp adds dQ, the others leave
+    warp_specialization::registers_down<kDqWarpRegisters>();
+    if (tid / kWarpSize == Tile::threads / kWarpSize)
+      add_staged_dq<Tile>(grad_q_sums + int64_t(bh) * ((a.lq + kQueries - 1) / kQueries) * (kQueries * kDV),
+                          dq_tiles, dq_q0s, steps, lane);
+    return;
+  }
+  warp_specialization::registers_up<kComputeRegisters>();
+  const auto compute_sync = [] { warp_specialization::sync(kComputeBarrier, Tile::threads); };
 
   const auto load_step = [&](int stage, int q0) {
     load_rows<Tile, kQueries>(q_tile(stage), q_base, a.q_row, q0, a.lq, a.head_dim);
@@ -118,6 +129,7 @@ __device__ __forceinline__ void gradient_body_turns(const T* __restrict__ q, con
   // Every key of this warpgroup is below lk: only causal masking can remove a score.
   const bool keys_whole = group_key0 + 64 <= a.lk;
   uint32_t p[kQueries / 16][4], ds[kQueries / 16][4];
+  bool dq_staged = false;  // this warpgroup's dQ tile holds a step the dQ warp is to read
 
   for (int i = 0, q0 = walk.first; i < steps; ++i, q0 = following(q0)) {
     const int stage = i & 1;
@@ -129,7 +141,7 @@ __device__ __forceinline__ void gradient_body_turns(const T* __restrict__ q, con
 
     async_wait<0>();                  // this step's tiles (and the first time K and V) have landed ...
     wgmma::fence_shared_for_async();  // ... where wgmma's reads see them ...
-    __syncthreads();  // ... for every thread; and every warpgroup is done with the other stage and dSᵀ
+    compute_sync();  // ... for every thread; and every warpgroup is done with the other stage and dSᵀ
     if (i + 1 < steps) {
       load_step(stage ^ 1, following(q0));
       fetch_statistics(following(q0));
@@ -170,7 +182,7 @@ __device__ __forceinline__ void gradient_body_turns(const T* __restrict__ q, con
     // time from these warps. Heads up to 64 now take the paired form, where a warp of its own adds a whole
     // tile a step: attention_gradient_wgmma_paired.cuh.) The warpgroup at dQ issues it before dV and dK, so
     // that its additions run while their products do.
-    __syncthreads();  // both warpgroups' rows of dSᵀ are stored
+    compute_sync();  // both warpgroups' rows of dSᵀ are stored
     // Each branch waits for all of its own products: with a product still running where the two meet,
     // ptxas serialises every wgmma (C7514).
     if ((i & 1) != warpgroup) {
@@ -181,7 +193,9 @@ __device__ __forceinline__ void gradient_body_turns(const T* __restrict__ q, con
       issue_dv_dk<T, Tile>(dv, dk, p, ds, q_s, do_s);
       wgmma::wait<1>();  // dQ (dV's and dK's products may still run)
       wgmma::fence_operands(dq);
-      add_dq<Tile>(dq, grad_q_sums + (int64_t(b) * a.lq + q0 + row) * ga.grad_row + head, q0 + row, ga, t);
+      stage_dq<Tile>(dq, reinterpret_cast<float*>(dq_tiles + warpgroup * Tile::dq_bytes), dq_q0s + warpgroup,
+                     q0, warpgroup, ga.scale, dq_staged);
+      dq_staged = true;
       wgmma::wait<0>();
     }
     wgmma::fence_operands(p);
@@ -264,10 +278,6 @@ __global__ void narrow_dq_tiles_kernel(const float* __restrict__ sums, T* __rest
 
 }  // namespace
 
-bool wgmma_gradient_dq_in_tiles(int head_dim) {
-  return head_dim <= 64;
-}
-
 int64_t wgmma_gradient_dq_tiles_size(int64_t batch_heads, int lq, int head_dim) {
   int width = 0;  // the tile's kDV
   with_head_sizes(head_dim, [&]<int kD, int kDV>() { width = kDV; });
@@ -275,15 +285,16 @@ int64_t wgmma_gradient_dq_tiles_size(int64_t batch_heads, int lq, int head_dim) 
 }
 
 void narrow_dq_tiles(const float* sums, const Tensor& grad_q, const GradientArgs& ga) {
-  HD_CHECK(wgmma_gradient_dq_in_tiles(ga.a.head_dim) && ga.a.head_dim % 8 == 0,
-           "narrow_dq_tiles: heads of a multiple of 8 up to 64, got ", ga.a.head_dim);
+  HD_CHECK(ga.a.head_dim % 8 == 0 && ga.a.head_dim <= kWgmmaGradientMaxHeadDim,
+           "narrow_dq_tiles: heads of a multiple of 8 up to ", kWgmmaGradientMaxHeadDim, ", got ",
+           ga.a.head_dim);
   constexpr int kThreads = 256;
   const int64_t vectors = int64_t(ga.a.lq) * ga.a.heads * (ga.a.head_dim / 8);
   const dim3 grid(unsigned(std::min<int64_t>((vectors + kThreads - 1) / kThreads, 4096)),
                   unsigned(grad_q.dim(0)));
   const auto run = [&]<class T>() {
     with_head_sizes(ga.a.head_dim, [&]<int kD, int kDV>() {
-      if constexpr (kDV <= 64)
+      if constexpr (kDV <= kWgmmaGradientMaxHeadDim)
         narrow_dq_tiles_kernel<T, kDV>
             <<<grid, kThreads, 0, current_stream()>>>(sums, static_cast<T*>(grad_q.data), ga);
     });

@@ -15,20 +15,18 @@ struct GradientArgs;
 // scores', do not fit a thread's registers (SD1.5's 160-wide heads run the fragment-layer kernel).
 inline constexpr int kWgmmaGradientMaxHeadDim = 96;
 
-// Whether dQ's f32 sums of heads of head_dim are kept in tiles (heads up to 64, the paired form): for each
-// (batch·head), ceil(Lq / 64) tiles of 64 queries x head_dim floats in fragment order, which
-// narrow_dq_tiles turns into dQ; else [B, Lq, heads·D], which `convert` narrows.
-bool wgmma_gradient_dq_in_tiles(int head_dim);
-// The floats dQ's tiled sums take.
+// The floats dQ's f32 sums take. The kernel keeps them in tiles: for each (batch·head), ceil(Lq / 64) tiles
+// of 64 queries x the tile's head width (head_dim rounded up as with_head_sizes rounds it), each in fragment
+// order (dq_tile_index_of_columns), so that a step's dQ is added by one bulk reduction.
 int64_t wgmma_gradient_dq_tiles_size(int64_t batch_heads, int lq, int head_dim);
 // dQ (f16 or bf16, dense [B, Lq, heads·D]) from its tiled f32 sums.
 void narrow_dq_tiles(const float* sums, const Tensor& grad_q, const GradientArgs& ga);
 
-// dK and dV (stored into grad_k and grad_v) and dQ's f32 sums (added into grad_q_sums, laid out as
-// wgmma_gradient_dq_in_tiles says, zeroed by the caller; the softmax scale applied), from the forward's
-// inputs, dO, each row's log-sum-exp (natural log, [B, heads, Lq]) and delta = rowsum(dO ∘ O) ([B, heads,
-// Lq]). f16 or bf16 dense 16-byte-aligned tensors, heads of a multiple of 8 up to kWgmmaGradientMaxHeadDim,
-// on a device with has_warpgroup_mma.
+// dK and dV (stored into grad_k and grad_v) and dQ's f32 sums (added into grad_q_sums, in tiles as above,
+// zeroed by the caller; the softmax scale applied), from the forward's inputs, dO, each row's log-sum-exp
+// (natural log, [B, heads, Lq]) and delta = rowsum(dO ∘ O) ([B, heads, Lq]). f16 or bf16 dense
+// 16-byte-aligned tensors, heads of a multiple of 8 up to kWgmmaGradientMaxHeadDim, on a device with
+// has_warpgroup_mma.
 void attention_gradient_wgmma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& grad_out,
                               const float* lse, const float* delta, float* grad_q_sums, const Tensor& grad_k,
                               const Tensor& grad_v, const GradientArgs& ga);

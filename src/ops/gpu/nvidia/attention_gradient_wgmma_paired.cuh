@@ -19,65 +19,8 @@
 
 #include "ops/gpu/async_copy.cuh"
 #include "ops/gpu/nvidia/attention_gradient_wgmma_tile.cuh"
-#include "ops/gpu/nvidia/warp_specialization.cuh"
 
 namespace hd::gpu {
-
-#if defined(HD_NVIDIA_WGMMA)
-// The paired form's named barriers: the compute warpgroups' own (bar 0, __syncthreads', would wait for the
-// third warpgroup too), and for each compute warpgroup w, its dQ tile stored (kDqStored + w) and read by the
-// dQ warp (kDqRead + w), each between w's threads and the dQ warp's.
-inline constexpr int kComputeBarrier = 1, kDqStored = 2, kDqRead = 4;
-inline constexpr int kDqBarrierThreads = wgmma::kWarpgroupThreads + kWarpSize;
-// setmaxnreg's counts: 2 x 128 x 240 + 128 x 24 = 64512, the 168 registers x 384 threads the block is
-// launched with (more deadlocked: TRY_ALLOC waits for registers the block does not hold).
-inline constexpr int kComputeRegisters = 240, kDqWarpRegisters = 24;
-
-// The dQ warp: step i's dQ (sub-step i % 2 of pair i / 2) comes from compute warpgroup i % 2, as its tile
-// (dq_tiles: both warpgroups', Tile::dq_bytes apart) and its first query (q0s[i % 2], a multiple of 64);
-// lane 0 adds it into the sums' tile of those queries (sums: this (batch, head)'s first tile) with one bulk
-// reduction. The tile is handed back once the reduction has read it, except after each warpgroup's last
-// step, for which it does not wait. (Earlier forms: one bulk reduction a row of dQ's [B, L, heads·D] sums,
-// 0.88 ms on SDXL's 4096-token self-attention; vector atomics from this warp, 1.05; none, 0.62; H200,
-// 2026-11-28.)
-template <class Tile>
-__device__ __forceinline__ void add_staged_dq(float* sums, const uint8_t* dq_tiles, const int* q0s, int steps,
-                                              int lane) {
-  namespace ws = warp_specialization;
-  for (int i = 0; i < steps; ++i) {
-    const int w = i & 1;
-    ws::sync(kDqStored + w, kDqBarrierThreads);
-    if (lane == 0) {
-      const auto* const tile = reinterpret_cast<const float*>(dq_tiles + w * Tile::dq_bytes);
-      ws::reduce_add_async(sums + int64_t(q0s[w] / Tile::queries) * (Tile::queries * Tile::dv), tile,
-                           int(Tile::dq_bytes));
-      ws::commit();
-      ws::wait_reads();
-    }
-    __syncwarp();
-    if (i + 2 < steps) ws::arrive(kDqRead + w, kDqBarrierThreads);  // the tile is read
-  }
-  if (lane == 0) ws::wait_all();
-}
-
-// A compute warpgroup's dQ of a step into its tile for the dQ warp, in fragment order
-// (dq_tile_index_of_columns), with the softmax scale, and the step's first query into its slot. wait_read:
-// the tile was stored before, and the dQ warp must have read it first.
-template <class Tile>
-__device__ __forceinline__ void stage_dq(const float (&dq)[Tile::dv / 2], float* tile, int* q0_slot, int q0,
-                                         int warpgroup, float scale, bool wait_read) {
-  namespace ws = warp_specialization;
-  if (wait_read) ws::sync(kDqRead + warpgroup, kDqBarrierThreads);
-  const int c = int(threadIdx.x) % wgmma::kWarpgroupThreads;
-#pragma unroll
-  for (int p = 0; p < Tile::dv / 4; ++p)
-    *reinterpret_cast<float2*>(tile + p * kDqTilePairStride + 2 * c) =
-        make_float2(dq[2 * p] * scale, dq[2 * p + 1] * scale);
-  if (c == 0) *q0_slot = q0;
-  wgmma::fence_shared_for_async();  // the stores, for the bulk reduction's reads
-  ws::arrive(kDqStored + warpgroup, kDqBarrierThreads);
-}
-#endif
 
 template <class T, class Tile>
 __device__ __forceinline__ void gradient_body_paired(
