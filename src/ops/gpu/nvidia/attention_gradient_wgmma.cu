@@ -15,8 +15,9 @@
 //                                    fragment layout), dO and Q read N-major (as the forward's V);
 //   dQ += dS K                       both warpgroups' dSᵀ stored to shared memory as held ([key][query]) and
 //                                    read as an MN-major A, K read N-major: one warpgroup multiplies a
-//                                    step's dQ over all 128 keys and adds the result into f32 sums with
-//                                    vector atomics, every key block adding into the same rows.
+//                                    step's dQ over all 128 keys and stores it into a shared tile, which
+//                                    the dQ warp (a third warpgroup's) adds into dQ's f32 sums with one
+//                                    bulk reduction, every key block adding into the same tiles.
 // Heads up to 64 take the paired form (attention_gradient_wgmma_paired.cuh: two steps between block
 // barriers, each warpgroup one step's dQ of the previous pair); this file's body is the form of heads of
 // 80 and 96 (one step a barrier, the warpgroups taking turns at dQ). What both share:
@@ -173,15 +174,14 @@ __device__ __forceinline__ void gradient_body_turns(const T* __restrict__ q, con
     score_gradients<T, Tile>(dp, s, delta2, ds, ds_both + warpgroup * Tile::ds_bytes, row, t);
     wgmma::fence_shared_for_async();  // dSᵀ's stores, for wgmma's reads
     wgmma::fence();                   // p and ds were written by this thread's own instructions
-    // Adding dQ into global memory bounds the kernel: with each warpgroup adding its own 64 keys' share at
+    // Adding dQ into global memory bounded the kernel: with each warpgroup adding its own 64 keys' share at
     // every step, the atomics held their registers for the L2's answer (the most sampled stall on SDXL's
-    // 64x64 self-attention, H100 profile 2026-11-28). One warpgroup a step multiplies over both halves and
-    // adds, half the atomics, and the turns keep the two warpgroups' work even over two steps: SDXL 0.73 ms
-    // against 0.87, SD1.5's 40-wide heads 0.51 against 0.59. (Summing the two halves in shared memory first
-    // had not paid, 0.99 against 1.00, nor had the bulk-copy unit's cp.reduce.async.bulk, 1.09, a row at a
-    // time from these warps. Heads up to 64 now take the paired form, where a warp of its own adds a whole
-    // tile a step: attention_gradient_wgmma_paired.cuh.) The warpgroup at dQ issues it before dV and dK, so
-    // that its additions run while their products do.
+    // 64x64 self-attention, H100 profile 2026-11-28). One warpgroup a step multiplies over both halves, and
+    // the turns keep the two warpgroups' work even over two steps: with atomics, SDXL 0.73 ms against 0.87,
+    // SD1.5's 40-wide heads 0.51 against 0.59. (Summing the two halves in shared memory first had not paid,
+    // 0.99 against 1.00, nor had cp.reduce.async.bulk a row at a time from these warps, 1.09.) Now the
+    // warpgroup hands its step's dQ to the dQ warp as one tile (80-wide heads 0.059-0.060 ms -> 0.057-0.058,
+    // H200, 2026-11-28), issuing the product before dV and dK so that the hand-off runs while theirs do.
     compute_sync();  // both warpgroups' rows of dSᵀ are stored
     // Each branch waits for all of its own products: with a product still running where the two meet,
     // ptxas serialises every wgmma (C7514).

@@ -19,7 +19,8 @@ namespace hd::gpu {
 // One tile configuration: the head width the scores' products use (kD: rounded up to 16, their k) and the
 // gradients' (kDV: rounded up to 8, their n). A row of Q, K, V or dO spans `atoms` blocks of 64 elements,
 // each block of the tile's rows stored apart (wgmma.cuh's layout). Two warpgroups (one block a
-// multiprocessor: 206-254 registers a thread) share each step's Q and dO. One warpgroup a block, three a
+// multiprocessor: 240 registers a thread, setmaxnreg's share; 206-254 before the dQ warp's warpgroup took
+// its 24) share each step's Q and dO. One warpgroup a block, three a
 // multiprocessor (168 registers: ptxas spills, and serialises the wgmma of heads from 64 up), was no
 // faster (H100, 2026-11-28: SD1.5's 40-wide heads 0.512 ms against 0.505, SDXL's 4096-token
 // self-attention 1.10 against 0.73, SD1.5's 80-wide heads 0.14 against 0.07).
