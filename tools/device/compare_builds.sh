@@ -3,7 +3,8 @@
 # tools/device/pack_variant.sh (.variant-NAME.tar.gz) built side by side, each variant's GPU tests run
 # (TESTS: a gtest filter, '*' by default; TESTS= skips them), then hd_bench_gpu_kernels $BENCH of every
 # build in alternating rounds, so that the machine's drift falls on all of them alike. Every command has a
-# time limit: a variant that hangs loses its lines, not the call. Logs in $OUT.
+# time limit: a variant that hangs loses its lines, not the call. CUDA_FLAGS: nvcc flags for every build
+# (-lineinfo for a profiler's source page). Logs in $OUT.
 #   BENCH="--only backward" ROUNDS=3 TESTS='*Attention*:*Convert*' bash tools/device/compare_builds.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,6 +23,7 @@ jobs=$(( $(nproc) / ${#names[@]} ))
 for i in "${!names[@]}"; do
   (cmake -S "${dirs[$i]}" -B "${dirs[$i]}/build/cuda" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHD_CUDA=ON -DHD_SERVER=OFF \
      -DCMAKE_PREFIX_PATH=/tmp/deps/usr -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON ${cudnn_root:+-DHD_CUDNN_ROOT=$cudnn_root} \
+     ${CUDA_FLAGS:+"-DCMAKE_CUDA_FLAGS=$CUDA_FLAGS"} \
      -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build-${names[$i]}.txt" 2>&1 &&
    ninja -C "${dirs[$i]}/build/cuda" -j "$jobs" $targets >> "$OUT/build-${names[$i]}.txt" 2>&1) &
 done
