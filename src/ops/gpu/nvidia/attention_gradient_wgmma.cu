@@ -194,7 +194,7 @@ __device__ __forceinline__ void gradient_body_turns(const T* __restrict__ q, con
       wgmma::wait<1>();  // dQ (dV's and dK's products may still run)
       wgmma::fence_operands(dq);
       stage_dq<Tile>(dq, reinterpret_cast<float*>(dq_tiles + warpgroup * Tile::dq_bytes), dq_q0s + warpgroup,
-                     q0, warpgroup, ga.scale, dq_staged);
+                     q0, warpgroup, dq_staged);
       dq_staged = true;
       wgmma::wait<0>();
     }
@@ -269,8 +269,9 @@ __global__ void narrow_dq_tiles_kernel(const float* __restrict__ sums, T* __rest
     const float* const src = sums + (bh * tiles + query / kQueries) * (kQueries * kDV) +
                              dq_tile_index_of_columns(query % kQueries, n);
     const float4 lo = *reinterpret_cast<const float4*>(src), hi = *reinterpret_cast<const float4*>(src + 4);
-    const uint4 packed{pack2<T>(lo.x, lo.y), pack2<T>(lo.z, lo.w), pack2<T>(hi.x, hi.y),
-                       pack2<T>(hi.z, hi.w)};
+    const float sc = ga.scale;  // the softmax scale, left out of the sums
+    const uint4 packed{pack2<T>(lo.x * sc, lo.y * sc), pack2<T>(lo.z * sc, lo.w * sc),
+                       pack2<T>(hi.x * sc, hi.y * sc), pack2<T>(hi.z * sc, hi.w * sc)};
     *reinterpret_cast<uint4*>(grad_q + (int64_t(blockIdx.y) * a.lq + query) * ga.grad_row +
                               int64_t(h) * a.head_dim + n * 8) = packed;
   }

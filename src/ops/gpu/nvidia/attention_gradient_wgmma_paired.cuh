@@ -117,7 +117,7 @@ __device__ __forceinline__ void gradient_body_paired(
   bool dq_staged = false;  // this warpgroup's dQ tile holds a step the dQ warp is to read
   const auto hand_dq = [&](int dq_q0) {
     stage_dq<Tile>(dq, reinterpret_cast<float*>(dq_tiles + warpgroup * Tile::dq_bytes), dq_q0s + warpgroup,
-                   dq_q0, warpgroup, ga.scale, dq_staged);
+                   dq_q0, warpgroup, dq_staged);
     dq_staged = true;
   };
 

@@ -223,18 +223,17 @@ __device__ __forceinline__ void add_staged_dq(float* sums, const uint8_t* dq_til
 }
 
 // A compute warpgroup's dQ of a step into its tile for the dQ warp, in fragment order
-// (dq_tile_index_of_columns), with the softmax scale, and the step's first query into its slot. wait_read:
-// the tile was stored before, and the dQ warp must have read it first.
+// (dq_tile_index_of_columns), without the softmax scale (narrow_dq_tiles applies it once), and the step's
+// first query into its slot. wait_read: the tile was stored before, and the dQ warp must have read it first.
 template <class Tile>
 __device__ __forceinline__ void stage_dq(const float (&dq)[Tile::dv / 2], float* tile, int* q0_slot, int q0,
-                                         int warpgroup, float scale, bool wait_read) {
+                                         int warpgroup, bool wait_read) {
   namespace ws = warp_specialization;
   if (wait_read) ws::sync(kDqRead + warpgroup, kDqBarrierThreads);
   const int c = int(threadIdx.x) % wgmma::kWarpgroupThreads;
 #pragma unroll
   for (int p = 0; p < Tile::dv / 4; ++p)
-    *reinterpret_cast<float2*>(tile + p * kDqTilePairStride + 2 * c) =
-        make_float2(dq[2 * p] * scale, dq[2 * p + 1] * scale);
+    *reinterpret_cast<float2*>(tile + p * kDqTilePairStride + 2 * c) = make_float2(dq[2 * p], dq[2 * p + 1]);
   if (c == 0) *q0_slot = q0;
   wgmma::fence_shared_for_async();  // the stores, for the bulk reduction's reads
   ws::arrive(kDqStored + warpgroup, kDqBarrierThreads);
