@@ -99,14 +99,15 @@ TEST(GpuAttentionBackward, MatchesCpu) {
     int heads, head_dim;
     bool causal;
   };
-  // SD1.5's widths 40/80/160 and SD2.x/SDXL's 64; 77 text tokens; lengths off every tile size. The last
-  // four have few key blocks for their queries: each key block's query steps are split among several
-  // blocks (attention_gradient_block), one of them causal; the self-attention ones among them keep dK's
-  // and dV's sums after dQ's where the log-sum-exp is given (the fragment kernel's stacked sums).
-  const Case cases[] = {{2, 300, 300, 2, 40, false}, {2, 130, 77, 2, 64, false}, {1, 100, 100, 1, 80, true},
-                        {1, 70, 90, 2, 160, false},  {1, 33, 50, 3, 8, false},   {1, 200, 200, 2, 64, true},
-                        {1, 1000, 77, 2, 40, false}, {1, 700, 700, 1, 64, true}, {1, 400, 50, 2, 160, false},
-                        {1, 300, 300, 2, 160, false}};
+  // SD1.5's widths 40/80/160 and SD2.x/SDXL's 64; 77 text tokens; lengths off every tile size; 96, the
+  // widest head Hopper's warpgroup kernel takes (its dQ tiles at their widest). The last four have few key
+  // blocks for their queries: each key block's query steps are split among several blocks
+  // (attention_gradient_block), one of them causal; the self-attention ones among them keep dK's and dV's
+  // sums after dQ's where the log-sum-exp is given (the fragment kernel's stacked sums).
+  const Case cases[] = {{2, 300, 300, 2, 40, false}, {2, 130, 77, 2, 64, false},  {1, 100, 100, 1, 80, true},
+                        {1, 70, 90, 2, 160, false},  {1, 33, 50, 3, 8, false},    {1, 200, 200, 2, 64, true},
+                        {1, 150, 130, 2, 96, false}, {1, 1000, 77, 2, 40, false}, {1, 700, 700, 1, 64, true},
+                        {1, 400, 50, 2, 160, false}, {1, 300, 300, 2, 160, false}};
   for (DType t : {DType::kF16, DType::kBF16}) {
     for (const auto& c : cases) {
       // kTuned: Hopper's warpgroup kernel on an sm_90 device (heads up to 96), else the fragment layer's;
