@@ -18,7 +18,7 @@ struct Watchdog {
   std::chrono::milliseconds timeout{0};  // 0: no watchdog
   // Whether ranks still exchange (none: what is left, a decode, may take as long as it takes); empty:
   // always. The timeout restarts when it turns true again.
-  std::function<bool()> exchanging;
+  std::function<bool()> exchanging{};
 };
 
 // Runs work(rank) for every rank in [0, ranks) on a thread of its own and returns when all have ended.

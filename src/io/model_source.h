@@ -41,9 +41,9 @@ struct TensorRef {
   bool transposed = false;
   // A tensor in a caller's memory instead of a file (held_component): its dense view in the engine's
   // layout, a convolution kernel (rank 4) as [Cout, kh, kw, Cin].
-  std::optional<Tensor> held;
+  std::optional<Tensor> held{};
   // LoRA layers added to the stored weight as it loads (ModelSource::add_lora), in the order given.
-  std::vector<LowRankDelta> deltas;
+  std::vector<LowRankDelta> deltas{};
 
   // After the row selection and the transposition; a held convolution kernel as diffusers holds it,
   // [Cout, Cin, kh, kw].

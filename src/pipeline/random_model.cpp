@@ -45,7 +45,7 @@ struct ArchNumbers {
   // pooled text width is the last text encoder's projection (add_embedding_inputs).
   int64_t time_ids = 0, time_id_width = 0;
   float vae_scaling = 0.18215f;
-  std::vector<TextEncoderNumbers> text;  // text_encoder, then (SDXL) text_encoder_2
+  std::vector<TextEncoderNumbers> text{};  // text_encoder, then (SDXL) text_encoder_2
 };
 
 // add_embedding's input width before the divisor: the pooled text embedding, then the embedded ids.
