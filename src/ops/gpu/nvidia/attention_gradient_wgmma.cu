@@ -92,15 +92,8 @@ __device__ __forceinline__ void gradient_body_turns(const T* __restrict__ q, con
   const auto following = [&](int q0) { return walk.following(q0, kQueries); };
   uint8_t* const dq_tiles = base + Tile::dq_offset;
   int* const dq_q0s = reinterpret_cast<int*>(base + Tile::dq_q0_offset);
-  if (warpgroup == Tile::warpgroups) {  // the third warpgroup: its first warp adds dQ, the others leave
-    warp_specialization::registers_down<kDqWarpRegisters>();
-    if (tid / kWarpSize == Tile::threads / kWarpSize)
-      add_staged_dq<Tile>(grad_q_sums + int64_t(bh) * ((a.lq + kQueries - 1) / kQueries) * (kQueries * kDV),
-                          dq_tiles, dq_q0s, steps, lane);
-    return;
-  }
-  warp_specialization::registers_up<kComputeRegisters>();
-  const auto compute_sync = [] { warp_specialization::sync(kComputeBarrier, Tile::threads); };
+  // The third warpgroup (the dQ warp's) ends here.
+  if (!take_roles<Tile>(warpgroup, grad_q_sums, bh, a.lq, dq_tiles, dq_q0s, steps)) return;
 
   const auto load_step = [&](int stage, int q0) {
     load_rows<Tile, kQueries>(q_tile(stage), q_base, a.q_row, q0, a.lq, a.head_dim);
@@ -142,7 +135,7 @@ __device__ __forceinline__ void gradient_body_turns(const T* __restrict__ q, con
 
     async_wait<0>();                  // this step's tiles (and the first time K and V) have landed ...
     wgmma::fence_shared_for_async();  // ... where wgmma's reads see them ...
-    compute_sync();  // ... for every thread; and every warpgroup is done with the other stage and dSᵀ
+    compute_sync<Tile>();  // ... for every thread; and every warpgroup is done with the other stage and dSᵀ
     if (i + 1 < steps) {
       load_step(stage ^ 1, following(q0));
       fetch_statistics(following(q0));
@@ -182,7 +175,7 @@ __device__ __forceinline__ void gradient_body_turns(const T* __restrict__ q, con
     // 0.99 against 1.00, nor had cp.reduce.async.bulk a row at a time from these warps, 1.09.) Now the
     // warpgroup hands its step's dQ to the dQ warp as one tile (80-wide heads 0.059-0.060 ms -> 0.057-0.058,
     // H200, 2026-11-28), issuing the product before dV and dK so that the hand-off runs while theirs do.
-    compute_sync();  // both warpgroups' rows of dSᵀ are stored
+    compute_sync<Tile>();  // both warpgroups' rows of dSᵀ are stored
     // Each branch waits for all of its own products: with a product still running where the two meet,
     // ptxas serialises every wgmma (C7514).
     if ((i & 1) != warpgroup) {

@@ -68,15 +68,8 @@ __device__ __forceinline__ void gradient_body_paired(
   const auto following = [&](int q0) { return walk.following(q0, kQueries); };
   uint8_t* const dq_tiles = base + Tile::dq_offset;
   int* const dq_q0s = reinterpret_cast<int*>(base + Tile::dq_q0_offset);
-  if (warpgroup == Tile::warpgroups) {  // the third warpgroup: its first warp adds dQ, the others leave
-    warp_specialization::registers_down<kDqWarpRegisters>();
-    if (tid / kWarpSize == Tile::threads / kWarpSize)
-      add_staged_dq<Tile>(grad_q_sums + int64_t(bh) * ((a.lq + kQueries - 1) / kQueries) * (kQueries * kDV),
-                          dq_tiles, dq_q0s, walk.steps, lane);
-    return;
-  }
-  warp_specialization::registers_up<kComputeRegisters>();
-  const auto compute_sync = [] { warp_specialization::sync(kComputeBarrier, Tile::threads); };
+  // The third warpgroup (the dQ warp's) ends here.
+  if (!take_roles<Tile>(warpgroup, grad_q_sums, bh, a.lq, dq_tiles, dq_q0s, walk.steps)) return;
 
   // A pair's tiles: q0s[0]'s and, where the pair has it, q0s[1]'s.
   const auto load_pair = [&](int stage, const int(&q0s)[2], bool second) {
@@ -131,8 +124,8 @@ __device__ __forceinline__ void gradient_body_paired(
     }
     async_wait<0>();                  // this pair's tiles (and the first time K and V) have landed ...
     wgmma::fence_shared_for_async();  // ... where wgmma's reads see them ...
-    compute_sync();  // ... for every thread; both warpgroups' dSᵀ of the previous pair are stored, and
-                     // every warpgroup is done with the other stage and this set's dSᵀ buffers
+    compute_sync<Tile>();  // ... for every thread; both warpgroups' dSᵀ of the previous pair are stored, and
+                           // every warpgroup is done with the other stage and this set's dSᵀ buffers
     const int this_q0[2] = {pair_q0[0], pair_q0[1]};
     if (pair + 1 < pairs) {  // this pair has two steps
       pair_q0[0] = following(this_q0[1]);
@@ -200,7 +193,7 @@ __device__ __forceinline__ void gradient_body_paired(
     previous_q0[0] = this_q0[0], previous_q0[1] = this_q0[1];
   }
   if (walk.steps > 0) {  // the last pair's dQ: each warpgroup its own sub-step's, where the pair has it
-    compute_sync();      // both warpgroups' dSᵀ of the last pair are stored
+    compute_sync<Tile>();  // both warpgroups' dSᵀ of the last pair are stored
     const int last = pairs - 1;
     if (warpgroup == 0 || has_second(last)) {
       wgmma::fence();

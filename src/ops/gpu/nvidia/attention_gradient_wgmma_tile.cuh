@@ -65,9 +65,9 @@ struct GradientWgmmaTile {
 // stores of one pair are 256 contiguous bytes. In the accumulator's layout dq[4n + e] is (query row + 8 (e
 // / 2), column 8n + 2t + e % 2) for lane (g, t) of warp w (row = 16w + g); so the 8 columns 8n..8n + 7 of
 // query r (w = r / 16, g = r % 8, h = r % 16 / 8) are the 8 floats from (2n + h) * 256 + (32w + 4g) * 2.
-inline constexpr int kDqTilePairStride = 256;
+inline constexpr int kDqTilePairStride = 2 * wgmma::kWarpgroupThreads;
 __host__ __device__ constexpr int dq_tile_index_of_columns(int r, int n) {
-  return (2 * n + r % 16 / 8) * kDqTilePairStride + (32 * (r / 16) + 4 * (r % 8)) * 2;
+  return (2 * n + r % 16 / 8) * kDqTilePairStride + (kWarpSize * (r / 16) + 4 * (r % 8)) * 2;
 }
 
 // A block's share of the query steps (64 queries each). Causal: queries before the block's first key see
@@ -237,6 +237,32 @@ __device__ __forceinline__ void stage_dq(const float (&dq)[Tile::dv / 2], float*
   if (c == 0) *q0_slot = q0;
   wgmma::fence_shared_for_async();  // the stores, for the bulk reduction's reads
   ws::arrive(kDqStored + warpgroup, kDqBarrierThreads);
+}
+
+// Where both forms' bodies begin: the third warpgroup gives its registers to the compute warpgroups, its
+// first warp is the dQ warp (add_staged_dq) over this (batch, head)'s `steps` steps (bh; grad_q_sums: every
+// (batch, head)'s tiles of sums), and its other warps leave. Returns whether this thread computes (its
+// warpgroup then holds kComputeRegisters).
+template <class Tile>
+__device__ __forceinline__ bool take_roles(int warpgroup, float* grad_q_sums, int bh, int lq,
+                                           const uint8_t* dq_tiles, const int* q0s, int steps) {
+  if (warpgroup == Tile::warpgroups) {
+    warp_specialization::registers_down<kDqWarpRegisters>();
+    const int tid = int(threadIdx.x);
+    if (tid / kWarpSize == Tile::threads / kWarpSize)
+      add_staged_dq<Tile>(
+          grad_q_sums + int64_t(bh) * ((lq + Tile::queries - 1) / Tile::queries) * (Tile::queries * Tile::dv),
+          dq_tiles, q0s, steps, tid % kWarpSize);
+    return false;
+  }
+  warp_specialization::registers_up<kComputeRegisters>();
+  return true;
+}
+
+// The compute warpgroups' barrier (kComputeBarrier).
+template <class Tile>
+__device__ __forceinline__ void compute_sync() {
+  warp_specialization::sync(kComputeBarrier, Tile::threads);
 }
 #endif
 
