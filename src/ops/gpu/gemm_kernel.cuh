@@ -237,18 +237,61 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
     }
   }
 
-  // Epilogue. Each lane's accumulators are C values at the layout's (row, column) positions; where the
-  // layout pairs neighbouring columns, both go out in one 32-bit store.
+  // Epilogue. Each lane's accumulators are C values at the layout's (row, column) positions.
   const int lane = tid % Frag::kLanes;
   constexpr int kStep = Frag::kColumnPairs ? 2 : 1;
+  const auto row_of = [&](int i, int r) HD_INLINE { return wm * kWarpM + i * 16 + Frag::c_row(lane, r); };
+  const auto col_of = [&](int j, int r)
+                          HD_INLINE { return wn * kWarpN + j * Frag::kN + Frag::c_col(lane, r); };
+  // The asynchronous tiles (NVIDIA) whose stages hold C in f32 send it through shared memory, so that
+  // each thread stores 16 contiguous bytes of a row, as Hopper's warpgroup tiles do. Straight from the
+  // accumulators a warp's store covers 8 rows x 16 bytes, with a bounds test, the bias and the residual
+  // spelled out for each of a 64x64 warp tile's 64 fragments: on 8192^3 the 256x128 tile's epilogue
+  // (about 2,000 instructions a warp, run while its block has the multiprocessor to itself) drew 16% of
+  // the warps' stall samples, most of them waiting for instructions to be fetched (H200, 2026-11-29).
+  // The register-staged tiles (every AMD layout) keep the direct stores: their two stages seldom hold C
+  // in f32, and no AMD GPU was there to measure the change.
+  constexpr int kPitch = kBN + 8;  // floats; a half-warp's 8-byte writes then take one pass
+  constexpr bool kStaged =
+      kAsync && !kSplit && kBN % 8 == 0 && size_t(kBM) * kPitch * sizeof(float) <= kTile.shared_bytes();
+  if constexpr (kStaged) {
+    float* const staged = reinterpret_cast<float*>(smem_raw);
+    __syncthreads();  // every warp has read its last slice of the stages
 #pragma unroll
-  for (int i = 0; i < kMT; ++i)
+    for (int i = 0; i < kMT; ++i)
 #pragma unroll
-    for (int j = 0; j < kNT; ++j)
+      for (int j = 0; j < kNT; ++j)
 #pragma unroll
-      for (int r = 0; r < Frag::kAccumulators; r += kStep)
-        block.out.store(m0 + wm * kWarpM + i * 16 + Frag::c_row(lane, r), n0 + wn * kWarpN + j * Frag::kN + Frag::c_col(lane, r),
-                        acc[i][j].r[r], kStep == 2 ? acc[i][j].r[r + 1] : 0.f, kStep == 2);
+        for (int r = 0; r < Frag::kAccumulators; r += kStep) {
+          float* const at = staged + row_of(i, r) * kPitch + col_of(j, r);
+          if constexpr (kStep == 2) {
+            *reinterpret_cast<float2*>(at) = make_float2(acc[i][j].r[r], acc[i][j].r[r + 1]);
+          } else {
+            *at = acc[i][j].r[r];
+          }
+        }
+    __syncthreads();
+    // A row's 16-byte stores; where they do not divide the threads (160 wide), the last few threads idle.
+    constexpr int kOutVectors = kBN / 8, kOutRowsPerPass = kThreads / kOutVectors;
+    const int column = tid % kOutVectors * 8;
+    for (int r = tid / kOutVectors; r < kBM && tid < kOutRowsPerPass * kOutVectors; r += kOutRowsPerPass) {
+      float v[8];
+      const float4 lo = *reinterpret_cast<const float4*>(staged + r * kPitch + column);
+      const float4 hi = *reinterpret_cast<const float4*>(staged + r * kPitch + column + 4);
+      v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+      store_eight(block.out, m0 + r, n0 + column, v);
+    }
+  } else {
+    // Where the layout pairs neighbouring columns, both go out in one 32-bit store.
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int j = 0; j < kNT; ++j)
+#pragma unroll
+        for (int r = 0; r < Frag::kAccumulators; r += kStep)
+          block.out.store(m0 + row_of(i, r), n0 + col_of(j, r), acc[i][j].r[r],
+                          kStep == 2 ? acc[i][j].r[r + 1] : 0.f, kStep == 2);
+  }
 }
 
 // A layout the target being compiled does not have (Frag::kOnThisTarget; the host never offers it there)
