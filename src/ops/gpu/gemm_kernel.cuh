@@ -273,16 +273,7 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
           }
         }
     __syncthreads();
-    // A row's 16-byte stores; where they do not divide the threads (160 wide), the last few threads idle.
-    constexpr int kOutVectors = kBN / 8, kOutRowsPerPass = kThreads / kOutVectors;
-    const int column = tid % kOutVectors * 8;
-    for (int r = tid / kOutVectors; r < kBM && tid < kOutRowsPerPass * kOutVectors; r += kOutRowsPerPass) {
-      float v[8];
-      const float4 lo = *reinterpret_cast<const float4*>(staged + r * kPitch + column);
-      const float4 hi = *reinterpret_cast<const float4*>(staged + r * kPitch + column + 4);
-      v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
-      store_eight(block.out, m0 + r, n0 + column, v);
-    }
+    store_staged_tile<kBM, kBN, kThreads>(block.out, staged, kPitch, m0, n0, tid);
   } else {
     // Where the layout pairs neighbouring columns, both go out in one 32-bit store.
 #pragma unroll

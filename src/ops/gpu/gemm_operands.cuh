@@ -187,6 +187,24 @@ __device__ __forceinline__ void store_eight(const OutputWriter<T, false>& out, i
                                                      pack2<T>(w[6], w[7]));
 }
 
+// A block's bm x bn tile of C, staged in shared memory in f32 (`staged`, rows `pitch` floats apart), sent
+// out 16 contiguous bytes a thread (store_eight). Where a row's vectors do not divide the threads (160
+// wide), the last few threads idle.
+template <int kBM, int kBN, int kThreads, class T>
+__device__ __forceinline__ void store_staged_tile(const OutputWriter<T, false>& out, const float* staged,
+                                                  int pitch, int m0, int n0, int tid) {
+  constexpr int kVectors = kBN / 8, kRowsPerPass = kThreads / kVectors;
+  static_assert(kBN % 8 == 0 && kRowsPerPass > 0);
+  const int column = tid % kVectors * 8;
+  for (int r = tid / kVectors; r < kBM && tid < kRowsPerPass * kVectors; r += kRowsPerPass) {
+    float v[8];
+    const float4 lo = *reinterpret_cast<const float4*>(staged + r * pitch + column);
+    const float4 hi = *reinterpret_cast<const float4*>(staged + r * pitch + column + 4);
+    v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+    store_eight(out, m0 + r, n0 + column, v);
+  }
+}
+
 // A block's operands and output for batch entry blockIdx.z / splits, and its split.
 template <class T, bool kSplit>
 struct BlockBatch {

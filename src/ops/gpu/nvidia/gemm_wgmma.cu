@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(Tile::threads)
     // that each thread stores 16 contiguous bytes of a row: straight from the accumulators a warp's
     // store covered 8 rows x 16 bytes, which made the short products (k = 320, 42 MB of C) slow.
     // 8 floats of padding a row: a warp's 8-byte writes then take the minimum two passes.
-    constexpr int kPitch = kBN + 8, kVectorsPerRow = kBN / 8, kRowsPerPass = kThreads / kVectorsPerRow;
+    constexpr int kPitch = kBN + 8;
     static_assert(size_t(kBM) * kPitch * sizeof(float) <= kStages * kStageBytes, "C fits in the stages");
     float* const staged = reinterpret_cast<float*>(smem);
     __syncthreads();  // every warpgroup has left the stages
@@ -133,14 +133,7 @@ __global__ void __launch_bounds__(Tile::threads)
       *reinterpret_cast<float2*>(staged + (row + 8) * kPitch + col) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
     }
     __syncthreads();
-    const int column = tid % kVectorsPerRow * 8;
-    for (int r = tid / kVectorsPerRow; r < kBM && tid < kRowsPerPass * kVectorsPerRow; r += kRowsPerPass) {
-      float v[8];
-      const float4 lo = *reinterpret_cast<const float4*>(staged + r * kPitch + column);
-      const float4 hi = *reinterpret_cast<const float4*>(staged + r * kPitch + column + 4);
-      v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
-      store_eight(block.out, m0 + r, n0 + column, v);
-    }
+    store_staged_tile<kBM, kBN, kThreads>(block.out, staged, kPitch, m0, n0, tid);
   }
 #else
   HD_TRAP();
