@@ -253,7 +253,7 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   // Through shared memory it ran at 323-326 TFLOP/s instead of 307-311, and SD's products up to 19% faster.
   // The register-staged tiles (every AMD layout) keep the direct stores: their two stages seldom hold C
   // in f32, and no AMD GPU was there to measure the change.
-  constexpr int kPitch = kBN + 8;  // floats; a half-warp's 8-byte writes then take one pass
+  constexpr int kPitch = staged_pitch(kBN);
   constexpr bool kStaged =
       kAsync && !kSplit && kBN % 8 == 0 && size_t(kBM) * kPitch * sizeof(float) <= kTile.shared_bytes();
   if constexpr (kStaged) {
@@ -273,7 +273,7 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
           }
         }
     __syncthreads();
-    store_staged_tile<kBM, kBN, kThreads>(block.out, staged, kPitch, m0, n0, tid);
+    store_staged_tile<kBM, kBN, kThreads>(block.out, staged, m0, n0, tid);
   } else {
     // Where the layout pairs neighbouring columns, both go out in one 32-bit store.
 #pragma unroll

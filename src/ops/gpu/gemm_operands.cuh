@@ -12,6 +12,7 @@
 #include "ops/gpu/fast_divisor.h"
 #include "ops/gpu/numeric.cuh"
 #include "ops/gpu/target.cuh"
+#include "ops/host_device.h"
 
 namespace hd::gpu::gemm_tiles {
 
@@ -190,13 +191,19 @@ __device__ __forceinline__ void store_eight(const OutputWriter<T, false>& out, i
                                                      pack2<T>(w[6], w[7]));
 }
 
-// A block's bm x bn tile of C, staged in shared memory in f32 (`staged`, rows `pitch` floats apart), sent
-// out 16 contiguous bytes a thread (store_eight). Where a row's vectors do not divide the threads (160
-// wide), the last few threads idle.
+// The row pitch, in floats, of a bn-wide tile of C staged in shared memory: 8 floats of padding, so that
+// a half-warp's 8-byte writes of accumulator pairs take one pass.
+HD_HOST_DEVICE constexpr int staged_pitch(int bn) {
+  return bn + 8;
+}
+
+// A block's bm x bn tile of C, staged in shared memory in f32 (`staged`, rows staged_pitch(bn) floats
+// apart), sent out 16 contiguous bytes a thread (store_eight). Where a row's vectors do not divide the
+// threads (160 wide), the last few threads idle.
 template <int kBM, int kBN, int kThreads, class T>
 __device__ __forceinline__ void store_staged_tile(const OutputWriter<T, false>& out, const float* staged,
-                                                  int pitch, int m0, int n0, int tid) {
-  constexpr int kVectors = kBN / 8, kRowsPerPass = kThreads / kVectors;
+                                                  int m0, int n0, int tid) {
+  constexpr int pitch = staged_pitch(kBN), kVectors = kBN / 8, kRowsPerPass = kThreads / kVectors;
   static_assert(kBN % 8 == 0 && kRowsPerPass > 0);
   const int column = tid % kVectors * 8;
   for (int r = tid / kVectors; r < kBM && tid < kRowsPerPass * kVectors; r += kRowsPerPass) {

@@ -121,8 +121,7 @@ __global__ void __launch_bounds__(Tile::threads)
     // C leaves through shared memory (the stages, free once every warpgroup's products are done), so
     // that each thread stores 16 contiguous bytes of a row: straight from the accumulators a warp's
     // store covered 8 rows x 16 bytes, which made the short products (k = 320, 42 MB of C) slow.
-    // 8 floats of padding a row: a warp's 8-byte writes then take the minimum two passes.
-    constexpr int kPitch = kBN + 8;
+    constexpr int kPitch = staged_pitch(kBN);
     static_assert(size_t(kBM) * kPitch * sizeof(float) <= kStages * kStageBytes, "C fits in the stages");
     float* const staged = reinterpret_cast<float*>(smem);
     __syncthreads();  // every warpgroup has left the stages
@@ -133,7 +132,7 @@ __global__ void __launch_bounds__(Tile::threads)
       *reinterpret_cast<float2*>(staged + (row + 8) * kPitch + col) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
     }
     __syncthreads();
-    store_staged_tile<kBM, kBN, kThreads>(block.out, staged, kPitch, m0, n0, tid);
+    store_staged_tile<kBM, kBN, kThreads>(block.out, staged, m0, n0, tid);
   }
 #else
   HD_TRAP();
