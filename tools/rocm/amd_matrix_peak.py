@@ -249,7 +249,7 @@ def tile_shapes():
         fields = dict(TILE_DEFAULTS)
         for f in re.finditer(r"\.(\w+) = (\w+)", m.group(2)):
             fields[f.group(1)] = f.group(2)
-        shapes[m.group(1)] = {k: v if k in ("vector", "pipelined") else int(v) for k, v in fields.items()}
+        shapes[m.group(1)] = {k: v if v in ("true", "false") else int(v) for k, v in fields.items()}
     if not shapes:
         sys.exit(f"{TILE_TABLE}: no tile found (the table's form changed?)")
     return shapes

@@ -50,6 +50,8 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   static_assert(kWarpM % 16 == 0 && kWarpN % Frag::kN == 0);
   static_assert(!kAsync || kVector, "asynchronous copies move whole 16-byte vectors");
   static_assert(!kTile.pipelined || (kVector && kStepK % 32 == 0), "pipelined fragments: 16-byte tiles, k-steps of 32 or 64");
+  static_assert(!kTile.spread_copies || (kAsync && kTile.pipelined),
+                "copies in parts: asynchronous pipelined tiles");
   static_assert(kWM * kWN <= Frag::kMaxGroups, "more fragment groups than the layout's emulation has scratch for");
   extern __shared__ uint4 smem_raw[];
   uint16_t* const smem = reinterpret_cast<uint16_t*>(smem_raw);
@@ -179,8 +181,24 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
             load_slice(f[(q + 1) & 1], (s + 1) % kStages, 0);
           }
           multiply_slice(f[q & 1]);
-          if (q == 0) {
-            const int next = s + kStages - 1;
+          const int next = s + kStages - 1;
+          if constexpr (kTile.spread_copies && kSlices > 2) {
+            // In parts over the first kSlices - 1 slices, committed with the last part, before this
+            // step's wait: a third of the vectors a slice, so that the fragment loads of the slices
+            // after are not queued behind all of them.
+            constexpr int kParts = kSlices - 1, kVectors = kAPasses + kBPasses;
+            if (q < kParts) {
+              if (next < steps) {
+                const int stage_next = next % kStages;
+                in.for_vectors((first + next) * kBK, q * kVectors / kParts, (q + 1) * kVectors / kParts,
+                               [&](int i, const uint16_t* src, bool ok)
+                                   HD_INLINE { copy_16_async(a_slot(stage_next, i), src, ok); },
+                               [&](int j, const uint16_t* src, bool ok)
+                                   HD_INLINE { copy_16_async(b_slot(stage_next, j), src, ok); });
+              }
+              if (q == kParts - 1) async_commit();
+            }
+          } else if (q == 0) {
             if (next < steps) load_async(next % kStages, (first + next) * kBK);
             async_commit();
           }

@@ -91,6 +91,12 @@ struct TileOperands {
   // tiles are not bound by issuing instructions, so it was not kept.
   template <class F, class G>
   __device__ __forceinline__ void for_each_vector(int k0, F f, G g) const {
+    for_vectors(k0, 0, kAPasses + kBPasses, f, g);
+  }
+  // The same for vectors [first, end) of this thread's A vectors followed by its B vectors: a k-step's
+  // copies issued in parts (first and end are constants where the caller's loop is unrolled).
+  template <class F, class G>
+  __device__ __forceinline__ void for_vectors(int k0, int first, int end, F f, G g) const {
     const int k = k0 + vec * 8;
     const bool k_ok = k < p.k;
     int kk, ch, ky, kx;
@@ -99,11 +105,13 @@ struct TileOperands {
     const int64_t offset = (int64_t(ky) * p.width + kx) * p.pixel_stride + ch;  // from a row's corner
 #pragma unroll
     for (int i = 0; i < kAPasses; ++i) {
+      if (i < first || i >= end) continue;
       const bool ok = k_ok && unsigned(a_iy[i] + ky) < unsigned(p.height) && unsigned(a_ix[i] + kx) < unsigned(p.width);
       f(i, ok ? a_corner[i] + offset : a_bits, ok);
     }
 #pragma unroll
     for (int j = 0; j < kBPasses; ++j) {
+      if (kAPasses + j < first || kAPasses + j >= end) continue;
       const bool ok = k_ok && j < b_passes;
       g(j, ok ? b_first_row + j * b_pass_stride + k : b_bits, ok);
     }
