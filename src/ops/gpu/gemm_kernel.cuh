@@ -50,8 +50,8 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   static_assert(kWarpM % 16 == 0 && kWarpN % Frag::kN == 0);
   static_assert(!kAsync || kVector, "asynchronous copies move whole 16-byte vectors");
   static_assert(!kTile.pipelined || (kVector && kStepK % 32 == 0), "pipelined fragments: 16-byte tiles, k-steps of 32 or 64");
-  static_assert(!kTile.spread_copies || (kAsync && kTile.pipelined),
-                "copies in parts: asynchronous pipelined tiles");
+  static_assert(kTile.copy_parts == 1 || (kAsync && kTile.pipelined && kTile.copy_parts < kStepK / 16),
+                "copies in parts: asynchronous pipelined tiles, in fewer parts than a k-step has slices");
   static_assert(kWM * kWN <= Frag::kMaxGroups, "more fragment groups than the layout's emulation has scratch for");
   extern __shared__ uint4 smem_raw[];
   uint16_t* const smem = reinterpret_cast<uint16_t*>(smem_raw);
@@ -182,11 +182,10 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
           }
           multiply_slice(f[q & 1]);
           const int next = s + kStages - 1;
-          if constexpr (kTile.spread_copies && kSlices > 2) {
-            // In parts over the first kSlices - 1 slices, committed with the last part, before this
-            // step's wait: a third of the vectors a slice, so that the fragment loads of the slices
-            // after are not queued behind all of them.
-            constexpr int kParts = kSlices - 1, kVectors = kAPasses + kBPasses;
+          if constexpr (kTile.copy_parts > 1) {
+            // In parts over the first kParts slices, committed with the last part, before this step's
+            // wait, so that the fragment loads of the slices after are not queued behind all of them.
+            constexpr int kParts = kTile.copy_parts, kVectors = kAPasses + kBPasses;
             if (q < kParts) {
               if (next < steps) {
                 const int stage_next = next % kStages;

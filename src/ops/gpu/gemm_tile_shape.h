@@ -31,13 +31,13 @@ struct TileShape {
   // k-step's barrier too: the profile of the large tiles showed warps waiting on their fragment loads
   // after every barrier, with 8 warps a multiprocessor to hide them.
   bool pipelined = false;
-  // Asynchronous pipelined tiles: the next k-step's copies issued in parts over this step's first
-  // slices, not all at its first. The profile of the 256x128 tile put a third of its stall samples on
-  // the copies' queue: its loads of fragments, and the address arithmetic reusing the copies' source
-  // registers, waited behind a burst of 96 copies a block. Measured per tile (H200, 2026-11-29): the
-  // 160-wide tiles 3%-9% faster on SD's shapes, 256x128 3% on 8192^3; 128x128 in 8 groups 4%-7% slower,
-  // 128x256 the same.
-  bool spread_copies = false;
+  // Asynchronous pipelined tiles: the next k-step's copies issued in this many parts over this step's
+  // first slices (fewer than its slices), not all at its first. The profile of the 256x128 tile put a
+  // fifth of its stall samples on the long scoreboard: its fragment loads, and the address arithmetic
+  // reusing the copies' source registers, waited behind a burst of 96 copies a block. Measured per tile
+  // on SD's shapes and 8192^3 (H200, 2026-11-29): 2 parts best for 256x128, 128x256, 128x128 in 8 groups
+  // and 128x160 (2%-9% faster than at once), 3 for 64x160.
+  int copy_parts = 1;
 
   HD_HOST_DEVICE constexpr int groups() const { return wm * wn; }
   HD_HOST_DEVICE constexpr size_t shared_bytes() const {
@@ -59,7 +59,7 @@ inline std::string tile_name(const TileShape& t) {
   if (t.groups() == 8) name += "w8";
   if (t.step_k != kDefaultStepK) name += "k" + std::to_string(t.step_k);
   if (t.pipelined) name += "-pipelined";
-  if (t.spread_copies) name += "-spread";
+  if (t.copy_parts > 1) name += "-spread" + std::to_string(t.copy_parts);
   if (t.splits > 1) name += "-split" + std::to_string(t.splits);
   return name;
 }
@@ -134,13 +134,15 @@ struct Async3_256x128w8k64 {
 // The same shapes with pipelined fragments.
 struct Async3_256x128w8k64Pipelined {
   static constexpr TileShape shape{
-      .bm = 256, .bn = 128, .wm = 4, .wn = 2, .stages = 3, .step_k = 64, .pipelined = true, .spread_copies = true};
+      .bm = 256, .bn = 128, .wm = 4, .wn = 2, .stages = 3, .step_k = 64, .pipelined = true, .copy_parts = 2};
 };
 struct Async3_128x256w8k64Pipelined {
-  static constexpr TileShape shape{.bm = 128, .bn = 256, .wm = 2, .wn = 4, .stages = 3, .step_k = 64, .pipelined = true};
+  static constexpr TileShape shape{
+      .bm = 128, .bn = 256, .wm = 2, .wn = 4, .stages = 3, .step_k = 64, .pipelined = true, .copy_parts = 2};
 };
 struct Async3_128x128w8k64Pipelined {
-  static constexpr TileShape shape{.bm = 128, .bn = 128, .wm = 2, .wn = 4, .stages = 3, .step_k = 64, .pipelined = true};
+  static constexpr TileShape shape{
+      .bm = 128, .bn = 128, .wm = 2, .wn = 4, .stages = 3, .step_k = 64, .pipelined = true, .copy_parts = 2};
 };
 struct Async4_64x128k64Pipelined {
   static constexpr TileShape shape{.bm = 64, .bn = 128, .wm = 2, .wn = 2, .stages = 4, .step_k = 64, .pipelined = true};
@@ -150,11 +152,11 @@ struct Async4_64x128k64Pipelined {
 // H100's 132 multiprocessors, where 256x128 gives 96 and 128x128 192, a wave and a half).
 struct Async3_128x160w8k64Pipelined {
   static constexpr TileShape shape{
-      .bm = 128, .bn = 160, .wm = 4, .wn = 2, .stages = 3, .step_k = 64, .pipelined = true, .spread_copies = true};
+      .bm = 128, .bn = 160, .wm = 4, .wn = 2, .stages = 3, .step_k = 64, .pipelined = true, .copy_parts = 2};
 };
 struct Async3_64x160k64Pipelined {
   static constexpr TileShape shape{
-      .bm = 64, .bn = 160, .wm = 2, .wn = 2, .stages = 3, .step_k = 64, .pipelined = true, .spread_copies = true};
+      .bm = 64, .bn = 160, .wm = 2, .wn = 2, .stages = 3, .step_k = 64, .pipelined = true, .copy_parts = 3};
 };
 // clang-format on
 // A tile with its k-steps shared among `kSplits` blocks.
