@@ -35,8 +35,8 @@ struct TileShape {
   // first slices (fewer than its slices), not all at its first. The profile of the 256x128 tile put a
   // fifth of its stall samples on the long scoreboard: its fragment loads, and the address arithmetic
   // reusing the copies' source registers, waited behind a burst of 96 copies a block. Measured per tile
-  // on SD's shapes and 8192^3 (H200, 2026-11-29): 2 parts best for 256x128, 128x256, 128x128 in 8 groups
-  // and 128x160 (2%-9% faster than at once), 3 for 64x160.
+  // on SD's shapes and 8192^3 (H200, 2026-11-29; BENCHMARKS.md): 2 parts fastest for 256x128, 128x256,
+  // 128x128 in 8 groups and 128x160, 3 for 64x160.
   int copy_parts = 1;
 
   HD_HOST_DEVICE constexpr int groups() const { return wm * wn; }
