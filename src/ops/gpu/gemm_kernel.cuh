@@ -98,9 +98,12 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
 #pragma unroll
     for (int j = 0; j < kBPasses; ++j) *reinterpret_cast<uint4*>(b_slot(stage, j)) = b_reg[j];
   };
-  const auto load_async = [&](int stage, int k0) HD_INLINE {
-    in.for_each_vector(
-        k0, [&](int i, const uint16_t* src, bool ok) HD_INLINE { copy_16_async(a_slot(stage, i), src, ok); },
+  // A k-step's copies into a stage, or part `part` of `parts` of them (tiles that spread a step's copies).
+  const auto load_async = [&](int stage, int k0, int part = 0, int parts = 1) HD_INLINE {
+    constexpr int kVectors = kAPasses + kBPasses;
+    in.for_vectors(
+        k0, part * kVectors / parts, (part + 1) * kVectors / parts,
+        [&](int i, const uint16_t* src, bool ok) HD_INLINE { copy_16_async(a_slot(stage, i), src, ok); },
         [&](int j, const uint16_t* src, bool ok) HD_INLINE { copy_16_async(b_slot(stage, j), src, ok); });
   };
 
@@ -181,25 +184,13 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
             load_slice(f[(q + 1) & 1], (s + 1) % kStages, 0);
           }
           multiply_slice(f[q & 1]);
+          // The next k-step's copies, in parts over the first copy_parts slices (all at the first by
+          // default), committed with the last part, before this step's wait, so that the fragment loads
+          // of the slices after are not queued behind all of them.
           const int next = s + kStages - 1;
-          if constexpr (kTile.copy_parts > 1) {
-            // In parts over the first kParts slices, committed with the last part, before this step's
-            // wait, so that the fragment loads of the slices after are not queued behind all of them.
-            constexpr int kParts = kTile.copy_parts, kVectors = kAPasses + kBPasses;
-            if (q < kParts) {
-              if (next < steps) {
-                const int stage_next = next % kStages;
-                in.for_vectors((first + next) * kBK, q * kVectors / kParts, (q + 1) * kVectors / kParts,
-                               [&](int i, const uint16_t* src, bool ok)
-                                   HD_INLINE { copy_16_async(a_slot(stage_next, i), src, ok); },
-                               [&](int j, const uint16_t* src, bool ok)
-                                   HD_INLINE { copy_16_async(b_slot(stage_next, j), src, ok); });
-              }
-              if (q == kParts - 1) async_commit();
-            }
-          } else if (q == 0) {
-            if (next < steps) load_async(next % kStages, (first + next) * kBK);
-            async_commit();
+          if (q < kTile.copy_parts) {
+            if (next < steps) load_async(next % kStages, (first + next) * kBK, q, kTile.copy_parts);
+            if (q == kTile.copy_parts - 1) async_commit();
           }
         }
       }
