@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "ops/gpu/gelu.cuh"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/numeric.cuh"
 
@@ -12,11 +13,6 @@ namespace hd::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ inline float gelu_of(float v, bool tanh_form) {
-  return tanh_form ? 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)))
-                   : 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-}
 
 __device__ inline float gelu_derivative(float v, bool tanh_form) {
   if (tanh_form) {
@@ -34,7 +30,7 @@ __global__ void geglu_backward_kernel(const T* __restrict__ grad_out, const T* _
     const int64_t r = i / half, c = i % half;
     const T* row = x + r * 2 * half;
     const float up = to_float(grad_out[i]), value = to_float(row[c]), gate = to_float(row[half + c]);
-    grad_x[r * 2 * half + c] = from_float<T>(up * gelu_of(gate, tanh_form));
+    grad_x[r * 2 * half + c] = from_float<T>(up * gelu(gate, tanh_form));
     grad_x[r * 2 * half + half + c] = from_float<T>(up * value * gelu_derivative(gate, tanh_form));
   }
 }

@@ -4,6 +4,7 @@
 
 #include "core/buffer.h"
 #include "core/error.h"
+#include "ops/gpu/gelu.cuh"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/numeric.cuh"
 
@@ -17,10 +18,14 @@ constexpr int kThreads = 256;
 
 __device__ inline float apply(Activation kind, float v) {
   switch (kind) {
-    case Activation::kGeluErf: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-    case Activation::kGeluTanh: return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    case Activation::kQuickGelu: return v / (1.f + expf(-1.702f * v));
-    default: return v / (1.f + expf(-v));  // SiLU
+    case Activation::kGeluErf:
+      return gelu(v, false);
+    case Activation::kGeluTanh:
+      return gelu(v, true);
+    case Activation::kQuickGelu:
+      return v / (1.f + expf(-1.702f * v));
+    default:
+      return v / (1.f + expf(-v));  // SiLU
   }
 }
 
