@@ -12,9 +12,11 @@ namespace hd {
 
 // Which of a device's scratch buffers: an op's own temporaries, or those of the GEMM candidate that
 // computes a product (split-K's partial sums, a library's workspace), which an op may run while it holds
-// its own (matmul.cpp's operand copies). Lasting buffers rather than one per call, so that a pass's peak
-// memory does not depend on which candidate the autotuner chose for each shape.
-enum class ScratchSlot { kOp, kGemm };
+// its own (matmul.cpp's operand copies); and the projection of a GEGLU product computed in two passes
+// (gemm.cu's unfused candidate), which holds it while the product's own candidate uses kGemm. Lasting
+// buffers rather than one per call, so that a pass's peak memory does not depend on which candidate the
+// autotuner chose for each shape.
+enum class ScratchSlot { kOp, kGemm, kProjection };
 
 void* scratch(const Device& device, size_t bytes, ScratchSlot slot = ScratchSlot::kOp);
 

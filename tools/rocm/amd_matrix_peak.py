@@ -258,10 +258,11 @@ def tile_shapes():
 def tile(name, shapes=None):
     """(kind, offered name, dtype, dynamic LDS bytes, threads) from a demangled kernel name; the LDS formulas are
     gemm_tile_shape.h's shared_bytes and attention_amd.cuh's launch (keep in step with them)."""
-    m = re.search(r"gemm_kernel<(\w+), (?:gemm_tiles::)?tiles::(SplitK<(?:gemm_tiles::)?tiles::)?(\w+)(?:, (\d+)>)?, "
-                  r"(\w+)<", name)
+    m = re.search(r"gemm_kernel<(\w+), (?:gemm_tiles::)?tiles::((?:SplitK|Gated)<(?:gemm_tiles::)?tiles::)?(\w+)"
+                  r"(?:, (\d+))?>?, (\w+)<", name)
     if m:
-        dtype, split, tile_type, layout = m.group(1), m.group(2), m.group(3), m.group(5)
+        dtype, wrapper, tile_type, layout = m.group(1), m.group(2) or "", m.group(3), m.group(5)
+        split, gated = wrapper.startswith("SplitK"), wrapper.startswith("Gated")
         shapes = shapes or tile_shapes()
         if tile_type not in shapes:
             sys.exit(f"{name}: tile {tile_type} is not in {TILE_TABLE}")
@@ -269,6 +270,7 @@ def tile(name, shapes=None):
         lanes = 64 if layout == "Fragments16x16" else 32
         label = ("gather" if t["vector"] == "false" else "mma") + f"{t['bm']}x{t['bn']}"
         label += ("w8" if t["wm"] * t["wn"] == 8 else "") + ("-split4/-split8" if split else "")
+        label += "-geglu" if gated else ""
         lds = t["stages"] * (t["bm"] + t["bn"]) * (t["step_k"] + 8) * 2
         return "GEMM", label, dtype, lds, t["wm"] * t["wn"] * lanes
     m = re.search(r"flash_attention_kernel<(\w+)<.*>, (\w+), (\d+), (\d+), (\d+)>", name)

@@ -14,8 +14,10 @@
 
 #include "core/buffer.h"
 #include "core/error.h"
+#include "core/scratch.h"
 #include "ops/gpu/gemm.h"
 #include "ops/gpu/gemm_tiles.cuh"
+#include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/gpu_runtime.h"
 #include "ops/tuning/autotuner.h"
 
@@ -52,6 +54,18 @@ struct Prepared {
   bool warpgroup_tiles;  // and Hopper's warpgroup tiles, where the device has them
 };
 
+const char* gate_name(GemmGate gate) {
+  switch (gate) {
+    case GemmGate::kNone:
+      return "";
+    case GemmGate::kGeluErf:
+      return " geglu";
+    case GemmGate::kGeluTanh:
+      return " geglu-tanh";
+  }
+  return "";
+}
+
 // Without libraries (a test's forced layout, or --kernels own) a problem is tuned apart from the tuned
 // path on the same layout, whose candidates include the libraries; NVIDIA's fragment layer without
 // Hopper's warpgroup tiles (KernelPath::kFragments, or --kernels fragments) apart again. A sized key
@@ -64,7 +78,7 @@ std::string tuning_key(const GemmProblem& p, const Prepared& prepared) {
       prepared.libraries ? "" : " tiles only", fragment_layer_only ? " (fragment layer)" : "", " on ",
       device_name(p.device.index), ": channels ", p.channels, " (pixel stride ", p.pixel_stride, ") kernel ",
       p.kh, "x", p.kw, " stride ", p.stride, " padding ", p.padding, " -> ", p.n, p.bias ? " bias" : "",
-      p.residual ? " residual" : "");
+      p.residual ? " residual" : "", gate_name(p.gate));
   const std::string size = str_cat("batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x",
                                    p.width, " -> ", p.out_height, "x", p.out_width);
   return ops::sized_key(family, p.outer * p.inner * p.m(), size);
@@ -160,6 +174,10 @@ Prepared prepare(const GemmProblem& p, KernelPath path) {
                 "gemm: a problem of ", m, " x ", p.n, " x ", k, " exceeds the kernels' 32-bit indices");
   HD_CHECK_KIND(p.outer * p.inner <= 65535, ErrorKind::kUnsupported, "gemm: a batch of ", p.outer * p.inner,
                 " problems exceeds 65535");
+  HD_CHECK(p.gate == GemmGate::kNone ||
+               (p.outer * p.inner == 1 && p.residual == nullptr && p.n % 2 == 0 && p.ldc == p.n / 2),
+           "gemm: GEGLU takes one product of an even width, no residual and C dense: got ", p.outer * p.inner,
+           " products, width ", p.n, ", C rows ", p.ldc, " apart", p.residual ? ", a residual" : "");
   const KernelArgs args{int(m), int(p.n), int(k), int(p.inner), p.a_batch.outer, p.a_batch.inner, p.b_batch.outer,
                         p.b_batch.inner, p.c_batch.outer, p.c_batch.inner, int(p.height), int(p.width),
                         int(p.out_height * p.out_width), int(p.out_width), p.stride, p.padding,
@@ -175,12 +193,35 @@ Prepared prepare(const GemmProblem& p, KernelPath path) {
   const ops::KernelChoice choice = ops::kernel_choice();
   const bool libraries = path == KernelPath::kTuned && choice == ops::KernelChoice::kAll;
   const bool warpgroup_tiles = path == KernelPath::kTuned && choice != ops::KernelChoice::kFragments;
-  return {args, vector, fragments_for(path, p.device.index), libraries, warpgroup_tiles};
+  Prepared prepared{args, vector, fragments_for(path, p.device.index), libraries, warpgroup_tiles};
+  prepared.args.gate = int(p.gate);
+  return prepared;
+}
+
+// A GEGLU problem computed in two passes: the projection through the candidates of the plain product
+// (tuned on its own, the vendor libraries among them where the path has them) into scratch, then the
+// GEGLU kernel. It takes every GEGLU problem, and is what the fused tiles are timed against.
+Candidate unfused_candidate(KernelPath path) {
+  return {"unfused",
+          [path](const GemmProblem& q, void* c) {
+            GemmProblem projection = q;
+            projection.gate = GemmGate::kNone;
+            projection.ldc = q.n;
+            projection.c =
+                scratch(q.device, size_t(q.m() * q.n) * dtype_size(q.dtype), ScratchSlot::kProjection);
+            gemm(projection, path);
+            const Tensor p_view = Tensor::contiguous(projection.c, q.dtype, Shape{q.m(), q.n}, q.device);
+            gpu::geglu(
+                p_view,
+                q.gate == GemmGate::kGeluTanh ? ops::GeluApproximation::kTanh : ops::GeluApproximation::kNone,
+                Tensor::contiguous(c, q.dtype, Shape{q.m(), q.n / 2}, q.device));
+          },
+          true, false};
 }
 
 // Calls f with the candidates of p (their element type and fragment path resolved).
 template <class F>
-void with_candidates(const GemmProblem& p, const Prepared& prepared, F f) {
+void with_candidates(const GemmProblem& p, const Prepared& prepared, KernelPath path, F f) {
   with_element_type(p.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     if constexpr (!std::is_same_v<T, float>) {
@@ -188,8 +229,10 @@ void with_candidates(const GemmProblem& p, const Prepared& prepared, F f) {
       // gemm_tiles_<layout>.cu): NVIDIA's and the AMD layouts' emulations (for the tests) in CUDA builds,
       // AMD's own in HIP builds; the portable one everywhere.
       const auto offer = [&]<Fragments L>() {
-        return f(candidates_of<T, L>(p, prepared.args, prepared.vector, prepared.libraries,
-                                     prepared.warpgroup_tiles));
+        std::vector<Candidate> list = candidates_of<T, L>(p, prepared.args, prepared.vector,
+                                                          prepared.libraries, prepared.warpgroup_tiles);
+        if (p.gate != GemmGate::kNone) list.push_back(unfused_candidate(path));
+        return f(list);
       };
       switch (prepared.fragments) {
         case Fragments::kPortable: return offer.template operator()<Fragments::kPortable>();
@@ -216,7 +259,7 @@ void with_candidates(const GemmProblem& p, const Prepared& prepared, F f) {
 
 // Everything of a problem that decides its tuning key, its candidates and their kernel arguments (shape,
 // strides, which operands exist, their alignment, the path); never its pointers.
-using Signature = std::array<int64_t, 27>;
+using Signature = std::array<int64_t, 28>;
 
 Signature signature_of(const GemmProblem& p, KernelPath path) {
   const auto bit = [](bool set, int position) { return int64_t(set) << position; };
@@ -233,7 +276,7 @@ Signature signature_of(const GemmProblem& p, KernelPath path) {
           p.a_batch.outer, p.a_batch.inner, p.images, p.height, p.width, p.channels, p.pixel_stride,
           p.out_height, p.out_width, p.kh, p.kw, p.stride, p.padding,
           p.ldb, p.b_batch.outer, p.b_batch.inner, p.ldc, p.c_batch.outer, p.c_batch.inner,
-          int64_t(alpha), operands};
+          int64_t(alpha), int64_t(p.gate), operands};
   // clang-format on
 }
 
@@ -315,7 +358,7 @@ void gemm(const GemmProblem& p, KernelPath path) {
     }
   }
   const Prepared prepared = prepare(p, path);
-  with_candidates(p, prepared, [&](const std::vector<Candidate>& list) {
+  with_candidates(p, prepared, path, [&](const std::vector<Candidate>& list) {
     std::vector<std::string> names;
     std::vector<bool> quick, library_picks;
     for (const Candidate& c : list)
@@ -349,7 +392,7 @@ void gemm(const GemmProblem& p, KernelPath path) {
 std::vector<std::string> gemm_candidates(const GemmProblem& p, KernelPath path) {
   std::vector<std::string> names;
   if (p.m() == 0 || p.n == 0 || p.outer * p.inner == 0) return names;
-  with_candidates(p, prepare(p, path), [&](const std::vector<Candidate>& list) {
+  with_candidates(p, prepare(p, path), path, [&](const std::vector<Candidate>& list) {
     for (const Candidate& c : list) names.push_back(c.name);
   });
   return names;
@@ -357,7 +400,7 @@ std::vector<std::string> gemm_candidates(const GemmProblem& p, KernelPath path) 
 
 void gemm_with(const GemmProblem& p, const std::string& candidate, KernelPath path) {
   bool ran = false;
-  with_candidates(p, prepare(p, path), [&](const std::vector<Candidate>& list) {
+  with_candidates(p, prepare(p, path), path, [&](const std::vector<Candidate>& list) {
     for (const Candidate& c : list) {
       if (c.name != candidate) continue;
       c.launch(p, p.c);

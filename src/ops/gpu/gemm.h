@@ -25,6 +25,12 @@ struct BatchStrides {
   int64_t outer = 0, inner = 0;
 };
 
+// What the product goes through before C: nothing, or GEGLU (diffusers' feed-forward): the problem is then
+// the projection P = alpha · A · Bᵀ + bias, n = 2F columns wide, and C [m, F] receives
+// P[:, :F] · gelu(P[:, F:]) (erf or tanh form), so that P never reaches memory. One problem (no batch),
+// no residual, C dense (ldc = F).
+enum class GemmGate { kNone, kGeluErf, kGeluTanh };
+
 struct GemmProblem {
   DType dtype = DType::kF16;
   Device device;
@@ -49,8 +55,10 @@ struct GemmProblem {
   const void* bias = nullptr;
   const void* residual = nullptr;
   float alpha = 1.0f;
+  GemmGate gate = GemmGate::kNone;
 
   int64_t m() const { return images * out_height * out_width; }
+  int64_t c_columns() const { return gate == GemmGate::kNone ? n : n / 2; }
   int64_t k() const { return int64_t(kh) * kw * channels; }
 };
 

@@ -40,10 +40,11 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   constexpr TileShape kTile = Tile::shape;
   constexpr int kBM = kTile.bm, kBN = kTile.bn, kWM = kTile.wm, kWN = kTile.wn, kStages = kTile.stages;
   constexpr int kStepK = kTile.step_k;
-  constexpr bool kVector = kTile.vector, kSplit = kTile.splits > 1;
+  constexpr bool kVector = kTile.vector, kSplit = kTile.splits > 1, kGated = kTile.gated;
   constexpr int kThreads = kWM * kWN * Frag::kLanes;
   constexpr int kBK = kStepK, kTileStride = tile_stride(kStepK);
-  constexpr int kRowsPerPass = TileOperands<kBM, kBN, kThreads, kStepK>::kRowsPerPass;
+  using Operands = TileOperands<kBM, kBN, kThreads, kStepK, kGated>;
+  constexpr int kRowsPerPass = Operands::kRowsPerPass;
   constexpr int kAPasses = kBM / kRowsPerPass, kBPasses = kBN / kRowsPerPass;
   constexpr int kWarpM = kBM / kWM, kWarpN = kBN / kWN, kMT = kWarpM / 16, kNT = kWarpN / Frag::kN;
   constexpr bool kAsync = kStages >= 3;
@@ -53,6 +54,8 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   static_assert(kTile.copy_parts == 1 || (kAsync && kTile.pipelined && kTile.copy_parts < kStepK / 16),
                 "copies in parts: asynchronous pipelined tiles, in fewer parts than a k-step has slices");
   static_assert(kWM * kWN <= Frag::kMaxGroups, "more fragment groups than the layout's emulation has scratch for");
+  static_assert(!kGated || (kVector && !kSplit && kBN % kGateChunk == 0),
+                "GEGLU tiles: 16-byte vectors, no split-K, whole chunks");
   extern __shared__ uint4 smem_raw[];
   uint16_t* const smem = reinterpret_cast<uint16_t*>(smem_raw);
   const auto a_tile = [&](int stage) HD_INLINE { return smem + stage * (kBM + kBN) * kTileStride; };
@@ -61,7 +64,7 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   const BlockBatch<T, kSplit> block(a, b, bias, residual, c, partial, p);
   const int m0 = int(blockIdx.x) * kBM, n0 = int(blockIdx.y) * kBN;
   const int tid = int(threadIdx.x);
-  const TileOperands<kBM, kBN, kThreads, kStepK> in(p, block.a_bits, block.b_bits, m0, n0, tid);
+  const Operands in(p, block.a_bits, block.b_bits, m0, n0, tid);
   const int vec = in.vec, pass_row = in.pass_row;
   const auto a_slot = [&](int stage, int i) HD_INLINE { return a_tile(stage) + (pass_row + i * kRowsPerPass) * kTileStride + vec * 8; };
   const auto b_slot = [&](int stage, int j) HD_INLINE { return b_tile(stage) + (pass_row + j * kRowsPerPass) * kTileStride + vec * 8; };
@@ -273,7 +276,7 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
       for (int j = 0; j < kNT; ++j)
 #pragma unroll
         for (int r = 0; r < Frag::kAccumulators; r += kStep) {
-          float* const at = staged + row_of(i, r) * kPitch + col_of(j, r);
+          float* const at = staged + row_of(i, r) * kPitch + staged_column<kGated, kBN>(col_of(j, r));
           if constexpr (kStep == 2) {
             *reinterpret_cast<float2*>(at) = make_float2(acc[i][j].r[r], acc[i][j].r[r + 1]);
           } else {
@@ -281,7 +284,34 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
           }
         }
     __syncthreads();
-    store_staged_tile<kBM, kBN, kThreads>(block.out, staged, m0, n0, tid);
+    if constexpr (kGated) {
+      store_staged_gated_tile<kBM, kBN, kThreads>(block.out, staged, m0, n0, tid);
+    } else {
+      store_staged_tile<kBM, kBN, kThreads>(block.out, staged, m0, n0, tid);
+    }
+  } else if constexpr (kGated) {
+    // A hidden fragment's gate is kGateChunk / 2 columns further, in the same lane's accumulators where
+    // each fragment group's columns are whole chunks (tiles staging C through shared memory need not be).
+    static_assert(kWarpN % kGateChunk == 0 && (kGateChunk / 2) % Frag::kN == 0,
+                  "whole chunks a fragment group");
+    constexpr int kPartner = kGateChunk / 2 / Frag::kN;
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) {
+        if ((j * Frag::kN) % kGateChunk >= kGateChunk / 2) continue;  // a gate fragment
+        const auto& hidden = acc[i][j];
+        const auto& gate = acc[i][(j + kPartner) % kNT];
+#pragma unroll
+        for (int r = 0; r < Frag::kAccumulators; r += kStep) {
+          const int column = n0 + col_of(j, r);  // of the tile's chunks, in its first half
+          const int out_col = column / kGateChunk * (kGateChunk / 2) + column % (kGateChunk / 2);
+          if (column >= p.n) continue;  // past the projection (whose bias gated() reads)
+          const float v0 = block.out.gated(out_col, hidden.r[r], gate.r[r]);
+          const float v1 = kStep == 2 ? block.out.gated(out_col + 1, hidden.r[r + 1], gate.r[r + 1]) : 0.f;
+          block.out.store_final(m0 + row_of(i, r), out_col, v0, v1, kStep == 2);
+        }
+      }
   } else {
     // Where the layout pairs neighbouring columns, both go out in one 32-bit store.
 #pragma unroll

@@ -38,6 +38,10 @@ struct TileShape {
   // on SD's shapes and 8192^3 (H200, 2026-11-29; BENCHMARKS.md): 2 parts fastest for 256x128, 128x256,
   // 128x128 in 8 groups and 128x160, 3 for 64x160.
   int copy_parts = 1;
+  // GEGLU in the epilogue (GemmGate): B's rows read in gated_row's chunks, C leaving as bn / 2 columns of
+  // hidden · gelu(gate), so that a feed-forward's projection (SD1.5's 64x64 level: 42 MB at batch 2) is
+  // neither written nor read back.
+  bool gated = false;
 
   HD_HOST_DEVICE constexpr int groups() const { return wm * wn; }
   HD_HOST_DEVICE constexpr size_t shared_bytes() const {
@@ -48,11 +52,16 @@ struct TileShape {
     t.splits = n;
     return t;
   }
+  HD_HOST_DEVICE constexpr TileShape gate() const {
+    TileShape t = *this;
+    t.gated = true;
+    return t;
+  }
 };
 
 // The name a candidate, a tuning cache and a benchmark know the tile by (the layout's suffix follows):
 // "mma128x128" (register-staged), "async3-256x128w8k64" (3 stages, 8 groups, k-steps of 64),
-// "gather64x64", then "-pipelined" and "-split4" where they apply.
+// "gather64x64", then "-pipelined", "-spread2", "-split4" and "-geglu" where they apply.
 inline std::string tile_name(const TileShape& t) {
   std::string name = !t.vector ? "gather" : t.stages == 2 ? "mma" : "async" + std::to_string(t.stages) + "-";
   name += std::to_string(t.bm) + "x" + std::to_string(t.bn);
@@ -61,6 +70,7 @@ inline std::string tile_name(const TileShape& t) {
   if (t.pipelined) name += "-pipelined";
   if (t.copy_parts > 1) name += "-spread" + std::to_string(t.copy_parts);
   if (t.splits > 1) name += "-split" + std::to_string(t.splits);
+  if (t.gated) name += "-geglu";
   return name;
 }
 
@@ -163,6 +173,11 @@ struct Async3_64x160k64Pipelined {
 template <class Tile, int kSplits>
 struct SplitK {
   static constexpr TileShape shape = Tile::shape.split(kSplits);
+};
+// A tile with GEGLU in its epilogue, for the feed-forward's projection.
+template <class Tile>
+struct Gated {
+  static constexpr TileShape shape = Tile::shape.gate();
 };
 }  // namespace tiles
 

@@ -70,6 +70,17 @@ inline const char* suffix_of(Fragments f) {
   return "";
 }
 
+// Hopper's warpgroup tiles for p where they are wanted and built (none unless the device is sm_90).
+template <class T>
+std::vector<Candidate> warpgroup_candidates(const GemmProblem& p, const KernelArgs& args, bool wanted) {
+#if defined(HD_WITH_WGMMA)
+  if (wanted) return wgmma_candidates<T>(p, args);
+#else
+  (void)p, (void)args, (void)wanted;
+#endif
+  return {};
+}
+
 // The candidates for a problem. Our tile shapes: larger tiles reuse more of each load, smaller ones fill
 // the GPU when the problem is small; register-staged (every target) and, on NVIDIA, with 3-4 k-steps in
 // flight through asynchronous copies; split-K for problems whose output has fewer tiles than the GPU
@@ -97,6 +108,34 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     list.push_back({tile_name(Tile::shape) + suffix,
                     [args](const GemmProblem& q, void* c) { launch_tile<T, Tile, Frag>(q, args, c); }, quick, false});
   };
+  if (p.gate != GemmGate::kNone) {
+    // GEGLU in the epilogue: the tiles that have it, where the projection is whole chunks of 16-byte
+    // vectors (gemm.cu adds the unfused candidate, which takes any problem). Register-staged on every
+    // layout (the 8-group 128x128 where WMMA's accumulators need it); on NVIDIA the k-step-64 tiles, the
+    // plain projections' winners among them, and Hopper's warpgroup tiles; a register-staged one where
+    // the device's shared memory takes no k-step-64 tile (an RTX 4090's 99 KiB).
+    if (!vector || args.n % kGateChunk != 0) return list;
+    if constexpr (F != Fragments::kNvidia) {
+      if constexpr (Frag::kAccumulators == 8) {
+        add(tiles::Gated<tiles::Mma128x128w8>{}, true);
+      } else {
+        add(tiles::Gated<tiles::Mma128x128>{}, true);
+      }
+      add(tiles::Gated<tiles::Mma64x128>{}, true);
+    } else {
+      std::vector<Candidate> warpgroup = warpgroup_candidates<T>(p, args, warpgroup_tiles);
+      const bool fragment_quick = warpgroup.empty();
+      const bool k64_fits = tiles::Async3_128x128w8k64::shape.shared_bytes() <= shared_limit;
+      add(tiles::Gated<tiles::Mma128x128>{}, fragment_quick && !k64_fits);
+      add(tiles::Gated<tiles::Async3_128x128w8k64>{}, fragment_quick);  // won SD1.5's 64x64 projection plain
+      add(tiles::Gated<tiles::Async3_128x128w8k64Pipelined>{}, fragment_quick);
+      add(tiles::Gated<tiles::Async3_256x128w8k64Pipelined>{}, fragment_quick);
+      add(tiles::Gated<tiles::Async3_128x256w8k64Pipelined>{}, false);
+      add(tiles::Gated<tiles::Async3_128x160w8k64Pipelined>{}, fragment_quick);
+      for (Candidate& c : warpgroup) list.push_back(std::move(c));
+    }
+    return list;
+  }
   if (!vector) {
     add(tiles::Gather64x64{}, true);
     return list;
@@ -160,13 +199,7 @@ std::vector<Candidate> candidates_of(const GemmProblem& p, const KernelArgs& arg
     // 128x128 in 8 groups (4: its 127 registers let two blocks share a multiprocessor, which the short
     // products, k = 320, need) and 64x128 split in 2 or 4 (10) where its tiles leave multiprocessors
     // idle. Where the k-step-64 tiles do not fit, k-step-32 versions are quick instead.
-#if defined(HD_WITH_WGMMA)
-    std::vector<Candidate> warpgroup;  // none unless the device is sm_90
-    if (warpgroup_tiles) warpgroup = wgmma_candidates<T>(p, args);
-#else
-    std::vector<Candidate> warpgroup;
-    (void)warpgroup_tiles;
-#endif
+    std::vector<Candidate> warpgroup = warpgroup_candidates<T>(p, args, warpgroup_tiles);
     // Where Hopper's warpgroup tiles run, they won every shape of SD1.5 and SDXL on an H100 but the
     // small split-K ones (2026-11-26), so the fragment-layer tiles are timed only by the exhaustive policy.
     const bool fragment_quick = warpgroup.empty();

@@ -46,6 +46,9 @@ void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, i
 void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, ops::Conv2dParams p,
             const Tensor& out);
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, const Tensor& out);
+// linear, then GEGLU, as one GEMM problem (gemm.h, GemmGate).
+void linear_geglu(const Tensor& x, const Tensor& w, const Tensor* bias, ops::GeluApproximation approximation,
+                  const Tensor& out);
 void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha,
                     const Tensor& out);
 

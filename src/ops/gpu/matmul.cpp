@@ -56,6 +56,16 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
   gemm(g);
 }
 
+void linear_geglu(const Tensor& x, const Tensor& w, const Tensor* bias, ops::GeluApproximation approximation,
+                  const Tensor& out) {
+  check_dtype("linear_geglu", x, {&w, bias, &out});
+  const int64_t k = w.dim(1), n = w.dim(0), m = k == 0 ? 0 : x.numel() / k;
+  GemmProblem g = dense_gemm(x.dtype, x.device, m, n, k, x.data, k, w.data, k, out.data, n / 2);
+  g.bias = bias ? bias->data : nullptr;
+  g.gate = approximation == ops::GeluApproximation::kTanh ? GemmGate::kGeluTanh : GemmGate::kGeluErf;
+  gemm(g);
+}
+
 void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha,
                     const Tensor& out) {
   check_dtype("batched_matmul", a, {&b, &out});

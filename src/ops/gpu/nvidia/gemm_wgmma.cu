@@ -37,16 +37,19 @@ static_assert(kStepK * 2 == kRowBytes, "a k-step fills one swizzled row");
 // split-K, and the rows of C (64 per warpgroup). One-warpgroup tiles (64 rows) give grids of about one
 // wave twice the blocks of two-warpgroup ones: SD's 32x32 level at batch 2 (2048 rows of 640 channels)
 // is 64 tiles of 128 x 160, 128 of 64 x 160.
-template <int kWidth, int kStageCount, int kSplitCount = 1, int kRows = 128>
+// gated: GEGLU in the epilogue (the fragment layer's TileShape::gated, gemm_operands.cuh's chunks).
+template <int kWidth, int kStageCount, int kSplitCount = 1, int kRows = 128, bool kGated = false>
 struct WgmmaTile {
   static constexpr int bm = kRows, bn = kWidth, stages = kStageCount, splits = kSplitCount;
+  static constexpr bool gated = kGated;
   static constexpr int warpgroups = bm / 64, threads = warpgroups * wgmma::kWarpgroupThreads;
   static constexpr size_t stage_bytes = size_t(bm + bn) * kRowBytes;
   static constexpr size_t shared_bytes = stages * stage_bytes + wgmma::kAtomBytes;  // + alignment
   static_assert(bm == 64 || bm == 128, "one or two warpgroups");
+  static_assert(!gated || (splits == 1 && bn % kGateChunk == 0), "GEGLU tiles: no split-K, whole chunks");
   static std::string name() {
     return "wgmma-" + std::to_string(bm) + "x" + std::to_string(bn) + "s" + std::to_string(stages) +
-           (splits > 1 ? "-split" + std::to_string(splits) : "");
+           (splits > 1 ? "-split" + std::to_string(splits) : "") + (gated ? "-geglu" : "");
   }
 };
 
@@ -66,7 +69,7 @@ __global__ void __launch_bounds__(Tile::threads)
 
   const BlockBatch<T, (Tile::splits > 1)> block(a, b, bias, residual, c, partial, p);
   const int m0 = int(blockIdx.x) * kBM, n0 = int(blockIdx.y) * kBN, tid = int(threadIdx.x);
-  const TileOperands<kBM, kBN, kThreads, kStepK> in(p, block.a_bits, block.b_bits, m0, n0, tid);
+  const TileOperands<kBM, kBN, kThreads, kStepK, Tile::gated> in(p, block.a_bits, block.b_bits, m0, n0, tid);
   const auto load = [&](int stage, int k0) HD_INLINE {
     uint8_t* const a_tile = smem + stage * kStageBytes;
     uint8_t* const b_tile = a_tile + kABytes;
@@ -127,12 +130,16 @@ __global__ void __launch_bounds__(Tile::threads)
     __syncthreads();  // every warpgroup has left the stages
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
-      const int col = j * 8 + 2 * (lane % 4);
+      const int col = staged_column<Tile::gated, kBN>(j * 8 + 2 * (lane % 4));
       *reinterpret_cast<float2*>(staged + row * kPitch + col) = make_float2(acc[4 * j], acc[4 * j + 1]);
       *reinterpret_cast<float2*>(staged + (row + 8) * kPitch + col) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
     }
     __syncthreads();
-    store_staged_tile<kBM, kBN, kThreads>(block.out, staged, m0, n0, tid);
+    if constexpr (Tile::gated) {
+      store_staged_gated_tile<kBM, kBN, kThreads>(block.out, staged, m0, n0, tid);
+    } else {
+      store_staged_tile<kBM, kBN, kThreads>(block.out, staged, m0, n0, tid);
+    }
   }
 #else
   HD_TRAP();
@@ -157,6 +164,17 @@ std::vector<Candidate> wgmma_candidates(const GemmProblem& p, const KernelArgs& 
     list.push_back({Tile::name(), [args](const GemmProblem& q, void* c) { launch_wgmma<T, Tile>(q, args, c); }, quick,
                     false});
   };
+  if (p.gate != GemmGate::kNone) {
+    // GEGLU's projections (SD's k = 320-1280, n = 2560-20480: large grids, short k) take the widths that
+    // won products: 3 stages so that two blocks share a multiprocessor, and 4.
+    if (args.n % kGateChunk == 0) {
+      add(WgmmaTile<128, 3, 1, 128, true>{}, true);
+      add(WgmmaTile<128, 4, 1, 128, true>{}, true);
+      add(WgmmaTile<160, 4, 1, 128, true>{}, true);
+      add(WgmmaTile<256, 4, 1, 128, true>{}, true);
+    }
+    return list;
+  }
   // Stages are bought with shared memory: 3 let two blocks share a multiprocessor (97-109 KiB), which
   // pays on large grids with short k (the GEGLU projections); deeper ones keep more k-steps in flight for
   // the one block a multiprocessor holds, which pays wherever the grid is about one wave or less (SD's
