@@ -184,11 +184,10 @@ OwnedTensor SpatialTransformer::operator()(const Tensor& x, const Tensor& contex
     ops::attention(b.q2(h), kv.parts[0], kv.parts[1], {heads, false, 0.0f}, attended);
     b.out2(attended, &tokens.view(), tokens);
     ops::layer_norm(tokens, b.norm3_g, b.norm3_b, layer_norm_eps, h);
-    const OwnedTensor projected = b.ff_in(h);  // [N, HW, 2 * 4C]
-    Shape gated_shape = projected.view().shape;
-    gated_shape[2] /= 2;
-    OwnedTensor gated = OwnedTensor::like(projected, gated_shape);
-    ops::geglu(projected, ops::GeluApproximation::kNone, gated);
+    // The projection [N, HW, 2 * 4C] and GEGLU in one op: on the GPU the projection is never stored.
+    OwnedTensor gated = OwnedTensor::like(h, Shape{n, positions, b.ff_in.weight.view().dim(0) / 2});
+    ops::linear_geglu(h, b.ff_in.weight, b.ff_in.bias ? &b.ff_in.bias->view() : nullptr,
+                      ops::GeluApproximation::kNone, gated);
     b.ff_out(gated, &tokens.view(), tokens);
   }
   const Tensor residual = x.reshape(Shape{n, positions, c});

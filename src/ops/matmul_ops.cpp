@@ -49,22 +49,34 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
 #endif
 }
 
+namespace {
+
+// linear's and linear_geglu's operands but the output: x [..., K], w [N, K], bias [N]. Returns the
+// projection's shape, [..., N].
+Shape check_projection(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias) {
+  const Device& dev = x.device;
+  check_operand(op, "input", x, dev);
+  check_operand(op, "weight", w, dev);
+  check_rank(op, "weight", w, 2);
+  HD_CHECK(x.rank() >= 1 && x.dim(-1) == w.dim(1), op, ": input has shape ", x.shape.to_string(),
+           " but the weight ", w.shape.to_string(), " expects ", w.dim(1), " features");
+  if (bias) {
+    check_operand(op, "bias", *bias, dev);
+    check_shape(op, "bias", *bias, Shape{w.dim(0)});
+  }
+  Shape projected = x.shape;
+  projected[projected.rank() - 1] = w.dim(0);
+  return projected;
+}
+
+}  // namespace
+
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, const Tensor& out) {
   const Device& dev = x.device;
   const OpScope scope("linear", dev);
-  check_operand("linear", "input", x, dev);
-  check_operand("linear", "weight", w, dev);
+  const Shape expected = check_projection("linear", x, w, bias);
   check_operand("linear", "output", out, dev);
-  check_rank("linear", "weight", w, 2);
-  HD_CHECK(x.rank() >= 1 && x.dim(-1) == w.dim(1), "linear: input has shape ", x.shape.to_string(),
-           " but the weight ", w.shape.to_string(), " expects ", w.dim(1), " features");
-  Shape expected = x.shape;
-  expected[expected.rank() - 1] = w.dim(0);
   check_shape("linear", "output", out, expected);
-  if (bias) {
-    check_operand("linear", "bias", *bias, dev);
-    check_shape("linear", "bias", *bias, Shape{w.dim(0)});
-  }
   if (residual) {
     check_operand("linear", "residual", *residual, dev);
     check_shape("linear", "residual", *residual, expected);
@@ -74,6 +86,29 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
   gpu::linear(x, w, bias, residual, out);
 #else
   no_kernel("linear", dev);
+#endif
+}
+
+void linear_geglu(const Tensor& x, const Tensor& w, const Tensor* bias, GeluApproximation approximation,
+                  const Tensor& out) {
+  const Device& dev = x.device;
+  const OpScope scope("linear geglu", dev);
+  const Shape projected = check_projection("linear_geglu", x, w, bias);
+  HD_CHECK(w.dim(0) % 2 == 0, "linear_geglu: the weight ", w.shape.to_string(),
+           " must project to an even width (a hidden half and a gate half)");
+  Shape expected = projected;
+  expected[expected.rank() - 1] = w.dim(0) / 2;
+  check_operand("linear_geglu", "output", out, dev);
+  check_shape("linear_geglu", "output", out, expected);
+  if (dev.is_cpu()) {
+    const OwnedTensor p(projected, out.dtype);
+    cpu::linear(x, w, bias, nullptr, p);
+    return cpu::geglu(p, approximation, out);
+  }
+#if defined(HD_WITH_GPU)
+  gpu::linear_geglu(x, w, bias, approximation, out);
+#else
+  no_kernel("linear_geglu", dev);
 #endif
 }
 

@@ -133,6 +133,11 @@ void quick_gelu(const Tensor& x, const Tensor& out);  // x · sigmoid(1.702 x), 
 void silu(const Tensor& x, const Tensor& out);
 // out [..., N] = x[..., :N] · gelu(x[..., N:]) for x [..., 2N] (diffusers' GEGLU after its projection).
 void geglu(const Tensor& x, GeluApproximation approximation, const Tensor& out);
+// out [..., N] = geglu(x · wᵀ + bias) for w [2N, K] (diffusers' feed-forward input, projection and GEGLU
+// in one): on the GPU the projection's halves meet in the product's epilogue and never reach memory
+// (gpu/gemm.h, GemmGate); on the CPU the two ops above.
+void linear_geglu(const Tensor& x, const Tensor& w, const Tensor* bias, GeluApproximation approximation,
+                  const Tensor& out);
 // Softmax over the last dimension.
 void softmax(const Tensor& x, const Tensor& out);
 

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -56,6 +58,55 @@ TEST(Linear, AddsTheResidualSeparateOrInPlace) {
 TEST(Linear, RejectsMismatchedFeatures) {
   OwnedTensor x(Shape{3, 5}, DType::kF32), w(Shape{4, 6}, DType::kF32), out(Shape{3, 4}, DType::kF32);
   EXPECT_THROW(ops::linear(x, w, nullptr, out), Error);
+}
+
+// The feed-forward's projection and GEGLU in one op: the projection's first half times the GELU of its
+// second, against a scalar reference in double, in both GELU forms.
+TEST(LinearGeglu, GatesTheFirstHalfByTheSecond) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const int64_t rows = 2 * 5, k = 9, half = 6;
+  const auto x = test::random_tensor(rng, Shape{2, 5, k});
+  const auto w = test::random_tensor(rng, Shape{2 * half, k});
+  const auto b = test::random_tensor(rng, Shape{2 * half});
+  for (const ops::GeluApproximation form : {ops::GeluApproximation::kNone, ops::GeluApproximation::kTanh}) {
+    for (bool with_bias : {false, true}) {
+      auto out = test::poisoned_tensor(Shape{2, 5, half});
+      ops::linear_geglu(x, w, with_bias ? &b.view() : nullptr, form, out);
+      const auto projected = [&](int64_t r, int64_t o) {
+        double acc = with_bias ? b.ptr<float>()[o] : 0.0;
+        for (int64_t i = 0; i < k; ++i) acc += double(x.ptr<float>()[r * k + i]) * w.ptr<float>()[o * k + i];
+        return acc;
+      };
+      std::vector<double> ref(size_t(rows * half));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t o = 0; o < half; ++o) {
+          const double g = projected(r, half + o);
+          const double gelu =
+              form == ops::GeluApproximation::kTanh
+                  ? 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)))
+                  : 0.5 * g * (1 + std::erf(g / std::sqrt(2.0)));
+          ref[size_t(r * half + o)] = projected(r, o) * gelu;
+        }
+      EXPECT_LT(test::relative_l2(out, ref), 1e-5) << with_bias;
+    }
+  }
+}
+
+TEST(LinearGeglu, RejectsAnOddProjectionAndAWrongOutput) {
+  test::Rng rng;
+  const auto x = test::random_tensor(rng, Shape{3, 8});
+  const auto odd = test::random_tensor(rng, Shape{7, 8}), w = test::random_tensor(rng, Shape{8, 8});
+  EXPECT_THROW(
+      ops::linear_geglu(x, odd, nullptr, ops::GeluApproximation::kNone, test::poisoned_tensor(Shape{3, 3})),
+      Error);
+  EXPECT_THROW(
+      ops::linear_geglu(x, w, nullptr, ops::GeluApproximation::kNone, test::poisoned_tensor(Shape{3, 8})),
+      Error);  // the output is half the projection
+  const auto short_bias = test::random_tensor(rng, Shape{4});
+  EXPECT_THROW(ops::linear_geglu(x, w, &short_bias.view(), ops::GeluApproximation::kNone,
+                                 test::poisoned_tensor(Shape{3, 4})),
+               Error);
 }
 
 TEST(BatchedMatmul, AllTransposeCombinations) {

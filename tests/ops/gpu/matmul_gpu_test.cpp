@@ -290,6 +290,88 @@ TEST(GpuLinear, AddsTheResidualSeparateOrInPlace) {
   }
 }
 
+// The feed-forward's projection and GEGLU as one problem (GemmGate): the tiles with GEGLU in their
+// epilogue (B's rows read in chunks of hidden and gate columns), and the unfused candidate (the plain
+// product into scratch, then the GEGLU kernel), each against the CPU's projection and GEGLU; on widths
+// that are whole chunks (SD's) and one that is not (only the unfused candidate takes it), M off the tiles,
+// with and without bias, both GELU forms; through the matrix units, the portable fragments and each AMD
+// layout (emulated here).
+TEST(GpuLinearGeglu, MatchesCpuThroughEveryCandidate) {
+  struct Case {
+    int64_t m, half, k;
+    bool bias;
+    ops::GeluApproximation form;
+  };
+  const Case cases[] = {
+      {300, 1280, 320, true, ops::GeluApproximation::kNone},  // SD1.5's 64x64 level, M off the tiles
+      {77, 64, 96, false, ops::GeluApproximation::kNone},
+      {130, 48, 64, true, ops::GeluApproximation::kTanh},
+      {5, 24, 16, true, ops::GeluApproximation::kNone}};  // 48 wide: not whole chunks
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(testing::Message() << dtype_name(t) << " m" << c.m << " F" << c.half << " k" << c.k);
+      test::Rng rng;
+      HD_SEED_TRACE(rng);
+      const auto x = test::random_tensor(rng, Shape{1, c.m, c.k}),
+                 w = test::random_tensor(rng, Shape{2 * c.half, c.k}, 0.1f);
+      const auto b = test::random_tensor(rng, Shape{2 * c.half});
+      const auto dx = test::to_gpu(x, t), dw = test::to_gpu(w, t), db = test::to_gpu(b, t);
+      const Shape os{1, c.m, c.half};
+      OwnedTensor expected(os, DType::kF32);
+      const auto rb = test::rounded_to(b, t);
+      ops::linear_geglu(test::rounded_to(x, t), test::rounded_to(w, t), c.bias ? &rb.view() : nullptr, c.form,
+                        expected);
+      const auto dout = test::poisoned_gpu(os, t);
+      ops::linear_geglu(dx, dw, c.bias ? &db.view() : nullptr, c.form, dout);  // the autotuner's choice
+      EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(t));
+      const auto problem = [&](const Tensor& out) {
+        gpu::GemmProblem g = gpu::dense_gemm(t, dx.view().device, c.m, 2 * c.half, c.k, dx.view().data, c.k,
+                                             dw.view().data, c.k, out.data, c.half);
+        g.bias = c.bias ? db.view().data : nullptr;
+        g.gate = c.form == ops::GeluApproximation::kTanh ? gpu::GemmGate::kGeluTanh : gpu::GemmGate::kGeluErf;
+        return g;
+      };
+      for (const gpu::KernelPath path :
+           {gpu::KernelPath::kTuned, gpu::KernelPath::kPortable, gpu::KernelPath::kMfmaLayout,
+            gpu::KernelPath::kWmma11Layout, gpu::KernelPath::kWmma12Layout}) {
+        const std::vector<std::string> names = gpu::gemm_candidates(problem(dout), path);
+        EXPECT_NE(std::find(names.begin(), names.end(), "unfused"), names.end());
+        const bool whole_chunks = c.half % 16 == 0;
+        EXPECT_EQ(std::any_of(names.begin(), names.end(),
+                              [](const std::string& n) { return n.find("-geglu") != std::string::npos; }),
+                  whole_chunks);
+        for (const std::string& name : names) {
+          const auto each = test::poisoned_gpu(os, t);
+          gpu::gemm_with(problem(each), name, path);
+          EXPECT_LE(test::relative_l2(test::to_host_f32(each), test::reference_of(expected)), tolerance(t))
+              << name;
+        }
+      }
+    }
+  }
+}
+
+// A GEGLU problem the kernels cannot take is refused with the reason, not run wrong.
+TEST(GpuLinearGeglu, RefusesAResidualOrABatch) {
+  test::Rng rng;
+  const DType t = DType::kF16;
+  const auto a = test::to_gpu(test::random_tensor(rng, Shape{64, 32}), t),
+             w = test::to_gpu(test::random_tensor(rng, Shape{64, 32}), t);
+  const auto out = test::poisoned_gpu(Shape{64, 32}, t);
+  gpu::GemmProblem g = gpu::dense_gemm(t, a.view().device, 64, 64, 32, a.view().data, 32, w.view().data, 32,
+                                       out.view().data, 32);
+  g.gate = gpu::GemmGate::kGeluErf;
+  gpu::GemmProblem with_residual = g;
+  with_residual.residual = out.view().data;
+  EXPECT_THROW(gpu::gemm(with_residual), Error);
+  gpu::GemmProblem batched = g;
+  batched.outer = 2;
+  EXPECT_THROW(gpu::gemm(batched), Error);
+  gpu::GemmProblem strided = g;
+  strided.ldc = 64;
+  EXPECT_THROW(gpu::gemm(strided), Error);
+}
+
 TEST(GpuBatchedMatmul, MatchesCpuInEveryOrientation) {
   for (DType t : {DType::kF16, DType::kBF16}) {
     for (bool ta : {false, true}) {
