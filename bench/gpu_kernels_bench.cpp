@@ -4,9 +4,9 @@
 // Each figure: the median over 7 batches of launches (each batch long enough to hide launch gaps),
 // after a warm-up. Usage: hd_bench_gpu_kernels [--every-tile] [--only SECTION] [--case TEXT]
 // (--every-tile: each of our tile shapes timed under each convolution and product, not only the best;
-// --only: attention, backward, norm, matrix, materialised or layer_norm; --case: only the convolutions and
-// products and attention gradients whose name holds TEXT, "GEMM 8192^3" among them, so that a profiler sees
-// one problem's kernels)
+// --only: attention, backward, norm, matrix, geglu, materialised or layer_norm; --case: only the convolutions
+// and products and attention gradients whose name holds TEXT, "GEMM 8192^3" among them, so that a profiler
+// sees one problem's kernels)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
   bool every_tile = false;
   std::string only;  // one section, or all of them
   std::string only_case;  // --case: only the products whose name holds this (for a profiler's run)
-  const std::vector<std::string> sections{"attention", "backward",     "norm",
-                                          "matrix",    "materialised", "layer_norm"};
+  const std::vector<std::string> sections{"attention", "backward",     "norm",      "matrix",
+                                          "geglu",     "materialised", "layer_norm"};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--every-tile") {
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: hd_bench_gpu_kernels [--every-tile] [--only "
-                   "attention|backward|norm|matrix|materialised|layer_norm] [--case TEXT]\n");
+                   "attention|backward|norm|matrix|geglu|materialised|layer_norm] [--case TEXT]\n");
       return 2;
     }
   }
@@ -374,6 +374,60 @@ int main(int argc, char** argv) {
                                                    w.view().data, c.k, out.view().data, c.n);
       g.bias = bias.view().data;
       report(c.name, g, 2.0 * double(c.m) * double(c.n) * double(c.k));
+    }
+  }
+
+  // The feed-forward's projection with GEGLU in the product's epilogue (GemmGate), against the same
+  // projection stored and then gated by the GEGLU kernel ("unfused": the plain product's tuned choice,
+  // the libraries among them unless HD_KERNELS says otherwise). GB: what each form moves at the least
+  // (unfused: the projection written and read back too).
+  if (wanted("geglu")) {
+    std::printf(
+        "\nlinear + GEGLU (f16, bias)               fused ms  TFLOP/s  best fused tile             unfused "
+        "ms  "
+        "fused / unfused  MB saved\n");
+    struct GegluCase {
+      const char* name;
+      int64_t m, half, k;
+    };
+    const GegluCase geglu_cases[] = {
+        {"SD1.5 64x64 B2: 8192 x 2x1280 <- 320", 8192, 1280, 320},
+        {"SD1.5 32x32 B2: 2048 x 2x2560 <- 640", 2048, 2560, 640},
+        {"SD1.5 16x16 B2: 512 x 2x5120 <- 1280", 512, 5120, 1280},
+        {"SDXL 64x64 B2: 8192 x 2x2560 <- 640", 8192, 2560, 640},
+        {"SDXL 32x32 B2: 2048 x 2x5120 <- 1280", 2048, 5120, 1280},
+    };
+    for (const auto& c : geglu_cases) {
+      if (!case_wanted(c.name)) continue;
+      const auto x = random_gpu({c.m, c.k}, hd::DType::kF16, rng);
+      const auto w = random_gpu({2 * c.half, c.k}, hd::DType::kF16, rng);
+      const auto bias = random_gpu({2 * c.half}, hd::DType::kF16, rng);
+      hd::OwnedTensor out({c.m, c.half}, hd::DType::kF16, gpu0());
+      hd::gpu::GemmProblem g =
+          hd::gpu::dense_gemm(hd::DType::kF16, gpu0(), c.m, 2 * c.half, c.k, x.view().data, c.k,
+                              w.view().data, c.k, out.view().data, c.half);
+      g.bias = bias.view().data;
+      g.gate = hd::gpu::GemmGate::kGeluErf;
+      const double flop = 2.0 * double(c.m) * double(2 * c.half) * double(c.k);
+      double fused_ms = -1, unfused_ms = -1;
+      std::string fused;
+      std::vector<std::pair<std::string, double>> tiles;
+      for (const std::string& candidate : hd::gpu::gemm_candidates(g)) {
+        const double ms = candidate_ms(g, candidate);
+        if (ms < 0) continue;
+        if (candidate == "unfused") {
+          unfused_ms = ms;
+          continue;
+        }
+        tiles.emplace_back(candidate, ms);
+        if (fused_ms < 0 || ms < fused_ms) fused_ms = ms, fused = candidate;
+      }
+      const double saved_mb = 2.0 * double(c.m) * double(2 * c.half) * 2 / 1e6;  // written, then read back
+      std::printf("%-40s %8.3f %7.1f  %-26s %10.3f %15.2f %9.0f\n", c.name, fused_ms, flop / (fused_ms * 1e9),
+                  fused.c_str(), unfused_ms, fused_ms / unfused_ms, saved_mb);
+      if (every_tile)
+        for (const auto& [tile, ms] : tiles)
+          std::printf("    %-36s %8.3f %7.1f\n", tile.c_str(), ms, flop / (ms * 1e9));
     }
   }
 

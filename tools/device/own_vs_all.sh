@@ -9,7 +9,8 @@
 # over src/ops/gpu/ (the kernels before a change) and bench it with --kernels own between the others;
 # BASELINE_TREE=FILE.tar.gz: the same with a whole earlier tree instead (`git archive HEAD -- .
 # ':!tests/fixtures' ':!models' | gzip > .baseline.tar.gz`, for changes that add or move files), benched
-# with both --kernels own and all.
+# with both --kernels own and all (and fragments, with FRAGMENTS=1).
+# ALL=0: no `--kernels all` runs (the libraries' column, where a change cannot move it).
 # FRAGMENTS=1: also `--kernels fragments` (our kernels without Hopper's warpgroup ones: the fragment layer
 # that NVIDIA GPUs before Hopper run and AMD's matrix-core kernels mirror), after each `all` run.
 # CUDA_ARCHS=90: build for that architecture only (the preset builds sm_80 and sm_90). Logs and JSON in
@@ -64,15 +65,21 @@ baseline=${BASELINE:-}${BASELINE_TREE:-}
 [ "${SD15:-1}" != 0 ] && for round in $(seq "${ROUNDS:-2}"); do
   bench build/cuda own "sd15-own-$round" sd15 --steps 20 --repeats 5
   [ -n "$baseline" ] && bench /tmp/baseline/build/cuda own "sd15-baseline-own-$round" sd15 --steps 20 --repeats 5
-  bench build/cuda all "sd15-all-$round" sd15 --steps 20 --repeats 5
+  [ "${ALL:-1}" != 0 ] && bench build/cuda all "sd15-all-$round" sd15 --steps 20 --repeats 5
   [ "${FRAGMENTS:-0}" != 0 ] && bench build/cuda fragments "sd15-fragments-$round" sd15 --steps 20 --repeats 5
-  [ -n "${BASELINE_TREE:-}" ] && bench /tmp/baseline/build/cuda all "sd15-baseline-all-$round" sd15 --steps 20 --repeats 5
+  [ -n "${BASELINE_TREE:-}" ] && [ "${ALL:-1}" != 0 ] &&
+    bench /tmp/baseline/build/cuda all "sd15-baseline-all-$round" sd15 --steps 20 --repeats 5
+  [ -n "${BASELINE_TREE:-}" ] && [ "${FRAGMENTS:-0}" != 0 ] &&
+    bench /tmp/baseline/build/cuda fragments "sd15-baseline-fragments-$round" sd15 --steps 20 --repeats 5
 done
 if [ "${SDXL:-1}" != 0 ]; then
   bench build/cuda own sdxl-own sdxl --steps 10 --repeats 3
   [ -n "$baseline" ] && bench /tmp/baseline/build/cuda own sdxl-baseline-own sdxl --steps 10 --repeats 3
-  bench build/cuda all sdxl-all sdxl --steps 10 --repeats 3
+  [ "${ALL:-1}" != 0 ] && bench build/cuda all sdxl-all sdxl --steps 10 --repeats 3
   [ "${FRAGMENTS:-0}" != 0 ] && bench build/cuda fragments sdxl-fragments sdxl --steps 10 --repeats 3
-  [ -n "${BASELINE_TREE:-}" ] && bench /tmp/baseline/build/cuda all sdxl-baseline-all sdxl --steps 10 --repeats 3
+  [ -n "${BASELINE_TREE:-}" ] && [ "${ALL:-1}" != 0 ] &&
+    bench /tmp/baseline/build/cuda all sdxl-baseline-all sdxl --steps 10 --repeats 3
+  [ -n "${BASELINE_TREE:-}" ] && [ "${FRAGMENTS:-0}" != 0 ] &&
+    bench /tmp/baseline/build/cuda fragments sdxl-baseline-fragments sdxl --steps 10 --repeats 3
 fi
 echo "done ${SECONDS}s"
