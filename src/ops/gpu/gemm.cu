@@ -133,7 +133,8 @@ double time_runs(F launch, ops::TimingEffort effort) {
 // Milliseconds per run of candidate `c` on `p`, into a buffer of its own: C may be the residual, which
 // repeated runs would otherwise add up. -1 when the candidate fails on this problem.
 double time_candidate(const GemmProblem& p, const Candidate& c, ops::TimingEffort effort) {
-  const int64_t extent = (p.outer - 1) * p.c_batch.outer + (p.inner - 1) * p.c_batch.inner + (p.m() - 1) * p.ldc + p.n;
+  const int64_t extent =
+      (p.outer - 1) * p.c_batch.outer + (p.inner - 1) * p.c_batch.inner + (p.m() - 1) * p.ldc + p.c_columns();
   const Buffer trial(p.device, size_t(extent) * dtype_size(p.dtype));
   try {
     return time_runs([&] { c.launch(p, trial.data()); }, effort);

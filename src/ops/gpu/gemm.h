@@ -58,7 +58,7 @@ struct GemmProblem {
   GemmGate gate = GemmGate::kNone;
 
   int64_t m() const { return images * out_height * out_width; }
-  int64_t c_columns() const { return gate == GemmGate::kNone ? n : n / 2; }
+  int64_t c_columns() const { return gate == GemmGate::kNone ? n : n / 2; }  // of C
   int64_t k() const { return int64_t(kh) * kw * channels; }
 };
 
