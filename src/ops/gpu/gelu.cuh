@@ -2,7 +2,7 @@
 // kernels, GEGLU's gradient and the GEMM tiles' GEGLU epilogue compute the same function.
 #pragma once
 
-#include "ops/host_device.h"
+#include "ops/gpu/common.cuh"
 
 namespace hd::gpu {
 
