@@ -31,6 +31,10 @@ static int failures = 0;
 
 static hd_engine* engine = NULL;
 
+/* The pictures' width and height (installed_library_test.sh gives the CLI the same): what the checks
+ * compare does not depend on it, and the test's time does. */
+enum { SIZE = 32, PICTURE_BYTES = SIZE * SIZE * 3 };
+
 /* REFERENCE: what the CLI ran (installed_library_test.sh passes the same settings to it). */
 static void reference_params(hd_generation_params* p, uint64_t seed) {
   hd_generation_params_init(p);
@@ -38,7 +42,7 @@ static void reference_params(hd_generation_params* p, uint64_t seed) {
   p->negative_prompt = "blurry";
   p->seed = seed;
   p->steps = 3;
-  p->width = p->height = 64;
+  p->width = p->height = SIZE;
   p->sampler = "euler_a";
 }
 
@@ -134,7 +138,7 @@ static void check_lora(const char* model, const char* lora_dir, const char* cli_
   int width = 0, height = 0, plain_width = 0, plain_height = 0;
   unsigned char* cli = read_png_rgb(cli_png, &width, &height);
   unsigned char* plain = read_png_rgb(plain_png, &plain_width, &plain_height);
-  CHECK(cli != NULL && width == 64 && height == 64, "cannot read %s as a 64x64 PNG", cli_png);
+  CHECK(cli != NULL && width == SIZE && height == SIZE, "cannot read %s as a %dx%d PNG", cli_png, SIZE, SIZE);
   const char* names[1] = {"tiny_sd1_lora_kohya"};
   const float scales[1] = {0.7f};
   hd_generation_params p;
@@ -144,13 +148,13 @@ static void check_lora(const char* model, const char* lora_dir, const char* cli_
   p.lora_count = 1;
   unsigned char* with_lora = picture(&p, HD_OK);
   if (cli != NULL && with_lora != NULL)
-    CHECK(memcmp(with_lora, cli, 64 * 64 * 3) == 0,
+    CHECK(memcmp(with_lora, cli, PICTURE_BYTES) == 0,
           "the LoRA picture differs from the CLI's by up to %d levels",
-          largest_difference(with_lora, cli, 64 * 64 * 3));
+          largest_difference(with_lora, cli, PICTURE_BYTES));
   p.struct_size = offsetof(hd_generation_params, lora_names); /* version 2: no LoRAs */
   unsigned char* without = picture(&p, HD_OK);
   if (plain != NULL && without != NULL)
-    CHECK(memcmp(without, plain, 64 * 64 * 3) == 0, "a version-2 struct read LoRAs it does not have");
+    CHECK(memcmp(without, plain, PICTURE_BYTES) == 0, "a version-2 struct read LoRAs it does not have");
   reference_params(&p, 7);
   names[0] = "no LoRA of this name";
   p.lora_names = names;
@@ -185,13 +189,14 @@ static void check_refiner(const char* base, const char* refiner, const char* cli
   if (engine == NULL) return;
   int width = 0, height = 0;
   unsigned char* cli = read_png_rgb(cli_png, &width, &height);
-  CHECK(cli != NULL && width == 64 && height == 64, "cannot read %s as a 64x64 PNG", cli_png);
+  CHECK(cli != NULL && width == SIZE && height == SIZE, "cannot read %s as a %dx%d PNG", cli_png, SIZE, SIZE);
   hd_generation_params p;
   refined_params(&p);
   unsigned char* refined = picture(&p, HD_OK);
   if (cli != NULL && refined != NULL)
-    CHECK(memcmp(refined, cli, 64 * 64 * 3) == 0, "the refined picture differs from the CLI's by up to %d levels",
-          largest_difference(refined, cli, 64 * 64 * 3));
+    CHECK(memcmp(refined, cli, PICTURE_BYTES) == 0,
+          "the refined picture differs from the CLI's by up to %d levels",
+          largest_difference(refined, cli, PICTURE_BYTES));
   /* A program built against version 1 calls the exported function of that name: it writes version 1's
    * fields only, and the library never reads the refiner that such a struct does not have. */
   memset(&p, 0xab, sizeof p);
@@ -206,7 +211,7 @@ static void check_refiner(const char* base, const char* refiner, const char* cli
   p.struct_size = offsetof(hd_generation_params, refiner);
   unsigned char* base_only = picture(&p, HD_OK);
   if (refined != NULL && base_only != NULL)
-    CHECK(largest_difference(refined, base_only, 64 * 64 * 3) > 0, "the refiner changed nothing");
+    CHECK(largest_difference(refined, base_only, PICTURE_BYTES) > 0, "the refiner changed nothing");
   refined_params(&p);
   p.refiner_switch_at = 1.0;
   expect_refused(&p, "must be in (0, 1)");
@@ -249,7 +254,7 @@ static void check_kept_models(const char* sd1, const char* sdxl_base) {
         first[m] = got;
       } else {
         if (got != NULL && first[m] != NULL)
-          CHECK(memcmp(got, first[m], 64 * 64 * 3) == 0, "%s's picture changed between rounds", names[m]);
+          CHECK(memcmp(got, first[m], PICTURE_BYTES) == 0, "%s's picture changed between rounds", names[m]);
         free(got);
       }
     }
@@ -272,7 +277,7 @@ static void check_kept_models(const char* sd1, const char* sdxl_base) {
     p.model = names[m];
     unsigned char* got = picture(&p, HD_OK);
     if (got != NULL && first[m] != NULL)
-      CHECK(memcmp(got, first[m], 64 * 64 * 3) == 0, "%s's picture changed under a memory bound", names[m]);
+      CHECK(memcmp(got, first[m], PICTURE_BYTES) == 0, "%s's picture changed under a memory bound", names[m]);
     free(got);
   }
   hd_engine_free(engine);
@@ -321,7 +326,8 @@ int main(int argc, char** argv) {
   /* The CLI's picture for the same settings, byte for byte; and again from the loaded model. */
   int cli_width = 0, cli_height = 0;
   unsigned char* cli = read_png_rgb(argv[2], &cli_width, &cli_height);
-  CHECK(cli != NULL && cli_width == 64 && cli_height == 64, "cannot read %s as a 64x64 PNG", argv[2]);
+  CHECK(cli != NULL && cli_width == SIZE && cli_height == SIZE, "cannot read %s as a %dx%d PNG", argv[2],
+        SIZE, SIZE);
   hd_generation_params p;
   reference_params(&p, 7);
   struct progress_log log = {0, 0, 0, -1};
@@ -332,7 +338,7 @@ int main(int argc, char** argv) {
         log.last_done, log.last_total);
   p.progress = NULL;
   unsigned char* again = picture(&p, HD_OK);
-  const size_t bytes = 64 * 64 * 3;
+  const size_t bytes = PICTURE_BYTES;
   if (cli != NULL && first != NULL && again != NULL) {
     CHECK(memcmp(first, cli, bytes) == 0, "the C API's picture differs from the CLI's by up to %d levels",
           largest_difference(first, cli, bytes));

@@ -19,7 +19,7 @@ stray=$(printf '%s\n' "$exported" | grep -v '^hd_' || true)
 
 model=$source/tests/fixtures/models/tiny_sd1
 "$prefix/bin/hipdiffusion" generate --model "$model" --prompt "a red square" --negative-prompt blurry --seed 7 \
-  --steps 3 --width 64 --height 64 --sampler euler_a --output "$work/cli.png" > /dev/null 2>&1
+  --steps 3 --width 32 --height 32 --sampler euler_a --output "$work/cli.png" > /dev/null 2>&1
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 # shellcheck disable=SC2046,SC2086 # pkg-config's flags are separate words
 cc -std=c11 -Wall -Wextra -Werror $sanitize "$source/tests/capi/c_api_test.c" -o "$work/c_api_test" \
@@ -27,11 +27,11 @@ cc -std=c11 -Wall -Wextra -Werror $sanitize "$source/tests/capi/c_api_test.c" -o
 # SDXL's base and refiner: the CLI's refined picture for the C test's REFINED settings.
 xl=$source/tests/fixtures/models
 "$prefix/bin/hipdiffusion" generate --model "$xl/tiny_sdxl_pipeline" --refiner "$xl/tiny_sdxl_refiner" \
-  --high-noise-frac 0.5 --prompt "a red square" --negative-prompt blurry --seed 5 --steps 4 --width 64 --height 64 \
+  --high-noise-frac 0.5 --prompt "a red square" --negative-prompt blurry --seed 5 --steps 4 --width 32 --height 32 \
   --sampler euler_a --output "$work/refined.png" > /dev/null 2>&1
 # A LoRA of the fixtures' folder (the C test asks for it by name): the CLI's picture with it.
 "$prefix/bin/hipdiffusion" generate --model "$model" --lora "$xl/tiny_sd1_lora_kohya.safetensors:0.7" \
-  --prompt "a red square" --negative-prompt blurry --seed 7 --steps 3 --width 64 --height 64 --sampler euler_a \
+  --prompt "a red square" --negative-prompt blurry --seed 7 --steps 3 --width 32 --height 32 --sampler euler_a \
   --output "$work/lora.png" > /dev/null 2>&1
 LD_LIBRARY_PATH=$libdir "$work/c_api_test" "$model" "$work/cli.png" "$xl/tiny_sdxl_pipeline" \
   "$xl/tiny_sdxl_refiner" "$work/refined.png" "$xl" "$work/lora.png"
@@ -40,6 +40,6 @@ cmake -S "$source/tests/capi/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="
   -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_EXE_LINKER_FLAGS="$sanitize" > "$work/consumer.log" \
   || { cat "$work/consumer.log"; exit 1; }
 cmake --build "$work/consumer" > "$work/consumer-build.log" || { cat "$work/consumer-build.log"; exit 1; }
-LD_LIBRARY_PATH=$libdir "$work/consumer/generate" "$model" "a blue circle" "$work/example.ppm" cpu 2 64
+LD_LIBRARY_PATH=$libdir "$work/consumer/generate" "$model" "a blue circle" "$work/example.ppm" cpu 2 32
 head -c 2 "$work/example.ppm" | grep -q P6 || { echo "the example wrote no PPM"; exit 1; }
 echo "the installed C API works from pkg-config and find_package"

@@ -19,27 +19,29 @@ namespace {
 using test::company_params;
 
 const std::string kModels = std::string(HD_SOURCE_DIR) + "/tests/fixtures/models/";
+// The pictures' size: what the tests check does not depend on it, and their time does.
+constexpr int kSize = 32;
 
 TEST(DenoisingRun, SD1RunsSteppedTogetherGiveWhatEachGivesAlone) {
   const StableDiffusion sd = StableDiffusion::load(kModels + "tiny_sd1", std::nullopt);
   GenerationParams b =
-      company_params("a blue circle", 2, 1.0f, SamplerKind::kDpmpp2m, 5, 64);  // unguided, multistep
+      company_params("a blue circle", 2, 1.0f, SamplerKind::kDpmpp2m, 5, kSize);  // unguided, multistep
   b.batch = 2;
-  test::check_company(
-      sd,
-      {company_params("a red square", 1, 7.5f, SamplerKind::kEulerAncestral, 6, 64),  // draws noise each step
-       b, company_params("", 3, 3.0f, SamplerKind::kDdim, 4, 64)},
-      1e-5);
+  test::check_company(sd,
+                      {company_params("a red square", 1, 7.5f, SamplerKind::kEulerAncestral, 6,
+                                      kSize),  // draws noise each step
+                       b, company_params("", 3, 3.0f, SamplerKind::kDdim, 4, kSize)},
+                      1e-5);
 }
 
 TEST(DenoisingRun, SDXLRunsSteppedTogetherGiveWhatEachGivesAlone) {
   const StableDiffusion sd = StableDiffusion::load(kModels + "tiny_sdxl_pipeline", std::nullopt);
-  GenerationParams b = company_params("a blue circle", 2, 5.0f, SamplerKind::kEuler, 5, 64);
+  GenerationParams b = company_params("a blue circle", 2, 5.0f, SamplerKind::kEuler, 5, kSize);
   b.sizes.original_size = std::array<int, 2>{128, 96};  // other micro-conditioning ids in the same batch
   b.schedule = SigmaSchedule::kKarras;
   test::check_company(sd,
-                      {company_params("a red square", 1, 7.5f, SamplerKind::kEuler, 6, 64), b,
-                       company_params("a green triangle", 3, 1.0f, SamplerKind::kEulerAncestral, 4, 64)},
+                      {company_params("a red square", 1, 7.5f, SamplerKind::kEuler, 6, kSize), b,
+                       company_params("a green triangle", 3, 1.0f, SamplerKind::kEulerAncestral, 4, kSize)},
                       1e-5);
 }
 
@@ -47,9 +49,11 @@ TEST(DenoisingRun, StepRefusesRunsThatCannotShareABatch) {
   const StableDiffusion sd = StableDiffusion::load(kModels + "tiny_sd1", std::nullopt);
   const StableDiffusion other = StableDiffusion::load(kModels + "tiny_sd1", std::nullopt);
   TorchCpuGenerator g1(1), g2(2), g3(3);
-  DenoisingRun small = sd.start_denoising(company_params("a", 1, 7.5f, SamplerKind::kEuler, 1, 64), g1);
-  DenoisingRun large = sd.start_denoising(company_params("a", 2, 7.5f, SamplerKind::kEuler, 2, 128), g2);
-  DenoisingRun foreign = other.start_denoising(company_params("a", 3, 7.5f, SamplerKind::kEuler, 2, 64), g3);
+  DenoisingRun small = sd.start_denoising(company_params("a", 1, 7.5f, SamplerKind::kEuler, 1, kSize), g1);
+  DenoisingRun large =
+      sd.start_denoising(company_params("a", 2, 7.5f, SamplerKind::kEuler, 2, 2 * kSize), g2);
+  DenoisingRun foreign =
+      other.start_denoising(company_params("a", 3, 7.5f, SamplerKind::kEuler, 2, kSize), g3);
   DenoisingRun* const sizes[] = {&small, &large};
   test::expect_error_containing([&] { sd.step(sizes); }, "do not share a UNet batch");
   DenoisingRun* const models[] = {&small, &foreign};

@@ -207,7 +207,7 @@ TEST(ParallelGeneration, TheRefinerEnsembleGivesWhatOneDeviceGivesInEachMode) {
                        Case{ParallelMode::kSplit, 2, 1, 1.0f}, Case{ParallelMode::kSplit, 4, 1, 7.5f},
                        Case{ParallelMode::kCfg, 4, 2, 7.5f}}) {
     SCOPED_TRACE(testing::Message() << parallel_mode_name(c.mode) << " on " << c.ranks << " ranks");
-    GenerationParams p = company_params("a red square", 5, c.cfg, SamplerKind::kEulerAncestral, 5, 64);
+    GenerationParams p = company_params("a red square", 5, c.cfg, SamplerKind::kEulerAncestral, 5, 32);
     p.batch = c.batch;
     const test::ParallelOutcome o = test::compare_with_one_device(kModels + "tiny_sdxl_pipeline", cpus(c.ranks),
                                                                   DType::kF32, p, c.mode, nullptr, refiner);
@@ -224,7 +224,7 @@ TEST(ParallelGeneration, TheRefinerEnsembleGivesWhatOneDeviceGivesInEachMode) {
   }
   // Displaced: each model's run warms up afresh (4 exact steps), then takes the other strip's values of
   // the step before; near the exact picture, bounded as the model alone is (DisplacedSplitIsExact...).
-  GenerationParams displaced = company_params("a red square", 5, 7.5f, SamplerKind::kEuler, 14, 64);
+  GenerationParams displaced = company_params("a red square", 5, 7.5f, SamplerKind::kEuler, 14, 32);
   const RefinerShares shares = refiner_shares(base_model, refiner_model, displaced, refiner.high_noise_frac, false);
   ASSERT_GT(shares.refiner_steps, kDisplacedWarmupSteps) << "the refiner would take no displaced step";
   const test::ParallelOutcome d = test::compare_with_one_device(kModels + "tiny_sdxl_pipeline", cpus(2), DType::kF32,
@@ -236,8 +236,8 @@ TEST(ParallelGeneration, TheRefinerEnsembleGivesWhatOneDeviceGivesInEachMode) {
   EXPECT_GE(d.image_psnr, 40.0);
   test::Rng rng;
   HD_SEED_TRACE(rng);
-  OwnedTensor image = test::random_tensor(rng, Shape{1, 64, 64, 3}, 0.5f);
-  GenerationParams p = company_params("a green triangle", 4, 7.5f, SamplerKind::kEuler, 10, 64);
+  OwnedTensor image = test::random_tensor(rng, Shape{1, 32, 32, 3}, 0.5f);
+  GenerationParams p = company_params("a green triangle", 4, 7.5f, SamplerKind::kEuler, 10, 32);
   p.batch = 2;
   p.strength = 0.3f;  // starts below 0.6 of the schedule: the refiner's three steps alone
   const test::ParallelOutcome o = test::compare_with_one_device(kModels + "tiny_sdxl_pipeline", cpus(2), DType::kF32,
@@ -249,7 +249,7 @@ TEST(ParallelGeneration, TheRefinerEnsembleGivesWhatOneDeviceGivesInEachMode) {
 TEST(ParallelGeneration, TheRefinerEnsembleIsRefusedWhereItCannotRun) {
   ParallelStableDiffusion several =
       ParallelStableDiffusion::load(kModels + "tiny_sdxl_pipeline", std::nullopt, std::nullopt, cpus(2), DType::kF32);
-  GenerationParams p = company_params("a red square", 5, 7.5f, SamplerKind::kEuler, 4, 64);
+  GenerationParams p = company_params("a red square", 5, 7.5f, SamplerKind::kEuler, 4, 32);
   test::expect_error_containing([&] { several.generate_with_refiner(p, 0.8, ParallelMode::kCfg); },
                                 "no refiner is loaded");
   several.load_refiner(kModels + "tiny_sdxl_refiner", std::nullopt);
@@ -326,8 +326,8 @@ TEST(ParallelGeneration, SplitGuidanceTakesAPairOnTheModelsDevice) {
   auto p0 = pair.communicator(0);
   sd.split_guidance(p0.get());
   TorchCpuGenerator g1(1), g2(2);
-  DenoisingRun a = sd.start_denoising(company_params("a", 1, 7.5f, SamplerKind::kEuler, 2, 64), g1);
-  DenoisingRun b = sd.start_denoising(company_params("b", 2, 7.5f, SamplerKind::kEuler, 2, 64), g2);
+  DenoisingRun a = sd.start_denoising(company_params("a", 1, 7.5f, SamplerKind::kEuler, 2, 32), g1);
+  DenoisingRun b = sd.start_denoising(company_params("b", 2, 7.5f, SamplerKind::kEuler, 2, 32), g2);
   DenoisingRun* const both[] = {&a, &b};
   test::expect_error_containing([&] { sd.step(both); }, "runs are not batched together on them");
   sd.split_guidance(nullptr);

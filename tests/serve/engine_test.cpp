@@ -35,9 +35,13 @@ EngineOptions options(bool batch = true, size_t max_queue = 64) {
   return o;
 }
 
-// A 64x64 request with Euler a, which draws noise from the job's generator each step.
+// A request's picture size: 32x32 (the tiny models' latents 16x16). What the tests check does not
+// depend on it, and their time does: at 64x64 the tiny UNet's 1024-token attention was most of it.
+constexpr int kSize = 32;
+
+// A kSize x kSize request with Euler a, which draws noise from the job's generator each step.
 GenerationParams job_params(const char* prompt, uint64_t seed, int steps = 4, float cfg = 7.5f) {
-  return test::company_params(prompt, seed, cfg, SamplerKind::kEulerAncestral, steps, 64);
+  return test::company_params(prompt, seed, cfg, SamplerKind::kEulerAncestral, steps, kSize);
 }
 
 JobRequest request_of(const GenerationParams& p) {
@@ -126,7 +130,7 @@ TEST(ServeEngine, CancelledJobsEndAndTheOthersGoOn) {
   expect_error_kind(*queued, ErrorKind::kCancelled, "cancelled");
   EXPECT_LT(running->progress().steps_done, 500);
   EXPECT_EQ(queued->progress().steps_done, 0);
-  EXPECT_EQ(after->wait().image.view().dim(1), 64);
+  EXPECT_EQ(after->wait().image.view().dim(1), kSize);
   EXPECT_EQ(after->progress().state, JobState::kDone);
 }
 
@@ -154,7 +158,7 @@ TEST(ServeEngine, ACancelledQueuedJobEndsAtOnceAndFreesItsPlace) {
   const auto next = engine.submit(request("a green triangle", 3, 2));  // the cancelled job's place
   running->cancel();
   expect_error_kind(*running, ErrorKind::kCancelled, "cancelled");
-  EXPECT_EQ(next->wait().image.view().dim(1), 64);
+  EXPECT_EQ(next->wait().image.view().dim(1), kSize);
   EXPECT_EQ(queued->progress().steps_done, 0);
   EXPECT_EQ(engine.status().finished, 3u);
 }
@@ -215,7 +219,7 @@ TEST(ServeEngine, SelectingTheCurrentModelWaitsForNothingAndAFailedSelectKeepsTh
   test::expect_error_containing([&] { engine.select_model("broken.safetensors"); },
                                 "while loading the model broken");
   EXPECT_EQ(engine.current_model(), "tiny_sd1");
-  EXPECT_EQ(running->wait().image.view().dim(1), 64);
+  EXPECT_EQ(running->wait().image.view().dim(1), kSize);
   const auto after = engine.submit(request("b", 2, 2));
   after->wait();
   EXPECT_EQ(after->model_name(), "tiny_sd1");
@@ -234,7 +238,8 @@ TEST(ServeEngine, TwoWorkersShareTheQueueAndGiveWhatEachGivesAlone) {
   EXPECT_EQ(engine.devices().size(), 2u);
   std::vector<GenerationParams> requests;
   for (uint64_t seed = 1; seed <= 4; ++seed)
-    requests.push_back(test::company_params("a red square", seed, 7.5f, SamplerKind::kEulerAncestral, 2, 32));
+    requests.push_back(
+        test::company_params("a red square", seed, 7.5f, SamplerKind::kEulerAncestral, 2, kSize));
   std::vector<std::shared_ptr<Job>> jobs;
   for (const GenerationParams& p : requests) jobs.push_back(engine.submit(request_of(p)));
   std::set<int> workers;
@@ -270,7 +275,7 @@ TEST(ServeEngine, AFailedSelectOnSeveralWorkersKeepsTheLastModel) {
                                 "while loading the model broken.safetensors on cpu");
   EXPECT_EQ(engine.current_model(), "tiny_sd1");
   const auto after = engine.submit(request("b", 2, 2));
-  EXPECT_EQ(after->wait().image.view().dim(1), 64);
+  EXPECT_EQ(after->wait().image.view().dim(1), kSize);
   EXPECT_EQ(after->model_name(), "tiny_sd1");
 }
 
@@ -400,7 +405,7 @@ TEST(ServeEngine, RefinerRequestsThatCannotRunAreRefusedOrFailAlone) {
   const auto fine = engine.submit(with("tiny_sdxl_pipeline", "tiny_sdxl_refiner"));
   expect_error_kind(*sd1, ErrorKind::kInvalidInput, "a base and its refiner are SDXL models");
   expect_error_kind(*swapped, ErrorKind::kInvalidInput, "the base model is an SDXL refiner");
-  EXPECT_EQ(fine->wait().image.view().dim(1), 64);
+  EXPECT_EQ(fine->wait().image.view().dim(1), kSize);
 }
 
 // keep_models: requests alternating between models load each once while they fit, the least recently
@@ -482,7 +487,7 @@ TEST(ServeEngine, ALoadOutOfMemoryDropsTheKeptModelsAndTriesOnceMore) {
   run_on("tiny_sd1")->wait();
   run_on("tiny_sd2")->wait();
   EXPECT_EQ(held(), (std::vector<std::string>{"tiny_sd2", "tiny_sd1"}));
-  EXPECT_EQ(run_on("tiny_sdxl_pipeline")->wait().image.view().dim(1), 64);
+  EXPECT_EQ(run_on("tiny_sdxl_pipeline")->wait().image.view().dim(1), kSize);
   EXPECT_EQ(attempts, 4) << "the third load was not tried again";
   EXPECT_EQ(held(), (std::vector<std::string>{"tiny_sdxl_pipeline"})) << "the kept models were not dropped";
   // No room even alone: the error reaches the job, and the engine goes on.
@@ -490,14 +495,14 @@ TEST(ServeEngine, ALoadOutOfMemoryDropsTheKeptModelsAndTriesOnceMore) {
   expect_error_kind(*run_on("tiny_sd1"), ErrorKind::kOutOfMemory, "while loading the model tiny_sd1");
   EXPECT_EQ(attempts, 6);
   room = 2;
-  EXPECT_EQ(run_on("tiny_sd1")->wait().image.view().dim(1), 64);
+  EXPECT_EQ(run_on("tiny_sd1")->wait().image.view().dim(1), kSize);
   // A refiner that finds no room beside its model and a kept one: the kept one goes, never the model.
-  EXPECT_EQ(run_on("tiny_sdxl_pipeline")->wait().image.view().dim(1), 64);
+  EXPECT_EQ(run_on("tiny_sdxl_pipeline")->wait().image.view().dim(1), kSize);
   EXPECT_EQ(held(), (std::vector<std::string>{"tiny_sdxl_pipeline", "tiny_sd1"}));
   JobRequest refined = request("a", 1, 4);
   refined.model = "tiny_sdxl_pipeline";
   refined.refiner = "tiny_sdxl_refiner";
-  EXPECT_EQ(engine.submit(std::move(refined))->wait().image.view().dim(1), 64);
+  EXPECT_EQ(engine.submit(std::move(refined))->wait().image.view().dim(1), kSize);
   EXPECT_EQ(attempts, 10);
   EXPECT_EQ(held(), (std::vector<std::string>{"tiny_sdxl_refiner", "tiny_sdxl_pipeline"}));
 }
@@ -521,14 +526,14 @@ TEST(ServeEngine, KeptModelsStayWithinTheirMemory) {
     return engine.submit(std::move(r))->wait().image.view().dim(1);
   };
   using Names = std::vector<std::string>;
-  EXPECT_EQ(run_on("tiny_sd1"), 64);
-  EXPECT_EQ(run_on("tiny_sd2"), 64);
-  EXPECT_EQ(run_on("tiny_sd1"), 64);
+  EXPECT_EQ(run_on("tiny_sd1"), kSize);
+  EXPECT_EQ(run_on("tiny_sd2"), kSize);
+  EXPECT_EQ(run_on("tiny_sd1"), kSize);
   EXPECT_EQ(engine.status().model_loads, 2u) << "two models within the bound were not both kept";
   EXPECT_EQ(engine.status().held[0], (Names{"tiny_sd1", "tiny_sd2"}));
   EXPECT_EQ(engine.status().held_bytes[0], sd1 + sd2);
   // SDXL's needs room: sd2 (used longest ago) goes, and sd1 too unless both fit.
-  EXPECT_EQ(run_on("tiny_sdxl_pipeline"), 64);
+  EXPECT_EQ(run_on("tiny_sdxl_pipeline"), kSize);
   const bool sd1_stays = sd1 + xl <= sd1 + sd2;
   EXPECT_EQ(engine.status().held[0],
             (sd1_stays ? Names{"tiny_sdxl_pipeline", "tiny_sd1"} : Names{"tiny_sdxl_pipeline"}));
@@ -542,7 +547,7 @@ TEST(ServeEngine, KeptModelsStayWithinTheirMemory) {
   for (const char* model : {"tiny_sd1", "tiny_sd2", "tiny_sd1"}) {
     JobRequest r = request("a", 1, 2);
     r.model = model;
-    EXPECT_EQ(tight.submit(std::move(r))->wait().image.view().dim(1), 64);
+    EXPECT_EQ(tight.submit(std::move(r))->wait().image.view().dim(1), kSize);
     EXPECT_EQ(tight.status().held[0], Names{model});
   }
   EXPECT_EQ(tight.status().model_loads, 3u);
@@ -636,7 +641,7 @@ TEST(ServeEngine, ALoraThatDoesNotFitTheModelIsRefusedAtSubmit) {
   EXPECT_EQ(engine.status().loaded[0], "tiny_sd1");
   JobRequest fits = request("a red square", 1, 2);
   fits.loras = {{"detail", 1.0f}};
-  EXPECT_EQ(engine.submit(std::move(fits))->wait().image.view().dim(1), 64);
+  EXPECT_EQ(engine.submit(std::move(fits))->wait().image.view().dim(1), kSize);
 }
 
 TEST(ServeEngine, StopFinishesAcceptedJobsAndRefusesNewOnes) {
