@@ -49,6 +49,55 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
 #endif
 }
 
+void upsample_conv2d(const Tensor& x, const Tensor& w, const Tensor* phases, const Tensor* bias,
+                     const Tensor& out) {
+  const Device& dev = x.device;
+  const OpScope scope("upsample conv2d", dev);
+  constexpr const char* op = "upsample_conv2d";
+  check_operand(op, "input", x, dev);
+  check_operand(op, "weight", w, dev);
+  check_operand(op, "output", out, dev);
+  check_rank(op, "input", x, 4);
+  check_rank(op, "weight", w, 4);
+  check_shape(op, "weight", w, Shape{w.dim(0), 3, 3, x.dim(3)});
+  const Shape upsampled{x.dim(0), 2 * x.dim(1), 2 * x.dim(2), x.dim(3)};
+  check_shape(op, "output", out, Shape{x.dim(0), 2 * x.dim(1), 2 * x.dim(2), w.dim(0)});
+  if (bias) {
+    check_operand(op, "bias", *bias, dev);
+    check_shape(op, "bias", *bias, Shape{w.dim(0)});
+  }
+  if (phases) {
+    check_operand(op, "phases", *phases, dev);
+    check_shape(op, "phases", *phases, Shape{2, 2, w.dim(0), 2, 2, x.dim(3)});
+  }
+  if (dev.is_cpu()) {
+    const OwnedTensor up(upsampled, x.dtype);
+    cpu::upsample_nearest_2x(x, up);
+    return cpu::conv2d(up, w, bias, nullptr, Conv2dParams{1, 1, 0}, out);
+  }
+#if defined(HD_WITH_GPU)
+  gpu::upsample_conv2d(x, w, phases, bias, out);
+#else
+  no_kernel(op, dev);
+#endif
+}
+
+void upsample_conv2d_phases(const Tensor& w, const Tensor& out) {
+  const Device& dev = w.device;
+  const OpScope scope("upsample conv2d phases", dev);
+  check_operand("upsample_conv2d_phases", "weight", w, dev);
+  check_operand("upsample_conv2d_phases", "output", out, dev);
+  check_rank("upsample_conv2d_phases", "weight", w, 4);
+  check_shape("upsample_conv2d_phases", "weight", w, Shape{w.dim(0), 3, 3, w.dim(3)});
+  check_shape("upsample_conv2d_phases", "output", out, Shape{2, 2, w.dim(0), 2, 2, w.dim(3)});
+  if (dev.is_cpu()) return cpu::upsample_conv2d_phases(w, out);
+#if defined(HD_WITH_GPU)
+  gpu::upsample_conv2d_phases(w, out);
+#else
+  no_kernel("upsample_conv2d_phases", dev);
+#endif
+}
+
 namespace {
 
 // linear's and linear_geglu's operands but the output: x [..., K], w [N, K], bias [N]. Returns the

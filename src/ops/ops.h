@@ -67,6 +67,18 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, Conv2dParams p);
 void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, Conv2dParams p,
             const Tensor& out);
 
+// diffusers' Upsample2D: out [N, 2H, 2W, Cout] = conv2d(upsample_nearest_2x(x), w, padding 1) + bias, for
+// x [N, H, W, Cin], w [Cout, 3, 3, Cin], bias [Cout] (may be null). `phases` (may be null) are w's
+// upsample_conv2d_phases on x's device: the GPU then may compute the four output phases from x itself
+// (16 of the 36 multiply-adds, and no upsampled image; upsample_phases.h), which the autotuner races
+// against upsampling and convolving. The CPU always upsamples and convolves.
+void upsample_conv2d(const Tensor& x, const Tensor& w, const Tensor* phases, const Tensor* bias,
+                     const Tensor& out);
+// w [Cout, 3, 3, Cin] as the 2x2 kernels of the four output phases of its convolution of an upsampled
+// image, out [2, 2, Cout, 2, 2, Cin] (phase row, phase column, then a kernel): each tap the sum of the 3x3
+// taps that read the same pixel before upsampling (upsample_phases.h), in f32, rounded once.
+void upsample_conv2d_phases(const Tensor& w, const Tensor& out);
+
 // out [..., N] = x [..., K] · w[N, K]ᵀ + bias [N] (+ residual [..., N]); bias and residual may be null,
 // residual may alias out (a transformer's residual stream, updated in place in one pass).
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, const Tensor& out);

@@ -1,11 +1,13 @@
 // conv2d on the CPU: im2col into a bounded scratch buffer, then one sgemm per chunk of output pixels.
-// NHWC makes each kernel tap a contiguous run of Cin floats, so im2col is a sequence of memcpys.
+// NHWC makes each kernel tap a contiguous run of Cin floats, so im2col is a sequence of memcpys. And the
+// weights of an upsampled convolution's phases (upsample_phases.h).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "core/thread_pool.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/upsample_phases.h"
 
 namespace hd::ops::cpu {
 
@@ -66,6 +68,24 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
     });
     sgemm(false, true, count, cout, row, 1.0f, col.data(), row, wp, row, beta, yp + first * cout, cout);
   }
+}
+
+void upsample_conv2d_phases(const Tensor& w, const Tensor& out) {
+  const int64_t cout = w.dim(0), cin = w.dim(3);
+  const float* wp = w.ptr<float>();
+  float* op = out.ptr<float>();
+  for (int dy = 0; dy < 2; ++dy)
+    for (int dx = 0; dx < 2; ++dx)
+      for (int64_t co = 0; co < cout; ++co)
+        for (int r = 0; r < 2; ++r)
+          for (int c = 0; c < 2; ++c)
+            for (int64_t ci = 0; ci < cin; ++ci) {
+              float sum = 0.f;  // the GPU kernel's order (convert.cu)
+              for (int a = phase_first_row(dy, r); a <= phase_last_row(dy, r); ++a)
+                for (int b = phase_first_row(dx, c); b <= phase_last_row(dx, c); ++b)
+                  sum += wp[((co * 3 + a) * 3 + b) * cin + ci];
+              *op++ = sum;
+            }
 }
 
 }  // namespace hd::ops::cpu

@@ -17,6 +17,7 @@ void sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, 
 void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, Conv2dParams p,
             const Tensor& out);
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, const Tensor& out);
+void upsample_conv2d_phases(const Tensor& w, const Tensor& out);
 void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha,
                     const Tensor& out);
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out,

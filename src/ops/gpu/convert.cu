@@ -1,10 +1,11 @@
-// Element type conversion on the GPU. The bf16 and f16 roundings are written out in integer
-// arithmetic, the same on every vendor, so that the result is bit-identical to the CPU's hd::convert
-// (and does not depend on which bf16 header a ROCm release ships).
+// Element type conversion on the GPU, and the weight transform of an upsampled convolution's phases. The bf16
+// and f16 roundings are written out in integer arithmetic, the same on every vendor, so that the result is
+// bit-identical to the CPU's hd::convert (and does not depend on which bf16 header a ROCm release ships).
 #include "core/error.h"
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/gpu_ops.h"
 #include "ops/gpu/numeric.cuh"
+#include "ops/upsample_phases.h"
 
 namespace hd::gpu {
 
@@ -69,7 +70,7 @@ __global__ void narrow_vectors_kernel(const float4* __restrict__ src, NarrowedOu
   }
 }
 
-constexpr int kThreads = 256;  // a block of either kernel
+constexpr int kThreads = 256;  // a block of each kernel
 
 void launch_narrow_vectors(const float* src, const NarrowedOuts& outs, int tensors, bool bf16,
                            int64_t count) {
@@ -79,7 +80,40 @@ void launch_narrow_vectors(const float* src, const NarrowedOuts& outs, int tenso
   HD_GPU_CHECK_LAUNCH();
 }
 
+// out [2, 2, Cout, 2, 2, Cin] from w [Cout, 3, 3, Cin] (upsample_phases.h): each tap the sum of the 3x3
+// taps it stands for, in f32 in the CPU's order, rounded once as convert_kernel rounds.
+__global__ void upsample_conv_phases_kernel(const void* w, void* out, DType t, int64_t cout, int64_t cin,
+                                            int64_t total) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t ci = i % cin, tap = i / cin;
+    const int c = int(tap % 2), r = int(tap / 2 % 2);
+    const int64_t co = tap / 4 % cout;
+    const int dx = int(tap / 4 / cout % 2), dy = int(tap / 4 / cout / 2);
+    float sum = 0.f;
+    for (int a = ops::phase_first_row(dy, r); a <= ops::phase_last_row(dy, r); ++a)
+      for (int b = ops::phase_first_row(dx, c); b <= ops::phase_last_row(dx, c); ++b)
+        sum += load_element(w, t, ((co * 3 + a) * 3 + b) * cin + ci);
+    if (t == DType::kF32) {
+      static_cast<float*>(out)[i] = sum;
+    } else {
+      static_cast<uint16_t*>(out)[i] = t == DType::kBF16 ? float_to_bf16_bits(sum) : float_to_half_bits(sum);
+    }
+  }
+}
+
 }  // namespace
+
+void upsample_conv2d_phases(const Tensor& w, const Tensor& out) {
+  HD_CHECK_KIND(out.dtype == w.dtype, ErrorKind::kUnsupported,
+                "upsample_conv2d_phases: weight and phases dtypes differ");
+  const int64_t total = out.numel();
+  if (total == 0) return;
+  HD_GPU_CHECK(cudaSetDevice(w.device.index));
+  upsample_conv_phases_kernel<<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
+      w.data, out.data, w.dtype, w.dim(0), w.dim(3), total);
+  HD_GPU_CHECK_LAUNCH();
+}
 
 void convert(const Tensor& src, const Tensor& dst) {
   const int64_t count = src.numel();

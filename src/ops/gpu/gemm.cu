@@ -78,7 +78,9 @@ std::string tuning_key(const GemmProblem& p, const Prepared& prepared) {
       prepared.libraries ? "" : " tiles only", fragment_layer_only ? " (fragment layer)" : "", " on ",
       device_name(p.device.index), ": channels ", p.channels, " (pixel stride ", p.pixel_stride, ") kernel ",
       p.kh, "x", p.kw, " stride ", p.stride, " padding ", p.padding, " -> ", p.n, p.bias ? " bias" : "",
-      p.residual ? " residual" : "", gate_name(p.gate));
+      p.residual ? " residual" : "", gate_name(p.gate),
+      p.padding_batch_step != 0 ? " padded per problem" : "", p.c_group_rows != 0 ? " C in row groups" : "",
+      p.upsampled_conv_weights != nullptr ? " (upsampled)" : "");
   const std::string size = str_cat("batch ", p.outer, "x", p.inner, " images ", p.images, "x", p.height, "x",
                                    p.width, " -> ", p.out_height, "x", p.out_width);
   return ops::sized_key(family, p.outer * p.inner * p.m(), size);
@@ -133,8 +135,8 @@ double time_runs(F launch, ops::TimingEffort effort) {
 // Milliseconds per run of candidate `c` on `p`, into a buffer of its own: C may be the residual, which
 // repeated runs would otherwise add up. -1 when the candidate fails on this problem.
 double time_candidate(const GemmProblem& p, const Candidate& c, ops::TimingEffort effort) {
-  const int64_t extent =
-      (p.outer - 1) * p.c_batch.outer + (p.inner - 1) * p.c_batch.inner + (p.m() - 1) * p.ldc + p.c_columns();
+  const int64_t extent = (p.outer - 1) * p.c_batch.outer + (p.inner - 1) * p.c_batch.inner +
+                         p.c_row_offset(p.m() - 1) + p.c_columns();
   const Buffer trial(p.device, size_t(extent) * dtype_size(p.dtype));
   try {
     return time_runs([&] { c.launch(p, trial.data()); }, effort);
@@ -175,8 +177,9 @@ Prepared prepare(const GemmProblem& p, KernelPath path) {
                 "gemm: a problem of ", m, " x ", p.n, " x ", k, " exceeds the kernels' 32-bit indices");
   HD_CHECK_KIND(p.outer * p.inner <= 65535, ErrorKind::kUnsupported, "gemm: a batch of ", p.outer * p.inner,
                 " problems exceeds 65535");
-  HD_CHECK(p.gate == GemmGate::kNone ||
-               (p.outer * p.inner == 1 && p.residual == nullptr && p.n % 2 == 0 && p.ldc == p.n / 2),
+  HD_CHECK(p.c_group_rows >= 0 && p.c_group_rows < INT_MAX, "gemm: C's rows in groups of ", p.c_group_rows);
+  HD_CHECK(p.gate == GemmGate::kNone || (p.outer * p.inner == 1 && p.residual == nullptr && p.n % 2 == 0 &&
+                                         p.ldc == p.n / 2 && p.c_group_rows == 0),
            "gemm: GEGLU takes one product of an even width, no residual and C dense: got ", p.outer * p.inner,
            " products, width ", p.n, ", C rows ", p.ldc, " apart", p.residual ? ", a residual" : "");
   const KernelArgs args{int(m), int(p.n), int(k), int(p.inner), p.a_batch.outer, p.a_batch.inner, p.b_batch.outer,
@@ -192,10 +195,18 @@ Prepared prepare(const GemmProblem& p, KernelPath path) {
                       p.b_batch.inner % 8 == 0 && is_aligned(p.b, 16);
   HD_GPU_CHECK(cudaSetDevice(p.device.index));
   const ops::KernelChoice choice = ops::kernel_choice();
-  const bool libraries = path == KernelPath::kTuned && choice == ops::KernelChoice::kAll;
+  // The libraries take neither problems padded apart nor C's rows in groups (the phases of an upsampled
+  // convolution): such a problem reaches them through its unfused candidate.
+  const bool own_layout = p.padding_batch_step != 0 || p.c_group_rows != 0;
+  const bool libraries = path == KernelPath::kTuned && choice == ops::KernelChoice::kAll && !own_layout;
   const bool warpgroup_tiles = path == KernelPath::kTuned && choice != ops::KernelChoice::kFragments;
   Prepared prepared{args, vector, fragments_for(path, p.device.index), libraries, warpgroup_tiles};
   prepared.args.gate = int(p.gate);
+  prepared.args.padding_batch_step = p.padding_batch_step;
+  prepared.args.c_grouped = p.c_group_rows != 0;
+  prepared.args.pairs = prepared.args.pairs && p.c_group_stride % 2 == 0;
+  prepared.args.by_c_group_rows = FastDivisor(int(std::max<int64_t>(p.c_group_rows, 1)));
+  prepared.args.c_group_stride = p.c_group_stride;
   return prepared;
 }
 
@@ -220,6 +231,45 @@ Candidate unfused_candidate(KernelPath path) {
           true, false};
 }
 
+// The phases of an upsampled convolution (upsample_conv_gemm) computed as the convolution itself: A
+// upsampled into scratch (ScratchSlot::kProjection, held while the convolution's own candidate uses
+// kGemm), then the 3x3 convolution through its own tuned choice (the libraries among its candidates where
+// the path has them). What the phase tiles are timed against, by the exhaustive policy only: the best
+// phase tile took 0.41-0.51 of its time on SD's and SDXL's upsamplers but the smallest (0.88 at 8x8) on an
+// H200 with cuDNN among its candidates (2026-11-29), and timing it under the quick policy tunes the
+// convolution as well, which made SDXL's first image 0.2-0.3 s longer.
+Candidate unfused_upsample_candidate(KernelPath path) {
+  return {"unfused",
+          [path](const GemmProblem& q, void* c) {
+            const int64_t channels = q.channels, height = 2 * q.height, width = 2 * q.width;
+            void* upsampled =
+                scratch(q.device, size_t(q.images * height * width * channels) * dtype_size(q.dtype),
+                        ScratchSlot::kProjection);
+            gpu::upsample_nearest_2x(
+                Tensor::contiguous(const_cast<void*>(q.a), q.dtype,
+                                   Shape{q.images, q.height, q.width, channels}, q.device),
+                Tensor::contiguous(upsampled, q.dtype, Shape{q.images, height, width, channels}, q.device));
+            GemmProblem conv = q;
+            conv.outer = conv.inner = 1;
+            conv.a_batch = conv.b_batch = conv.c_batch = {};
+            conv.padding_batch_step = 0;
+            conv.c_group_rows = conv.c_group_stride = 0;
+            conv.upsampled_conv_weights = nullptr;
+            conv.a = upsampled;
+            conv.height = conv.out_height = height;
+            conv.width = conv.out_width = width;
+            conv.pixel_stride = channels;
+            conv.kh = conv.kw = 3;
+            conv.padding = 1;
+            conv.b = q.upsampled_conv_weights;
+            conv.ldb = 9 * channels;
+            conv.c = c;
+            conv.ldc = q.n;
+            gemm(conv, path);
+          },
+          false, false};
+}
+
 // Calls f with the candidates of p (their element type and fragment path resolved).
 template <class F>
 void with_candidates(const GemmProblem& p, const Prepared& prepared, KernelPath path, F f) {
@@ -233,6 +283,7 @@ void with_candidates(const GemmProblem& p, const Prepared& prepared, KernelPath 
         std::vector<Candidate> list = candidates_of<T, L>(p, prepared.args, prepared.vector,
                                                           prepared.libraries, prepared.warpgroup_tiles);
         if (p.gate != GemmGate::kNone) list.push_back(unfused_candidate(path));
+        if (p.upsampled_conv_weights != nullptr) list.push_back(unfused_upsample_candidate(path));
         return f(list);
       };
       switch (prepared.fragments) {
@@ -260,15 +311,15 @@ void with_candidates(const GemmProblem& p, const Prepared& prepared, KernelPath 
 
 // Everything of a problem that decides its tuning key, its candidates and their kernel arguments (shape,
 // strides, which operands exist, their alignment, the path); never its pointers.
-using Signature = std::array<int64_t, 28>;
+using Signature = std::array<int64_t, 31>;
 
 Signature signature_of(const GemmProblem& p, KernelPath path) {
   const auto bit = [](bool set, int position) { return int64_t(set) << position; };
-  const int64_t operands = bit(is_aligned(p.a, 16), 0) | bit(is_aligned(p.b, 16), 1) |
-                           bit(is_aligned(p.c, 16), 2) | bit(is_aligned(p.c, 4), 3) |
-                           bit(is_aligned(p.bias, 16), 4) | bit(is_aligned(p.residual, 16), 5) |
-                           bit(is_aligned(p.residual, 4), 6) | bit(p.bias != nullptr, 7) |
-                           bit(p.residual != nullptr, 8) | bit(p.residual != nullptr && p.residual == p.c, 9);
+  const int64_t operands =
+      bit(is_aligned(p.a, 16), 0) | bit(is_aligned(p.b, 16), 1) | bit(is_aligned(p.c, 16), 2) |
+      bit(is_aligned(p.c, 4), 3) | bit(is_aligned(p.bias, 16), 4) | bit(is_aligned(p.residual, 16), 5) |
+      bit(is_aligned(p.residual, 4), 6) | bit(p.bias != nullptr, 7) | bit(p.residual != nullptr, 8) |
+      bit(p.residual != nullptr && p.residual == p.c, 9) | bit(p.upsampled_conv_weights != nullptr, 10);
   uint32_t alpha = 0;
   std::memcpy(&alpha, &p.alpha, sizeof(alpha));
   // The fields in GemmProblem's order, a few to a line.
@@ -277,7 +328,7 @@ Signature signature_of(const GemmProblem& p, KernelPath path) {
           p.a_batch.outer, p.a_batch.inner, p.images, p.height, p.width, p.channels, p.pixel_stride,
           p.out_height, p.out_width, p.kh, p.kw, p.stride, p.padding,
           p.ldb, p.b_batch.outer, p.b_batch.inner, p.ldc, p.c_batch.outer, p.c_batch.inner,
-          int64_t(alpha), int64_t(p.gate), operands};
+          int64_t(alpha), int64_t(p.gate), p.padding_batch_step, p.c_group_rows, p.c_group_stride, operands};
   // clang-format on
 }
 

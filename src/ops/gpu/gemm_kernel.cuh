@@ -64,7 +64,7 @@ __device__ __forceinline__ void gemm_block(const T* __restrict__ a, const T* __r
   const BlockBatch<T, kSplit> block(a, b, bias, residual, c, partial, p);
   const int m0 = int(blockIdx.x) * kBM, n0 = int(blockIdx.y) * kBN;
   const int tid = int(threadIdx.x);
-  const Operands in(p, block.a_bits, block.b_bits, m0, n0, tid);
+  const Operands in(p, block.a_bits, block.b_bits, m0, n0, tid, block.pad_top, block.pad_left);
   const int vec = in.vec, pass_row = in.pass_row;
   const auto a_slot = [&](int stage, int i) HD_INLINE { return a_tile(stage) + (pass_row + i * kRowsPerPass) * kTileStride + vec * 8; };
   const auto b_slot = [&](int stage, int j) HD_INLINE { return b_tile(stage) + (pass_row + j * kRowsPerPass) * kTileStride + vec * 8; };
@@ -353,7 +353,7 @@ __global__ void split_k_reduce_kernel(const float* __restrict__ partial, const T
     float sum = 0.f;
     for (int s = 0; s < p.splits; ++s) sum += partial[(int64_t(batch) * p.splits + s) * per_batch + e];
     const int row = int(e / p.n), col = int(e % p.n);
-    const int64_t at = offset + int64_t(row) * p.ldc + col;
+    const int64_t at = offset + p.c_row_at(row) + col;
     float v = sum * p.alpha + (bias ? to_float(bias[col]) : 0.f);
     if (residual) v += to_float(residual[at]);
     c[at] = from_float<T>(v);

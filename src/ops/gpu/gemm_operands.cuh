@@ -28,6 +28,19 @@ struct KernelArgs {  // GemmProblem in the kernel's integer widths
   // k = (kernel row · kw + kernel column) · channels + channel, split at every k-step without a division.
   FastDivisor by_channels, by_kw;
   int gate = 0;  // GemmGate: 0 none, 1 GEGLU (erf form), 2 GEGLU (tanh form)
+  // GemmProblem's padding_batch_step and C's row groups (c_grouped: more than one group).
+  int padding_batch_step = 0;
+  bool c_grouped = false;
+  FastDivisor by_c_group_rows;
+  int64_t c_group_stride = 0;
+
+  // Where C's row `row` starts, in elements from this batch entry's C (GemmProblem::c_row_offset).
+  __device__ __forceinline__ int64_t c_row_at(int row) const {
+    if (!c_grouped) return int64_t(row) * ldc;
+    int group, within;
+    by_c_group_rows.divide(row, group, within);
+    return int64_t(group) * c_group_stride + int64_t(within) * ldc;
+  }
 };
 
 // A GEGLU tile (TileShape::gated) computes the projection's columns in chunks of kGateChunk: the first
@@ -79,15 +92,22 @@ struct TileOperands {
   const uint16_t* b_first_row;
   int64_t b_pass_stride;
 
-  __device__ __forceinline__ TileOperands(const KernelArgs& args, const uint16_t* a, const uint16_t* b, int m0,
-                                          int n_first, int tid)
-      : p(args), a_bits(a), b_bits(b), n0(n_first), vec(tid % kVectorsPerRow), pass_row(tid / kVectorsPerRow) {
+  // pad_top, pad_left: this block's padding (BlockBatch's, which differs between problems of a batch
+  // where GemmProblem::padding_batch_step says so).
+  __device__ __forceinline__ TileOperands(const KernelArgs& args, const uint16_t* a, const uint16_t* b,
+                                          int m0, int n_first, int tid, int pad_top, int pad_left)
+      : p(args),
+        a_bits(a),
+        b_bits(b),
+        n0(n_first),
+        vec(tid % kVectorsPerRow),
+        pass_row(tid / kVectorsPerRow) {
 #pragma unroll
     for (int i = 0; i < kAPasses; ++i) {
       const int m = m0 + pass_row + i * kRowsPerPass;
       const int img = m / p.out_hw, rem = m % p.out_hw;
-      a_iy[i] = m < p.m ? (rem / p.out_width) * p.stride - p.padding : INT_MIN / 2;
-      a_ix[i] = (rem % p.out_width) * p.stride - p.padding;
+      a_iy[i] = m < p.m ? (rem / p.out_width) * p.stride - pad_top : INT_MIN / 2;
+      a_ix[i] = (rem % p.out_width) * p.stride - pad_left;
       a_corner[i] = m < p.m ? a_bits + int64_t(img) * p.image_stride + (int64_t(a_iy[i]) * p.width + a_ix[i]) * p.pixel_stride
                             : a_bits;
     }
@@ -172,7 +192,7 @@ struct OutputWriter {
     } else {
       float v0 = a0 * p.alpha + (bias ? to_float(bias[col]) : 0.f);
       float v1 = both ? a1 * p.alpha + (bias ? to_float(bias[col + 1]) : 0.f) : 0.f;
-      const int64_t at = int64_t(row) * p.ldc + col;
+      const int64_t at = p.c_row_at(row) + col;
       if (both && p.pairs) {
         if (residual) {
           const uint32_t res = *reinterpret_cast<const uint32_t*>(residual + at);
@@ -201,7 +221,7 @@ struct OutputWriter {
   __device__ __forceinline__ void store_final(int row, int col, float v0, float v1, bool pair) const {
     const int columns = p.n / 2;
     if (row >= p.m || col >= columns) return;
-    const int64_t at = int64_t(row) * p.ldc + col;
+    const int64_t at = p.c_row_at(row) + col;
     if (pair && col + 1 < columns && p.pairs) {
       *reinterpret_cast<uint32_t*>(c + at) = pack2<T>(v0, v1);
       return;
@@ -216,7 +236,7 @@ struct OutputWriter {
 template <class T>
 __device__ __forceinline__ void store_eight(const OutputWriter<T, false>& out, int row, int col, const float (&v)[8]) {
   if (row >= out.p.m || col >= out.p.n) return;
-  const int64_t at = int64_t(row) * out.p.ldc + col;
+  const int64_t at = out.p.c_row_at(row) + col;
   const bool aligned = (reinterpret_cast<uintptr_t>(out.c + at) & 15) == 0 &&
                        (!out.residual || (reinterpret_cast<uintptr_t>(out.residual + at) & 15) == 0);
   if (col + 8 > out.p.n || !aligned) {
@@ -308,7 +328,7 @@ __device__ __forceinline__ void store_staged_gated_tile(const OutputWriter<T, fa
       v[e] = h * gelu(g, tanh_form);
     }
     const int row = m0 + r;
-    const int64_t at = int64_t(row) * out.p.ldc + out_col;
+    const int64_t at = out.p.c_row_at(row) + out_col;
     if (row < out.p.m && (reinterpret_cast<uintptr_t>(out.c + at) & 15) == 0) {
       *reinterpret_cast<uint4*>(out.c + at) =
           make_uint4(pack2<T>(v[0], v[1]), pack2<T>(v[2], v[3]), pack2<T>(v[4], v[5]), pack2<T>(v[6], v[7]));
@@ -326,12 +346,15 @@ struct BlockBatch {
   const uint16_t* b_bits;
   OutputWriter<T, kSplit> out;
   int split;
+  int pad_top, pad_left;  // this problem's padding (GemmProblem::padding_batch_step)
 
   __device__ __forceinline__ BlockBatch(const T* a, const T* b, const T* bias, const T* residual, T* c,
                                         float* partial, const KernelArgs& p)
       : out{p, bias, residual, c, partial} {
     const int batch = int(blockIdx.z) / p.splits, zo = batch / p.inner, zi = batch % p.inner;
     split = int(blockIdx.z) % p.splits;
+    pad_top = p.padding - zo * p.padding_batch_step;
+    pad_left = p.padding - zi * p.padding_batch_step;
     a_bits = reinterpret_cast<const uint16_t*>(a + zo * p.a_outer + zi * p.a_inner);
     b_bits = reinterpret_cast<const uint16_t*>(b + zo * p.b_outer + zi * p.b_inner);
     out.c += zo * p.c_outer + zi * p.c_inner;

@@ -45,6 +45,11 @@ void attention_materialised(const Tensor& q, const Tensor& k, const Tensor& v, i
 // Matrix products (f16/bf16, f32 accumulation) on the implicit-GEMM kernels, tile shapes autotuned.
 void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, ops::Conv2dParams p,
             const Tensor& out);
+// The 3x3 convolution of x upsampled 2x (nearest): with phases, its four output phases (gemm.h,
+// upsample_conv_gemm) raced against upsampling into scratch and convolving; without, the latter.
+void upsample_conv2d(const Tensor& x, const Tensor& w, const Tensor* phases, const Tensor* bias,
+                     const Tensor& out);
+void upsample_conv2d_phases(const Tensor& w, const Tensor& out);
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, const Tensor& out);
 // linear, then GEGLU, as one GEMM problem (gemm.h, GemmGate).
 void linear_geglu(const Tensor& x, const Tensor& w, const Tensor* bias, ops::GeluApproximation approximation,

@@ -47,6 +47,46 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
   gemm(conv_gemm(x, w, bias, residual, p, out));
 }
 
+GemmProblem upsample_conv_gemm(const Tensor& x, const Tensor& phases, const Tensor& w, const Tensor* bias,
+                               const Tensor& out) {
+  const int64_t n = w.dim(0), height = x.dim(1), width = x.dim(2), channels = x.dim(3);
+  GemmProblem g;
+  g.dtype = x.dtype;
+  g.device = x.device;
+  g.outer = g.inner = 2;  // (dy, dx)
+  g.n = n;
+  g.a = x.data;
+  g.images = x.dim(0), g.height = g.out_height = height, g.width = g.out_width = width;
+  g.channels = g.pixel_stride = channels;
+  g.kh = g.kw = 2;
+  g.padding = 1;  // phase (dy, dx): 1 - dy rows above, 1 - dx columns to the left
+  g.padding_batch_step = 1;
+  g.b = phases.data;
+  g.ldb = 4 * channels;
+  g.b_batch = {2 * n * g.ldb, n * g.ldb};
+  // Output pixel (2y + dy, 2x + dx): phase (dy, dx) starts dy rows and dx pixels into the output; its
+  // pixels (y, x) are 2 apart along a row, and each of its rows (an input row) starts 2 output rows on.
+  g.c = out.data;
+  g.c_batch = {2 * width * n, n};
+  g.ldc = 2 * n;
+  g.c_group_rows = width;
+  g.c_group_stride = 4 * width * n;
+  g.bias = bias ? bias->data : nullptr;
+  g.upsampled_conv_weights = w.data;
+  return g;
+}
+
+void upsample_conv2d(const Tensor& x, const Tensor& w, const Tensor* phases, const Tensor* bias,
+                     const Tensor& out) {
+  check_dtype("upsample_conv2d", x, {&w, phases, bias, &out});
+  if (phases != nullptr) return gemm(upsample_conv_gemm(x, *phases, w, bias, out));
+  const Tensor upsampled =
+      Tensor::contiguous(scratch(x.device, size_t(4 * x.numel()) * dtype_size(x.dtype)), x.dtype,
+                         Shape{x.dim(0), 2 * x.dim(1), 2 * x.dim(2), x.dim(3)}, x.device);
+  upsample_nearest_2x(x, upsampled);
+  gemm(conv_gemm(upsampled, w, bias, nullptr, {1, 1, 0}, out));
+}
+
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual, const Tensor& out) {
   check_dtype("linear", x, {&w, bias, residual, &out});
   const int64_t k = w.dim(1), n = w.dim(0), m = k == 0 ? 0 : x.numel() / k;

@@ -109,5 +109,69 @@ TEST(Conv2d, ShapeErrorsNameBothShapes) {
   EXPECT_THROW(ops::conv2d(half, w3, nullptr, nullptr, {1, 1}, out), Error);
 }
 
+// x [N, H, W, C] upsampled 2x (nearest) by indexing, as the reference's input.
+OwnedTensor upsampled_by_hand(const Tensor& x) {
+  const int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  OwnedTensor up(Shape{n, 2 * h, 2 * w, c}, DType::kF32);
+  float* out = up.view().ptr<float>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t y = 0; y < 2 * h; ++y)
+      for (int64_t xx = 0; xx < 2 * w; ++xx)
+        for (int64_t ch = 0; ch < c; ++ch) *out++ = x.ptr<float>()[((b * h + y / 2) * w + xx / 2) * c + ch];
+  return up;
+}
+
+// upsample_conv2d: the 3x3 convolution (padding 1) of the upsampled image, bias added; and the four
+// phases' 2x2 kernels (upsample_conv2d_phases), each run as a convolution of the image itself padded by
+// one all round, give the same output pixels (2y + dy, 2x + dx): the weight transform the GPU computes
+// from, checked here without a GPU. Odd sizes, so that the phases' edges differ.
+TEST(UpsampleConv2d, IsTheConvolutionOfTheUpsampledImageAndItsPhasesGiveTheSame) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const int64_t n = 2, h = 3, w = 5, cin = 4, cout = 6;
+  const auto x = test::random_tensor(rng, Shape{n, h, w, cin});
+  const auto weight = test::random_tensor(rng, Shape{cout, 3, 3, cin}, 0.3f);
+  const auto b = test::random_tensor(rng, Shape{cout});
+  const Shape out_shape{n, 2 * h, 2 * w, cout};
+  const OwnedTensor up = upsampled_by_hand(x);
+  const std::vector<double> ref = conv_reference(up, weight, &b.view(), nullptr, 1, 1, out_shape);
+  auto out = test::poisoned_tensor(out_shape);
+  ops::upsample_conv2d(x, weight, nullptr, &b.view(), out);
+  EXPECT_LT(test::relative_l2(out, ref), 1e-5);
+
+  auto phases = test::poisoned_tensor(Shape{2, 2, cout, 2, 2, cin});
+  ops::upsample_conv2d_phases(weight, phases);
+  auto from_phases = test::poisoned_tensor(out_shape);
+  float* const assembled = from_phases.view().ptr<float>();
+  for (int dy = 0; dy < 2; ++dy)
+    for (int dx = 0; dx < 2; ++dx) {
+      const Tensor kernel = Tensor::contiguous(phases.view().ptr<float>() + (dy * 2 + dx) * cout * 4 * cin,
+                                               DType::kF32, Shape{cout, 2, 2, cin});
+      OwnedTensor padded(Shape{n, h + 1, w + 1, cout}, DType::kF32);  // rows y - 1 + r for r = 0, 1
+      ops::conv2d(x, kernel, &b.view(), nullptr, {1, 1}, padded);
+      // Phase (dy, dx) pads 1 - dy rows above: its pixel (y, x) is row y + dy of the all-round padding's.
+      for (int64_t bi = 0; bi < n; ++bi)
+        for (int64_t y = 0; y < h; ++y)
+          for (int64_t xx = 0; xx < w; ++xx)
+            for (int64_t co = 0; co < cout; ++co)
+              assembled[((bi * 2 * h + 2 * y + dy) * 2 * w + 2 * xx + dx) * cout + co] =
+                  padded.view().ptr<float>()[((bi * (h + 1) + y + dy) * (w + 1) + xx + dx) * cout + co];
+    }
+  EXPECT_LT(test::relative_l2(from_phases, ref), 1e-5);
+}
+
+TEST(UpsampleConv2d, RefusesOtherKernelsAndShapes) {
+  OwnedTensor x(Shape{1, 4, 4, 3}, DType::kF32), w(Shape{8, 3, 3, 3}, DType::kF32);
+  OwnedTensor out(Shape{1, 8, 8, 8}, DType::kF32);
+  OwnedTensor five(Shape{8, 5, 5, 3}, DType::kF32);
+  test::expect_error_containing([&] { ops::upsample_conv2d(x, five, nullptr, nullptr, out); }, "weight");
+  OwnedTensor same_size(Shape{1, 4, 4, 8}, DType::kF32);
+  test::expect_error_containing([&] { ops::upsample_conv2d(x, w, nullptr, nullptr, same_size); }, "output");
+  OwnedTensor wrong_phases(Shape{2, 2, 8, 3, 3, 3}, DType::kF32);
+  test::expect_error_containing([&] { ops::upsample_conv2d(x, w, &wrong_phases.view(), nullptr, out); },
+                                "phases");
+  test::expect_error_containing([&] { ops::upsample_conv2d_phases(five, wrong_phases); }, "weight");
+}
+
 }  // namespace
 }  // namespace hd

@@ -351,6 +351,68 @@ TEST(GpuLinearGeglu, MatchesCpuThroughEveryCandidate) {
   }
 }
 
+// diffusers' Upsample2D as one problem (gemm.h, upsample_conv_gemm): the four output phases' 2x2 kernels
+// over the image itself (a batch of problems padded apart, C's rows in groups) through every tile that
+// takes them (split-K among them), and the unfused candidate (upsample into scratch, then the 3x3
+// convolution), each against the CPU's upsampling and convolution; the phase weights bit for bit against
+// the CPU's transform. Odd sizes, an output width off the tiles, few channels (the gathering tile); through
+// the matrix units, the portable fragments and each AMD layout (emulated here); then the op, with its
+// phases and without.
+TEST(GpuUpsampleConv2d, MatchesCpuThroughEveryCandidate) {
+  struct Case {
+    int64_t n, h, w, cin, cout;
+    bool bias;
+  };
+  const Case cases[] = {{2, 8, 8, 64, 64, true}, {1, 5, 7, 160, 40, true}, {1, 3, 6, 3, 8, false}};
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(testing::Message() << dtype_name(t) << " x[" << c.n << "," << c.h << "," << c.w << ","
+                                      << c.cin << "] -> " << c.cout);
+      test::Rng rng;
+      HD_SEED_TRACE(rng);
+      const auto x = test::random_tensor(rng, Shape{c.n, c.h, c.w, c.cin}),
+                 w = test::random_tensor(rng, Shape{c.cout, 3, 3, c.cin}, 0.1f);
+      const auto b = test::random_tensor(rng, Shape{c.cout});
+      const auto dx = test::to_gpu(x, t), dw = test::to_gpu(w, t), db = test::to_gpu(b, t);
+      const Shape os{c.n, 2 * c.h, 2 * c.w, c.cout}, ps{2, 2, c.cout, 2, 2, c.cin};
+      OwnedTensor expected(os, DType::kF32);
+      const auto rw = test::rounded_to(w, t), rb = test::rounded_to(b, t);
+      ops::upsample_conv2d(test::rounded_to(x, t), rw, nullptr, c.bias ? &rb.view() : nullptr, expected);
+      // The phases: the GPU's sums, rounded, are the CPU's sums of the same weights, rounded.
+      OwnedTensor cpu_phases(ps, DType::kF32);
+      ops::upsample_conv2d_phases(rw, cpu_phases);
+      const auto dphases = test::poisoned_gpu(ps, t);
+      ops::upsample_conv2d_phases(dw, dphases);
+      EXPECT_EQ(
+          test::relative_l2(test::to_host_f32(dphases), test::reference_of(test::rounded_to(cpu_phases, t))),
+          0.0);
+      const Tensor* bias = c.bias ? &db.view() : nullptr;
+      for (const gpu::KernelPath path :
+           {gpu::KernelPath::kTuned, gpu::KernelPath::kPortable, gpu::KernelPath::kMfmaLayout,
+            gpu::KernelPath::kWmma11Layout, gpu::KernelPath::kWmma12Layout}) {
+        const auto probe = test::poisoned_gpu(os, t);
+        const std::vector<std::string> names =
+            gpu::gemm_candidates(gpu::upsample_conv_gemm(dx, dphases, dw, bias, probe), path);
+        EXPECT_NE(std::find(names.begin(), names.end(), "unfused"), names.end());
+        EXPECT_GE(names.size(), 2u) << "no tile takes the phases";
+        for (const std::string& name : names) {
+          const auto each = test::poisoned_gpu(os, t);
+          gpu::gemm_with(gpu::upsample_conv_gemm(dx, dphases, dw, bias, each), name, path);
+          EXPECT_LE(test::relative_l2(test::to_host_f32(each), test::reference_of(expected)), tolerance(t))
+              << name;
+        }
+      }
+      for (const bool with_phases :
+           {true, false}) {  // the op: the autotuner's choice, or upsample and convolve
+        const auto dout = test::poisoned_gpu(os, t);
+        ops::upsample_conv2d(dx, dw, with_phases ? &dphases.view() : nullptr, bias, dout);
+        EXPECT_LE(test::relative_l2(test::to_host_f32(dout), test::reference_of(expected)), tolerance(t))
+            << (with_phases ? "with phases" : "without");
+      }
+    }
+  }
+}
+
 // A GEGLU problem the kernels cannot take is refused with the reason, not run wrong.
 TEST(GpuLinearGeglu, RefusesAResidualOrABatch) {
   test::Rng rng;

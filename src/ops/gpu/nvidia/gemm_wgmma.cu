@@ -69,7 +69,8 @@ __global__ void __launch_bounds__(Tile::threads)
 
   const BlockBatch<T, (Tile::splits > 1)> block(a, b, bias, residual, c, partial, p);
   const int m0 = int(blockIdx.x) * kBM, n0 = int(blockIdx.y) * kBN, tid = int(threadIdx.x);
-  const TileOperands<kBM, kBN, kThreads, kStepK, Tile::gated> in(p, block.a_bits, block.b_bits, m0, n0, tid);
+  const TileOperands<kBM, kBN, kThreads, kStepK, Tile::gated> in(p, block.a_bits, block.b_bits, m0, n0, tid,
+                                                                 block.pad_top, block.pad_left);
   const auto load = [&](int stage, int k0) HD_INLINE {
     uint8_t* const a_tile = smem + stage * kStageBytes;
     uint8_t* const b_tile = a_tile + kABytes;
