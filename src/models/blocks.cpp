@@ -15,6 +15,39 @@ Conv2d Conv2d::load(const WeightReader& w, const std::string& name, int64_t out,
   return c;
 }
 
+Conv2d Conv2d::load_upsampler(const WeightReader& w, const std::string& name, int64_t channels) {
+  Conv2d c = load(w, name, channels, channels, 3);
+  if (!w.placement().device.is_cpu()) {
+    const Tensor weight = c.weight.view();
+    c.phases = OwnedTensor::like(weight, Shape{2, 2, channels, 2, 2, channels});
+    ops::upsample_conv2d_phases(weight, *c.phases);
+  }
+  return c;
+}
+
+int64_t gpu_extra_weight_elements(const ModelComponent& component) {
+  int64_t elements = 0;
+  for (const TensorRef& t : component.tensors) {
+    if (!t.name.ends_with(".upsamplers.0.conv.weight")) continue;
+    int64_t n = 1;
+    for (const int64_t d : t.shape()) n *= d;
+    elements += n / 9 * 16;  // [Cout, Cin, 3, 3] -> [2, 2, Cout, 2, 2, Cin]
+  }
+  return elements;
+}
+
+OwnedTensor Conv2d::upsampled(const Tensor& x, comm::ImageSplit* split) const {
+  const Shape up{x.dim(0), 2 * x.dim(1), 2 * x.dim(2), x.dim(3)};
+  if (split != nullptr) {  // a strip's rows upsample to the whole image's same rows, twice as many
+    OwnedTensor whole = OwnedTensor::like(x, up);
+    ops::upsample_nearest_2x(x, whole);
+    return (*this)(whole, nullptr, split);
+  }
+  OwnedTensor y = OwnedTensor::like(x, Shape{up[0], up[1], up[2], out_channels()});
+  ops::upsample_conv2d(x, weight, phases ? &phases->view() : nullptr, &bias.view(), y);
+  return y;
+}
+
 OwnedTensor Conv2d::operator()(const Tensor& x, const Tensor* residual, comm::ImageSplit* split) const {
   const ops::Conv2dParams p{stride, padding, extra_end_padding};
   OwnedTensor y = OwnedTensor::like(x, ops::conv2d_output_shape(x.shape, weight.view().shape, p));

@@ -19,14 +19,25 @@ class ImageSplit;
 struct Conv2d {
   OwnedTensor weight, bias;  // [Cout, kh, kw, Cin], [Cout]
   int stride = 1, padding = 0, extra_end_padding = 0;
+  // An upsampler's weights as its four output phases (ops::upsample_conv2d_phases), on a GPU only: 16/9 of
+  // the weight's memory more, for 16 of the 36 multiply-adds and no upsampled image.
+  std::optional<OwnedTensor> phases;
 
   static Conv2d load(const WeightReader& w, const std::string& name, int64_t out, int64_t in, int64_t k,
                      int stride = 1);
+  // diffusers' Upsample2D's 3x3 convolution, which upsampled() runs.
+  static Conv2d load_upsampler(const WeightReader& w, const std::string& name, int64_t channels);
   int64_t out_channels() const { return weight.view().dim(0); }
   // out = conv(x) (+ residual, which may alias out).
   OwnedTensor operator()(const Tensor& x, const Tensor* residual = nullptr,
                          comm::ImageSplit* split = nullptr) const;
+  // conv(nearest 2x upsample of x) (ops::upsample_conv2d; with a split, the strip upsampled, then conv).
+  OwnedTensor upsampled(const Tensor& x, comm::ImageSplit* split = nullptr) const;
 };
+
+// The elements a GPU placement of `component` holds beside its checkpoint's tensors: each upsampler's
+// phases (Conv2d::load_upsampler), 16/9 of its 3x3 weight. For bounds on the memory a model takes.
+int64_t gpu_extra_weight_elements(const ModelComponent& component);
 
 struct GroupNorm {
   OwnedTensor gamma, beta;

@@ -127,7 +127,8 @@ Unet Unet::load(const ModelComponent& component, const ops::Placement& placement
       if (c.cross_attention[level_index]) layer.transformer = transformer(at(p + ".attentions", j), c.block_out_channels[level_index], c.heads[level_index]);
       level.layers.push_back(std::move(layer));
     }
-    if (i + 1 < levels) level.resample = Conv2d::load(w, p + ".upsamplers.0.conv", c.block_out_channels[level_index], c.block_out_channels[level_index], 3);
+    if (i + 1 < levels)
+      level.resample = Conv2d::load_upsampler(w, p + ".upsamplers.0.conv", c.block_out_channels[level_index]);
     u.up_.push_back(std::move(level));
   }
   u.norm_out_ = GroupNorm::load(w, "conv_norm_out", c0, g, c.norm_eps);
@@ -244,11 +245,7 @@ OwnedTensor Unet::forward(const Tensor& sample, const Tensor& timesteps, const T
       ops::concat_channels(h, skip, cat);  // [h, skip], the order diffusers concatenates in
       h = run_layer(layer, cat);
     }
-    if (level.resample) {
-      OwnedTensor up = OwnedTensor::like(h, Shape{n, 2 * h.view().dim(1), 2 * h.view().dim(2), h.view().dim(3)});
-      ops::upsample_nearest_2x(h, up);
-      h = (*level.resample)(up, nullptr, split);
-    }
+    if (level.resample) h = level.resample->upsampled(h, split);
   }
   OwnedTensor out = conv_out_(norm_out_(h, /*silu=*/true, split), nullptr, split);
   if (split != nullptr) split->end_forward();

@@ -87,7 +87,7 @@ Vae Vae::load(const ModelComponent& component, const ops::Placement& placement) 
       level.resnets.push_back(ResnetBlock::load(w, p + ".resnets." + std::to_string(r), channels, out, int(g), kEps));
       channels = out;
     }
-    if (i + 1 < levels) level.resample = Conv2d::load(w, p + ".upsamplers.0.conv", out, out, 3);
+    if (i + 1 < levels) level.resample = Conv2d::load_upsampler(w, p + ".upsamplers.0.conv", out);
     v.up_.push_back(std::move(level));
   }
   v.decoder_norm_out_ = GroupNorm::load(w, "decoder.conv_norm_out", channels, int(g), kEps);
@@ -134,12 +134,7 @@ OwnedTensor Vae::decode(const Tensor& latents, comm::ImageSplit* split) const {
   h = (*decoder_mid_)(h, split);
   for (const Level& level : up_) {
     for (const ResnetBlock& r : level.resnets) h = r(h, nullptr, split);
-    if (level.resample) {
-      // A strip's rows upsample to the whole image's same rows, twice as many: the strips stay even.
-      OwnedTensor up = OwnedTensor::like(h, Shape{h.view().dim(0), 2 * h.view().dim(1), 2 * h.view().dim(2), h.view().dim(3)});
-      ops::upsample_nearest_2x(h, up);
-      h = (*level.resample)(up, nullptr, split);
-    }
+    if (level.resample) h = level.resample->upsampled(h, split);  // a split's strips stay even
   }
   OwnedTensor image = decoder_out_(decoder_norm_out_(h, /*silu=*/true, split), nullptr, split);  // [N, H, W, 3]
   if (split != nullptr) split->end_forward();

@@ -71,12 +71,6 @@ OwnedTensor on_device(const Tensor& host, const Device& device) {
   return placed;
 }
 
-OwnedTensor upsampled(const Tensor& x) {
-  OwnedTensor up = OwnedTensor::like(x, Shape{x.dim(0), 2 * x.dim(1), 2 * x.dim(2), x.dim(3)});
-  ops::upsample_nearest_2x(x, up);
-  return up;
-}
-
 // Every tile's statistics for one GroupNorm, [tiles, N, groups, 2] on the device, each tile's recorded
 // from its core; affine() combines them into the norm's map, on the device.
 class NormStatistics {
@@ -191,7 +185,7 @@ OwnedTensor Vae::decode_tiled_exact(const Tensor& latents, int64_t tile_latents)
     }
     return on_device(slot_view(tiles[i], in, n, scale, channels, p.dtype), device);
   };
-  const auto upsample_pending = [&](const Tensor& x) { return (*pending)(upsampled(x)); };
+  const auto upsample_pending = [&](const Tensor& x) { return pending->upsampled(x); };
   const auto input_scale = [&] { return pending ? 2 * scale : scale; };
 
   // The latent-resolution head (post_quant_conv, conv_in, the mid block with its attention over every
@@ -242,8 +236,9 @@ OwnedTensor Vae::decode_tiled_exact(const Tensor& latents, int64_t tile_latents)
         if (pending) x = upsample_pending(x);
         const OwnedTensor skip = r.shortcut ? (*r.shortcut)(x) : OwnedTensor();
         OwnedTensor y = r.conv2(normalized(inner(x), second), r.shortcut ? &skip.view() : &x.view());
-        statistics.record(i, core_of(next_pending ? (*next_pending)(upsampled(y)).view() : y.view(), tiles[i], next_at),
-                          next_at);
+        statistics.record(
+            i, core_of(next_pending ? next_pending->upsampled(y).view() : y.view(), tiles[i], next_at),
+            next_at);
         ops::copy(y, slot_view(tiles[i], 1 - in, n, at, r.conv2.out_channels(), p.dtype));
         if (i == 0) kept.emplace(i, std::move(y));
       }

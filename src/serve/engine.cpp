@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/model_source.h"
+#include "models/blocks.h"
 #include "pipeline/infotext.h"
 
 namespace hd::serve {
@@ -444,8 +445,15 @@ StableDiffusion* Engine::find_held(const Worker& w, const std::string& name) {
 
 size_t Engine::weight_bytes(const Worker& w, const std::string& name) const {
   const CatalogueEntry& entry = options_.catalogue.find(name);
-  const int64_t elements = with_context([&] { return ModelSource::open(entry.path).weight_elements(); },
-                                        [&] { return str_cat("while sizing the model ", entry.name); });
+  const int64_t elements = with_context(
+      [&] {
+        const ModelSource source = ModelSource::open(entry.path);
+        int64_t n = source.weight_elements();
+        if (!w.placement.device.is_cpu())
+          for (const ModelComponent& c : source.components()) n += gpu_extra_weight_elements(c);
+        return n;
+      },
+      [&] { return str_cat("while sizing the model ", entry.name); });
   return size_t(elements) * dtype_size(w.placement.dtype);
 }
 

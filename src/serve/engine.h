@@ -155,7 +155,8 @@ struct EngineOptions {
   // more.
   int keep_models = 1;
   // Bytes the models a worker keeps may take together (their weights in the placement's dtype, as their
-  // files tell before they load: ModelSource::weight_elements); 0: no bound but keep_models. Before a
+  // files tell before they load: ModelSource::weight_elements, and on a GPU the upsamplers' phases,
+  // gpu_extra_weight_elements); 0: no bound but keep_models. Before a
   // load, the least recently used others go until the new one fits. The models a batch needs are held
   // whatever their size: a model larger than the bound still loads, alone.
   size_t model_memory = 0;
