@@ -4,7 +4,8 @@
 // Each figure: the median over 7 batches of launches (each batch long enough to hide launch gaps),
 // after a warm-up. Usage: hd_bench_gpu_kernels [--every-tile] [--only SECTION] [--case TEXT]
 // (--every-tile: each of our tile shapes timed under each convolution and product, not only the best;
-// --only: attention, backward, norm, matrix, geglu, materialised or layer_norm; --case: only the convolutions
+// --only: attention, backward, norm, matrix, geglu, upsample, materialised or layer_norm; --case: only the
+// convolutions
 // and products and attention gradients whose name holds TEXT, "GEMM 8192^3" among them, so that a profiler
 // sees one problem's kernels)
 #include <algorithm>
@@ -87,8 +88,8 @@ int main(int argc, char** argv) {
   bool every_tile = false;
   std::string only;  // one section, or all of them
   std::string only_case;  // --case: only the products whose name holds this (for a profiler's run)
-  const std::vector<std::string> sections{"attention", "backward",     "norm",      "matrix",
-                                          "geglu",     "materialised", "layer_norm"};
+  const std::vector<std::string> sections{"attention", "backward", "norm",         "matrix",
+                                          "geglu",     "upsample", "materialised", "layer_norm"};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--every-tile") {
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: hd_bench_gpu_kernels [--every-tile] [--only "
-                   "attention|backward|norm|matrix|geglu|materialised|layer_norm] [--case TEXT]\n");
+                   "attention|backward|norm|matrix|geglu|upsample|materialised|layer_norm] [--case TEXT]\n");
       return 2;
     }
   }
@@ -428,6 +429,59 @@ int main(int argc, char** argv) {
       if (every_tile)
         for (const auto& [tile, ms] : tiles)
           std::printf("    %-36s %8.3f %7.1f\n", tile.c_str(), ms, flop / (ms * 1e9));
+    }
+  }
+
+  // Upsample2D (nearest 2x, then a 3x3 convolution) as the convolution's four output phases over the image
+  // itself (gemm.h, upsample_conv_gemm), against upsampling into scratch and convolving ("unfused": the
+  // convolution's tuned choice, the libraries among them unless HD_KERNELS says otherwise). TFLOP/s: of
+  // the upsampled convolution's multiply-adds, which the phases do 16/36 of.
+  if (wanted("upsample")) {
+    std::printf(
+        "\nupsample 2x + conv 3x3 (f16, bias)       phases ms  TFLOP/s  best phase tile            unfused "
+        "ms  TFLOP/s  phases / unfused\n");
+    struct UpsampleCase {
+      const char* name;
+      int64_t n, h, c;  // the image before upsampling: n x h x h x c, c channels out
+    };
+    const UpsampleCase upsample_cases[] = {
+        {"SD1.5 UNet B2 8x8 -> 16x16, 1280", 2, 8, 1280},
+        {"SD1.5 UNet B2 16x16 -> 32x32, 1280", 2, 16, 1280},
+        {"SD1.5 UNet B2 32x32 -> 64x64, 640", 2, 32, 640},
+        {"SDXL UNet B2 64x64 -> 128x128, 640", 2, 64, 640},
+        {"VAE 1024 128x128 -> 256x256, 512", 1, 128, 512},
+        {"VAE 1024 256x256 -> 512x512, 512", 1, 256, 512},
+        {"VAE 1024 512x512 -> 1024x1024, 256", 1, 512, 256},
+    };
+    for (const auto& c : upsample_cases) {
+      if (!case_wanted(c.name)) continue;
+      const auto x = random_gpu({c.n, c.h, c.h, c.c}, hd::DType::kF16, rng);
+      const auto w = random_gpu({c.c, 3, 3, c.c}, hd::DType::kF16, rng);
+      const auto bias = random_gpu({c.c}, hd::DType::kF16, rng);
+      hd::OwnedTensor phases({2, 2, c.c, 2, 2, c.c}, hd::DType::kF16, gpu0());
+      hd::ops::upsample_conv2d_phases(w, phases);
+      hd::OwnedTensor out({c.n, 2 * c.h, 2 * c.h, c.c}, hd::DType::kF16, gpu0());
+      const hd::gpu::GemmProblem g = hd::gpu::upsample_conv_gemm(x, phases, w, &bias.view(), out);
+      const double flop = 2.0 * double(c.n) * double(4 * c.h * c.h) * double(c.c) * double(9 * c.c);
+      double phases_ms = -1, unfused_ms = -1;
+      std::string best;
+      std::vector<std::pair<std::string, double>> tiles;
+      for (const std::string& candidate : hd::gpu::gemm_candidates(g)) {
+        const double ms = candidate_ms(g, candidate);
+        if (ms < 0) continue;
+        if (candidate == "unfused") {
+          unfused_ms = ms;
+          continue;
+        }
+        tiles.emplace_back(candidate, ms);
+        if (phases_ms < 0 || ms < phases_ms) phases_ms = ms, best = candidate;
+      }
+      std::printf("%-40s %9.3f %8.1f  %-26s %10.3f %8.1f %17.2f\n", c.name, phases_ms,
+                  flop / (phases_ms * 1e9), best.c_str(), unfused_ms, flop / (unfused_ms * 1e9),
+                  phases_ms / unfused_ms);
+      if (every_tile)
+        for (const auto& [tile, ms] : tiles)
+          std::printf("    %-36s %9.3f %8.1f\n", tile.c_str(), ms, flop / (ms * 1e9));
     }
   }
 
