@@ -201,7 +201,7 @@ Prepared prepare(const GemmProblem& p, KernelPath path) {
   const bool libraries = path == KernelPath::kTuned && choice == ops::KernelChoice::kAll && !own_layout;
   const bool warpgroup_tiles = path == KernelPath::kTuned && choice != ops::KernelChoice::kFragments;
   Prepared prepared{args, vector, fragments_for(path, p.device.index), libraries, warpgroup_tiles};
-  prepared.args.gate = int(p.gate);
+  prepared.args.gelu_tanh = p.gate == GemmGate::kGeluTanh;
   prepared.args.padding_batch_step = p.padding_batch_step;
   prepared.args.c_grouped = p.c_group_rows != 0;
   prepared.args.pairs = prepared.args.pairs && p.c_group_stride % 2 == 0;

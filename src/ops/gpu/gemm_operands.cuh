@@ -27,7 +27,7 @@ struct KernelArgs {  // GemmProblem in the kernel's integer widths
   int splits;  // split-K: the k-steps are shared among this many blocks, which write f32 partial sums
   // k = (kernel row · kw + kernel column) · channels + channel, split at every k-step without a division.
   FastDivisor by_channels, by_kw;
-  int gate = 0;  // GemmGate: 0 none, 1 GEGLU (erf form), 2 GEGLU (tanh form)
+  bool gelu_tanh = false;  // a GEGLU tile's GELU (GemmGate): the tanh form, else erf's
   // GemmProblem's padding_batch_step and C's row groups (c_grouped: more than one group).
   int padding_batch_step = 0;
   bool c_grouped = false;
@@ -42,6 +42,14 @@ struct KernelArgs {  // GemmProblem in the kernel's integer widths
     return int64_t(group) * c_group_stride + int64_t(within) * ldc;
   }
 };
+
+// GEGLU's value of one output column: its hidden and gate sums scaled and their biases added, the hidden
+// times gelu(gate) (GemmProblem::gate). Written once for the tiles that pair the sums in registers
+// (OutputWriter::gated) and those that stage them (store_staged_gated_tile).
+__device__ __forceinline__ float geglu_value(float hidden, float gate, float alpha, float hidden_bias,
+                                             float gate_bias, bool tanh_form) {
+  return (hidden * alpha + hidden_bias) * gelu(gate * alpha + gate_bias, tanh_form);
+}
 
 // A GEGLU tile (TileShape::gated) computes the projection's columns in chunks of kGateChunk: the first
 // half of a chunk are 16 hidden columns of the projection, the second half the 16 gate columns that
@@ -213,9 +221,8 @@ struct OutputWriter {
   // GEGLU: output column col (of C [m, n/2]) from its hidden and gate sums; P's bias for the hidden
   // column is bias[col], for the gate bias[n/2 + col].
   __device__ __forceinline__ float gated(int col, float hidden, float gate) const {
-    const float h = hidden * p.alpha + (bias ? to_float(bias[col]) : 0.f);
-    const float g = gate * p.alpha + (bias ? to_float(bias[p.n / 2 + col]) : 0.f);
-    return h * gelu(g, p.gate == 2);
+    return geglu_value(hidden, gate, p.alpha, bias ? to_float(bias[col]) : 0.f,
+                       bias ? to_float(bias[p.n / 2 + col]) : 0.f, p.gelu_tanh);
   }
   // Final values at (row, col) and, when `pair`, (row, col + 1) of the GEGLU output C [m, n/2].
   __device__ __forceinline__ void store_final(int row, int col, float v0, float v1, bool pair) const {
@@ -311,7 +318,6 @@ __device__ __forceinline__ void store_staged_gated_tile(const OutputWriter<T, fa
     hidden_bias[e] = out.bias ? to_float(out.bias[out_col + e]) : 0.f;
     gate_bias[e] = out.bias ? to_float(out.bias[out.p.n / 2 + out_col + e]) : 0.f;
   }
-  const bool tanh_form = out.p.gate == 2;
   for (int r = tid / kVectors; r < kBM; r += kRowsPerPass) {
     const float* const hidden_at = staged + r * pitch + column;
     const float4 h_lo = *reinterpret_cast<const float4*>(hidden_at),
@@ -322,11 +328,8 @@ __device__ __forceinline__ void store_staged_gated_tile(const OutputWriter<T, fa
     const float gate[8] = {g_lo.x, g_lo.y, g_lo.z, g_lo.w, g_hi.x, g_hi.y, g_hi.z, g_hi.w};
     float v[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float h = hidden[e] * out.p.alpha + hidden_bias[e];
-      const float g = gate[e] * out.p.alpha + gate_bias[e];
-      v[e] = h * gelu(g, tanh_form);
-    }
+    for (int e = 0; e < 8; ++e)
+      v[e] = geglu_value(hidden[e], gate[e], out.p.alpha, hidden_bias[e], gate_bias[e], out.p.gelu_tanh);
     const int row = m0 + r;
     const int64_t at = out.p.c_row_at(row) + out_col;
     if (row < out.p.m && (reinterpret_cast<uintptr_t>(out.c + at) & 15) == 0) {
