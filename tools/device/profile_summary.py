@@ -18,7 +18,8 @@ import sys
 # libraries' (cuDNN's convolution kernels say fprop/conv; cuBLASLt's say gemm or nvjet).
 GROUPS = [
     ("attention (flash, ours)", ["flash_attention", "attention_kernel"]),
-    ("GroupNorm (+SiLU)", ["group_statistics", "group_apply", "group_partial", "group_finalize"]),
+    ("weight transforms at load (upsamplers' phases)", ["upsample_conv_phases"]),
+    ("GroupNorm (+SiLU)", ["group_statistics", "group_apply", "group_partial", "group_finalize", "group_norm"]),
     ("LayerNorm", ["layer_norm"]),
     ("GEGLU", ["geglu"]),
     ("GEMM / convolution (ours)", ["gemm_kernel", "split_k_reduce", "transpose_kernel"]),
