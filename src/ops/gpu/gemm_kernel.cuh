@@ -408,8 +408,9 @@ void launch_tiles(Kernel* kernel, const GemmProblem& p, const KernelArgs& base, 
     HD_GPU_CHECK_LAUNCH();
     return;
   }
-  HD_CHECK_KIND(int64_t(args.m) * args.n < INT_MAX, ErrorKind::kUnsupported, "gemm: split-K over ", args.m,
-                " x ", args.n, " outputs exceeds the reduction's 32-bit indices");
+  // Half the 32-bit range, so that the reduction's grid-stride index cannot overflow either.
+  HD_CHECK_KIND(int64_t(args.m) * args.n <= INT_MAX / 2, ErrorKind::kUnsupported, "gemm: split-K over ",
+                args.m, " x ", args.n, " outputs exceeds the reduction's 32-bit indices");
   auto* const partial = static_cast<float*>(
       scratch(p.device, size_t(batch * splits) * size_t(args.m) * size_t(args.n) * sizeof(float), ScratchSlot::kGemm));
   kernel<<<grid, threads, shared, current_stream()>>>(a, b, nullptr, nullptr, static_cast<T*>(c), partial, args);
