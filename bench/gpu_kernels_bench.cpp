@@ -5,9 +5,8 @@
 // after a warm-up. Usage: hd_bench_gpu_kernels [--every-tile] [--only SECTION] [--case TEXT]
 // (--every-tile: each of our tile shapes timed under each convolution and product, not only the best;
 // --only: attention, backward, norm, matrix, geglu, upsample, materialised or layer_norm; --case: only the
-// convolutions
-// and products and attention gradients whose name holds TEXT, "GEMM 8192^3" among them, so that a profiler
-// sees one problem's kernels)
+// convolutions, products, attention gradients and GroupNorm shapes whose name holds TEXT, "GEMM 8192^3"
+// and "[1, 1024, 1024, 128]" among them, so that a profiler sees one problem's kernels)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -248,11 +247,12 @@ int main(int argc, char** argv) {
     // SD1.5's GroupNorm inputs at 8x8 to 32x32 (where the one-kernel path can take them), then the
     // larger levels, SDXL's and the VAE's.
     const hd::Shape norm_shapes[] = {
-        {2, 8, 8, 1280},    {2, 8, 8, 2560},   {2, 16, 16, 640}, {2, 16, 16, 1280}, {2, 16, 16, 1920},
-        {2, 16, 16, 2560},  {2, 32, 32, 320},  {2, 32, 32, 640}, {2, 32, 32, 960},  {2, 32, 32, 1280},
-        {2, 32, 32, 1920},  {2, 64, 64, 320},  {2, 64, 64, 640}, {2, 64, 64, 960},  {2, 128, 128, 320},
-        {1, 128, 128, 512}, {1, 512, 512, 256}};
+        {2, 8, 8, 1280},    {2, 8, 8, 2560},    {2, 16, 16, 640},   {2, 16, 16, 1280},   {2, 16, 16, 1920},
+        {2, 16, 16, 2560},  {2, 32, 32, 320},   {2, 32, 32, 640},   {2, 32, 32, 960},    {2, 32, 32, 1280},
+        {2, 32, 32, 1920},  {2, 64, 64, 320},   {2, 64, 64, 640},   {2, 64, 64, 960},    {2, 128, 128, 320},
+        {1, 128, 128, 512}, {1, 256, 256, 512}, {1, 512, 512, 256}, {1, 1024, 1024, 128}};
     for (const auto& s : norm_shapes) {
+      if (!case_wanted(s.to_string().c_str())) continue;
       const auto x = random_gpu(s, hd::DType::kF16, rng, 0.5f);
       const auto gamma = random_gpu({s[3]}, hd::DType::kF16, rng, 1.f);
       const auto beta = random_gpu({s[3]}, hd::DType::kF16, rng);
