@@ -355,10 +355,11 @@ int slice_pixels_of(const Tensor& x, int groups) {
 // The one-kernel path's arithmetic grows with a block's slice; past this many values a block (SD's 16x16
 // level at 2560 channels, 80-channel chunks), the sliced path spreads it over more multiprocessors.
 constexpr int64_t kMaxWholeValues = 20480;
-// The sliced path reads x twice; past what an L2 cache holds the second read comes from memory, and the
-// two-pass kernels were faster (H100: [2, 128, 128, 320] 0.038 against 0.034 ms, the VAE's
-// [1, 512, 512, 256] 0.385 against 0.172; at 16 MiB, [1, 128, 128, 512], 0.030 against 0.033).
-constexpr size_t kMaxSlicedBytes = size_t(16) << 20;
+// The sliced path reads x twice; towards what an L2 cache holds the second read comes from memory, and
+// the two-pass kernels were faster (H200, since their apply pass holds its map in registers: 15 MiB,
+// [2, 64, 64, 960], 0.021 against 0.029 ms; [1, 128, 128, 512] 0.022 against 0.027; at 10 MiB,
+// [2, 64, 64, 640], slices still won, 0.014 against 0.015).
+constexpr size_t kMaxSlicedBytes = size_t(12) << 20;
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "ops/gpu/numeric.cuh"
+#include "ops/gpu/target.cuh"
 
 namespace hd::gpu {
 
@@ -52,16 +53,25 @@ __device__ void block_group_sums_vector(Pixel pixel, int64_t begin, int64_t end,
     const T* first = pixel(0);
     float shift[8], sum[8] = {}, squares[8] = {};
     for (int j = 0; j < 8; ++j) shift[j] = to_float(first[((column * 8 + j) / per_group) * per_group]);
-#pragma unroll 4
-    for (int64_t p = begin + row0; p < end; p += rows_per_pass) {
-      T in[8];
-      *reinterpret_cast<uint4*>(in) = *reinterpret_cast<const uint4*>(pixel(p) + column * 8);
+    const auto add = [&](const uint4& vector) HD_INLINE {
+      const T* in = reinterpret_cast<const T*>(&vector);
       for (int j = 0; j < 8; ++j) {
         const float d = to_float(in[j]) - shift[j];
         sum[j] += d;
         squares[j] += d * d;
       }
+    };
+    // kAhead pixels loaded before any is added: more reads in flight, which took the statistics of a
+    // [1, 1024, 1024, 128] tensor from 60% to 67% of DRAM bandwidth (H200). The same order of additions.
+    constexpr int kAhead = 4;
+    int64_t p = begin + row0;
+    for (; p + (kAhead - 1) * rows_per_pass < end; p += kAhead * rows_per_pass) {
+      uint4 held[kAhead];
+      for (int u = 0; u < kAhead; ++u)
+        held[u] = *reinterpret_cast<const uint4*>(pixel(p + u * rows_per_pass) + column * 8);
+      for (int u = 0; u < kAhead; ++u) add(held[u]);
     }
+    for (; p < end; p += rows_per_pass) add(*reinterpret_cast<const uint4*>(pixel(p) + column * 8));
     for (int j = 0; j < 8; ++j) {
       per_thread[threadIdx.x][j] = sum[j];
       per_thread[threadIdx.x][8 + j] = squares[j];

@@ -42,15 +42,15 @@ TEST(GpuGroupNorm, MatchesCpu) {
     float mean;
   };
   const Case cases[] = {
-      {Shape{2, 16, 16, 320}, 32, 0.f},   // 10 channels a group, as SD1.5's first level
-      {Shape{1, 8, 8, 64}, 32, 0.5f},     // 2 channels a group
-      {Shape{2, 7, 5, 96}, 32, -1.f},
-      {Shape{1, 3, 3, 30}, 3, 0.f},       // C % 8 != 0: the scalar path
-      {Shape{1, 32, 32, 128}, 32, 100.f}, // a mean far above the spread
-      {Shape{2, 77, 40}, 8, 0.f},         // any rank: [N, L, C]
-      {Shape{2, 64, 64, 320}, 32, 0.3f},  // SD1.5's first level: many slices a sample
-      {Shape{1, 6, 5, 2048}, 32, 0.f},    // the widest the 16-byte path takes (256 columns)
-      {Shape{1030, 2, 2, 16}, 4, 0.f},    // more samples than one launch counts (1024)
+      {Shape{2, 16, 16, 320}, 32, 0.f},  // 10 channels a group, as SD1.5's first level
+      {Shape{1, 8, 8, 64}, 32, 0.5f},    // 2 channels a group
+      {Shape{2, 7, 5, 96}, 32, -1.f},     {Shape{1, 3, 3, 30}, 3, 0.f},  // C % 8 != 0: the scalar path
+      {Shape{1, 32, 32, 128}, 32, 100.f},                                // a mean far above the spread
+      {Shape{2, 77, 40}, 8, 0.f},                                        // any rank: [N, L, C]
+      {Shape{2, 64, 64, 320}, 32, 0.3f},   // SD1.5's first level: many slices a sample
+      {Shape{1, 6, 5, 2048}, 32, 0.f},     // the widest the 16-byte path takes (256 columns)
+      {Shape{1030, 2, 2, 16}, 4, 0.f},     // more samples than one launch counts (1024)
+      {Shape{1, 96, 184, 512}, 32, 0.5f},  // past 16 MiB in 16 bits: the apply pass's streaming accesses
   };
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
     for (const auto& c : cases) {
@@ -141,7 +141,7 @@ TEST(GpuGroupNorm, EachPathMatchesCpu) {
   }
 }
 
-// What kAuto runs: one kernel for small slices, slices up to 16 MiB, two passes beyond and for what the
+// What kAuto runs: one kernel for small slices, slices up to 12 MiB, two passes beyond and for what the
 // register-held kernels do not take (f32, groups of 3 channels).
 TEST(GpuGroupNorm, ChoosesThePathByShape) {
   using gpu::GroupNormPath;
@@ -155,7 +155,9 @@ TEST(GpuGroupNorm, ChoosesThePathByShape) {
       {Shape{2, 16, 16, 1280}, DType::kBF16, GroupNormPath::kResident},
       {Shape{2, 16, 16, 1920}, DType::kF16, GroupNormPath::kSlices},  // 30720 values a block
       {Shape{2, 64, 64, 320}, DType::kF16, GroupNormPath::kSlices},
-      {Shape{1, 128, 128, 512}, DType::kF16, GroupNormPath::kSlices},   // 16 MiB exactly
+      {Shape{2, 64, 64, 640}, DType::kF16, GroupNormPath::kSlices},     // 10 MiB
+      {Shape{2, 64, 64, 960}, DType::kF16, GroupNormPath::kTwoPass},    // 15 MiB
+      {Shape{1, 128, 128, 512}, DType::kF16, GroupNormPath::kTwoPass},  // 16 MiB
       {Shape{2, 128, 128, 320}, DType::kF16, GroupNormPath::kTwoPass},  // 20 MiB
       {Shape{2, 8, 8, 1280}, DType::kF32, GroupNormPath::kTwoPass},
       {Shape{2, 7, 5, 96}, DType::kF16, GroupNormPath::kTwoPass},  // 3 channels a group
