@@ -42,11 +42,12 @@ TEST(GpuGroupNorm, MatchesCpu) {
     float mean;
   };
   const Case cases[] = {
-      {Shape{2, 16, 16, 320}, 32, 0.f},  // 10 channels a group, as SD1.5's first level
-      {Shape{1, 8, 8, 64}, 32, 0.5f},    // 2 channels a group
-      {Shape{2, 7, 5, 96}, 32, -1.f},     {Shape{1, 3, 3, 30}, 3, 0.f},  // C % 8 != 0: the scalar path
-      {Shape{1, 32, 32, 128}, 32, 100.f},                                // a mean far above the spread
-      {Shape{2, 77, 40}, 8, 0.f},                                        // any rank: [N, L, C]
+      {Shape{2, 16, 16, 320}, 32, 0.f},    // 10 channels a group, as SD1.5's first level
+      {Shape{1, 8, 8, 64}, 32, 0.5f},      // 2 channels a group
+      {Shape{2, 7, 5, 96}, 32, -1.f},      // odd sizes
+      {Shape{1, 3, 3, 30}, 3, 0.f},        // C % 8 != 0: the scalar path
+      {Shape{1, 32, 32, 128}, 32, 100.f},  // a mean far above the spread
+      {Shape{2, 77, 40}, 8, 0.f},          // any rank: [N, L, C]
       {Shape{2, 64, 64, 320}, 32, 0.3f},   // SD1.5's first level: many slices a sample
       {Shape{1, 6, 5, 2048}, 32, 0.f},     // the widest the 16-byte path takes (256 columns)
       {Shape{1030, 2, 2, 16}, 4, 0.f},     // more samples than one launch counts (1024)
