@@ -238,8 +238,7 @@ __global__ void __launch_bounds__(max_threads(kVectors))
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const float y = fmaf(to_float(held[i][j]), scale[j], mean[j]);
-      // SiLU: y / (1 + e^-y); the fast division gives 0 where e^-y overflows, as the limit is.
-      res[j] = from_float<T>(fuse_silu ? __fdividef(y, 1.f + __expf(-y)) : y);
+      res[j] = from_float<T>(fuse_silu ? fast_silu(y) : y);
     }
     *reinterpret_cast<uint4*>(out + base + int64_t(pixel0 + i * pixel_step) * channels) =
         *reinterpret_cast<const uint4*>(res);

@@ -173,9 +173,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < 8; ++j) {
       const float scale = j % 2 == 0 ? map[j / 2].x : map[j / 2].z, shift = j % 2 == 0 ? map[j / 2].y : map[j / 2].w;
       const float y = fmaf(to_float(in_values[j]), scale, shift);
-      // The fast division, as the one-kernel path has it: 1 + e^-y is at least 1, and where it
-      // overflows the quotient (0) is right.
-      res[j] = from_float<T>(fuse_silu ? __fdividef(y, 1.f + __expf(-y)) : y);
+      res[j] = from_float<T>(fuse_silu ? fast_silu(y) : y);
     }
     return *reinterpret_cast<const uint4*>(res);
   };
