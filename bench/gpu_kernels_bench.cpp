@@ -262,7 +262,7 @@ int main(int argc, char** argv) {
       const double copy = replay_ms([&] { hd::gpu::copy(x, out); });
       const double gbs = 2.0 * double(x.view().nbytes()) / (replayed * 1e6);
       const auto path_ms = [&](hd::gpu::GroupNormPath path) {
-        return replay_ms([&] { hd::gpu::group_norm(x, gamma, beta, 32, 1e-5f, true, out, path); });
+        return replay_ms([&] { hd::gpu::group_norm(x, gamma, beta, 32, 1e-5f, true, out, nullptr, path); });
       };
       const double two_pass = path_ms(hd::gpu::GroupNormPath::kTwoPass);
       std::printf("%-34s %9.4f %9.4f %6.0f %6.0f%% %12.4f %9.0f%% %12.4f", s.to_string().c_str(), launched,

@@ -65,12 +65,15 @@ GroupNorm GroupNorm::load(const WeightReader& w, const std::string& name, int64_
   return GroupNorm{w.load(name + ".weight", Shape{channels}), w.load(name + ".bias", Shape{channels}), groups, eps};
 }
 
-OwnedTensor GroupNorm::operator()(const Tensor& x, bool silu, comm::ImageSplit* split) const {
+OwnedTensor GroupNorm::operator()(const Tensor& x, bool silu, comm::ImageSplit* split,
+                                  const Tensor* channel_offset) const {
   OwnedTensor y = OwnedTensor::like(x, x.shape);
-  if (split != nullptr)
+  if (split != nullptr) {
+    HD_ASSERT(channel_offset == nullptr);
     split->group_norm(x, gamma, beta, groups, eps, silu, y);
-  else
-    ops::group_norm(x, gamma, beta, groups, eps, silu, y);
+  } else {
+    ops::group_norm(x, gamma, beta, groups, eps, silu, y, channel_offset);
+  }
   return y;
 }
 
@@ -112,12 +115,14 @@ ResnetBlock ResnetBlock::load(const WeightReader& w, const std::string& name, in
 
 OwnedTensor ResnetBlock::operator()(const Tensor& x, const Tensor* temb_silu, comm::ImageSplit* split) const {
   OwnedTensor h = conv1(norm1(x, /*silu=*/true, split), nullptr, split);
+  std::optional<OwnedTensor> t;  // [N, out], added to every pixel of its sample
   if (time_proj) {
     HD_ASSERT(temb_silu != nullptr);
-    const OwnedTensor t = (*time_proj)(*temb_silu);  // [N, out], added to every pixel of its sample
-    ops::add(h, t.view().reshape(Shape{t.view().dim(0), 1, 1, t.view().dim(1)}), h);
+    t = (*time_proj)(*temb_silu);
+    // norm2 adds it as it reads h: no pass of its own. The image split's GroupNorm takes no offset.
+    if (split != nullptr) ops::add(h, t->view().reshape(Shape{t->view().dim(0), 1, 1, t->view().dim(1)}), h);
   }
-  h = norm2(h, /*silu=*/true, split);
+  h = norm2(h, /*silu=*/true, split, t && split == nullptr ? &t->view() : nullptr);
   // conv2 adds the shortcut as its residual: one pass over the output instead of two.
   if (shortcut) {
     const OwnedTensor skip = (*shortcut)(x);  // 1x1: the strip's own pixels

@@ -45,7 +45,10 @@ struct GroupNorm {
   float eps = 1e-6f;
 
   static GroupNorm load(const WeightReader& w, const std::string& name, int64_t channels, int groups, float eps);
-  OwnedTensor operator()(const Tensor& x, bool silu, comm::ImageSplit* split = nullptr) const;
+  // channel_offset: nullptr, or [N, C] added to x before it is normalised (ops::group_norm); not with a
+  // split.
+  OwnedTensor operator()(const Tensor& x, bool silu, comm::ImageSplit* split = nullptr,
+                         const Tensor* channel_offset = nullptr) const;
 };
 
 struct Linear {

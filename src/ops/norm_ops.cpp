@@ -29,15 +29,21 @@ void check_affine(std::string_view op, int min_rank, const Tensor& x, const Tens
 }
 }  // namespace
 
-void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,
-                const Tensor& out) {
+void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
+                bool fuse_silu, const Tensor& out, const Tensor* channel_offset) {
   const OpScope scope(fuse_silu ? "group_norm + silu" : "group_norm", x.device);
   check_affine("group_norm", 2, x, gamma, beta, eps, out);
   HD_CHECK(groups >= 1 && x.dim(-1) % groups == 0, "group_norm: ", x.dim(-1), " channels of ", x.shape.to_string(),
            " do not split into ", groups, " groups");
-  if (x.device.is_cpu()) return cpu::group_norm(x, gamma, beta, groups, eps, fuse_silu, out);
+  if (channel_offset != nullptr) {
+    check_operand("group_norm", "channel offset", *channel_offset, x.device);
+    check_shape("group_norm", "channel offset", *channel_offset, Shape{x.dim(0), x.dim(-1)});
+    HD_CHECK_KIND(channel_offset->dtype == x.dtype, ErrorKind::kUnsupported, "group_norm: channel offset is ",
+                  dtype_name(channel_offset->dtype), ", input ", dtype_name(x.dtype), ": they must match");
+  }
+  if (x.device.is_cpu()) return cpu::group_norm(x, gamma, beta, groups, eps, fuse_silu, out, channel_offset);
 #if defined(HD_WITH_GPU)
-  gpu::group_norm(x, gamma, beta, groups, eps, fuse_silu, out);
+  gpu::group_norm(x, gamma, beta, groups, eps, fuse_silu, out, channel_offset);
 #else
   no_kernel("group_norm", x.device);
 #endif

@@ -22,8 +22,8 @@ void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool tra
                     const Tensor& out);
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParams p, const Tensor& out,
                const Tensor* lse);
-void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,
-                const Tensor& out);
+void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
+                bool fuse_silu, const Tensor& out, const Tensor* channel_offset);
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out);
 void group_statistics(const Tensor& x, int groups, const Tensor& stats);
 // parts [P, N, groups, 2], gamma and beta [C] f32 -> affine [N, C, 2] (ops::group_norm_combine).

@@ -8,11 +8,12 @@
 
 namespace hd::ops::cpu {
 
-void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,
-                const Tensor& out) {
+void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
+                bool fuse_silu, const Tensor& out, const Tensor* channel_offset) {
   const int64_t n = x.dim(0), c = x.dim(-1), positions = x.numel() / std::max<int64_t>(n * c, 1);
   const int64_t group_size = c / groups;
   const float* xp = x.ptr<float>();
+  const float* offsets = channel_offset != nullptr ? channel_offset->ptr<float>() : nullptr;
   const float* g = gamma.ptr<float>();
   const float* bt = beta.ptr<float>();
   float* yp = out.ptr<float>();
@@ -21,10 +22,14 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
       const int64_t sample = task / groups, c0 = task % groups * group_size;
       const float* xs = xp + sample * positions * c;
       float* ys = yp + sample * positions * c;
+      // x + offset in f32, as a separate addition would store it.
+      const auto value = [&](int64_t pos, int64_t ch) {
+        return offsets != nullptr ? xs[pos * c + ch] + offsets[sample * c + ch] : xs[pos * c + ch];
+      };
       double sum = 0.0, sum_sq = 0.0;
       for (int64_t pos = 0; pos < positions; ++pos) {
         for (int64_t j = 0; j < group_size; ++j) {
-          const double v = xs[pos * c + c0 + j];
+          const double v = value(pos, c0 + j);
           sum += v;
           sum_sq += v * v;
         }
@@ -36,7 +41,7 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
       for (int64_t pos = 0; pos < positions; ++pos) {
         for (int64_t j = 0; j < group_size; ++j) {
           const int64_t ch = c0 + j;
-          float v = float(xs[pos * c + ch] - mean) * inv_std * g[ch] + bt[ch];
+          float v = float(value(pos, ch) - mean) * inv_std * g[ch] + bt[ch];
           ys[pos * c + ch] = fuse_silu ? silu(v) : v;
         }
       }

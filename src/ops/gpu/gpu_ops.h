@@ -62,12 +62,14 @@ void batched_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool tra
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
 void timestep_embedding(const Tensor& timesteps, ops::TimestepEmbeddingParams p, const Tensor& out);
 
-// f32, f16 or bf16 (x, gamma, beta and out of one dtype); statistics in f32. kAuto chooses among two
-// passes (norm.cu) and the register-held kernels (group_norm_resident.h: one kernel, or slices); the
-// others force one (tests, benchmarks), refusing (kUnsupported) a tensor it does not take.
+// f32, f16 or bf16 (x, gamma, beta, out and the channel offset [N, C] of one dtype); statistics in f32.
+// kAuto chooses among two passes (norm.cu) and the register-held kernels (group_norm_resident.h: one
+// kernel, or slices); the others force one (tests, benchmarks), refusing (kUnsupported) a tensor it does
+// not take.
 enum class GroupNormPath { kAuto, kTwoPass, kResident, kSlices };
 void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
-                bool fuse_silu, const Tensor& out, GroupNormPath path = GroupNormPath::kAuto);
+                bool fuse_silu, const Tensor& out, const Tensor* channel_offset = nullptr,
+                GroupNormPath path = GroupNormPath::kAuto);
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& out);
 // x f32, f16 or bf16; statistics and the affine map f32.
 void group_statistics(const Tensor& x, int groups, const Tensor& stats);

@@ -15,6 +15,11 @@
 //
 // A chunk is the fewest whole groups whose channels are a multiple of 8 (one 16-byte vector holds 8
 // channels of a 16-bit type): 40 channels for every SD1.x level (10, 20 or 40 channels a group).
+//
+// A channel offset (x + offset[n, c] normalised: a ResNet block's timestep embedding) is added to the
+// held values as they arrive, rounded to x's type as a separate addition would store them. (Adding it to
+// the sums and taking it off the means instead took more registers, and spilled 4-20 bytes in 8 of the
+// 72 kernels on sm_90.)
 #include <algorithm>
 #include <numeric>
 #include <type_traits>
@@ -123,8 +128,9 @@ __device__ inline float slice_values(int s, int positions, int slice_pixels, int
 template <class T, int kVectors, int kGroups, Pass kPass>
 __global__ void __launch_bounds__(max_threads(kVectors))
     group_norm_resident_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
-                               const T* __restrict__ beta, T* __restrict__ out, int positions, int channels,
-                               int per_group, float eps, bool fuse_silu, Slices slices) {
+                               const T* __restrict__ beta, const T* __restrict__ offset, T* __restrict__ out,
+                               int positions, int channels, int per_group, float eps, bool fuse_silu,
+                               Slices slices) {
   __shared__ float parts[kMaxParts][kGroups];
   __shared__ float sums[kGroups], totals[kGroups];  // the block's sums, then its squared deviations
   __shared__ float combined[2][kGroups];            // kApply: each group's mean and 1/std over the chunk
@@ -154,6 +160,14 @@ __global__ void __launch_bounds__(max_threads(kVectors))
     if (holds(i))
       *reinterpret_cast<uint4*>(held[i]) =
           *reinterpret_cast<const uint4*>(x + base + int64_t(pixel0 + i * pixel_step) * channels);
+  if (offset != nullptr) {
+    const uint4 moved =
+        *reinterpret_cast<const uint4*>(offset + int64_t(blockIdx.y) * channels + chunk0 + first);
+#pragma unroll
+    for (int i = 0; i < kVectors; ++i)
+      if (holds(i))
+        *reinterpret_cast<uint4*>(held[i]) = add_vectors<T>(*reinterpret_cast<const uint4*>(held[i]), moved);
+  }
   int group[8];
   float mean[8], scale[8];  // per channel: the mean, then the shift; 1/std, then times gamma
   const float inv_count = 1.f / (float(end - begin) * float(per_group));
@@ -208,7 +222,8 @@ __global__ void __launch_bounds__(max_threads(kVectors))
     per_group_sums(channel_sums, group, group_sums);
     block_sums(group_sums, parts, totals);
     if constexpr (kPass == Pass::kStatistics) {
-      // The slice's mean and squared deviations of each group, for the apply kernel to combine.
+      // The slice's mean (of x + offset) and squared deviations of each group, for the apply kernel to
+      // combine.
       if (int(threadIdx.x) < kGroups) {
         float2* part = slices.partial +
                        ((int64_t(blockIdx.y) * gridDim.x + blockIdx.x) * gridDim.z + blockIdx.z) * kGroups +
@@ -262,16 +277,16 @@ Launch launch_of(int64_t positions, Chunk chunk) {
 }
 
 template <class T, int kVectors, Pass kPass>
-void launch_with_vectors(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
-                         bool fuse_silu, const Tensor& out, Chunk chunk, int threads, Slices slices,
-                         int slice_count) {
+void launch_with_vectors(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor* offset,
+                         int groups, float eps, bool fuse_silu, const Tensor& out, Chunk chunk, int threads,
+                         Slices slices, int slice_count) {
   const int64_t samples = x.dim(0), channels = x.dim(-1), positions = positions_of(x);
   const dim3 grid(unsigned(channels / chunk.channels), unsigned(samples), unsigned(slice_count));
   const auto launch = [&](auto kernel) {
     kernel<<<grid, unsigned(threads), 0, current_stream()>>>(
         static_cast<const T*>(x.data), static_cast<const T*>(gamma.data), static_cast<const T*>(beta.data),
-        static_cast<T*>(out.data), int(positions), int(channels), int(channels / groups), eps, fuse_silu,
-        slices);
+        offset != nullptr ? static_cast<const T*>(offset->data) : nullptr, static_cast<T*>(out.data),
+        int(positions), int(channels), int(channels / groups), eps, fuse_silu, slices);
   };
   switch (chunk.groups) {
     case 1:
@@ -289,14 +304,15 @@ void launch_with_vectors(const Tensor& x, const Tensor& gamma, const Tensor& bet
 }
 
 template <Pass kPass>
-void launch_pass(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
-                 bool fuse_silu, const Tensor& out, Chunk chunk, Launch l, Slices slices, int slice_count) {
+void launch_pass(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor* offset, int groups,
+                 float eps, bool fuse_silu, const Tensor& out, Chunk chunk, Launch l, Slices slices,
+                 int slice_count) {
   with_element_type(x.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     if constexpr (sizeof(T) == 2) {
       const auto run = [&](auto vectors) {
-        launch_with_vectors<T, decltype(vectors)::value, kPass>(x, gamma, beta, groups, eps, fuse_silu, out,
-                                                                chunk, l.threads, slices, slice_count);
+        launch_with_vectors<T, decltype(vectors)::value, kPass>(
+            x, gamma, beta, offset, groups, eps, fuse_silu, out, chunk, l.threads, slices, slice_count);
       };
       switch (l.per_thread) {
         case 1:
@@ -327,6 +343,11 @@ bool fits_chunks(const Tensor& x, const Tensor& gamma, const Tensor& beta, int g
   for (const Tensor* t : {&x, &gamma, &beta, &out})
     if (!is_aligned(t->data, 16)) return false;
   return chunk_of(channels, groups).groups <= kMaxChunkGroups;
+}
+
+// A channel offset, where there is one, is read 8 channels at a time: 16-byte aligned.
+bool offset_fits(const Tensor* channel_offset) {
+  return channel_offset == nullptr || is_aligned(channel_offset->data, 16);
 }
 
 // The most pixels of a chunk one block holds (launch_of's largest case).
@@ -386,19 +407,22 @@ GroupNormPath group_norm_path_for(const Tensor& x, const Tensor& gamma, const Te
 }
 
 void group_norm_resident(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
-                         bool fuse_silu, const Tensor& out) {
-  HD_CHECK_KIND(group_norm_fits_resident(x, gamma, beta, groups, out), ErrorKind::kUnsupported,
-                "group_norm: ", x.describe(), " in ", groups, " groups does not fit the one-kernel path");
+                         bool fuse_silu, const Tensor& out, const Tensor* channel_offset) {
+  HD_CHECK_KIND(group_norm_fits_resident(x, gamma, beta, groups, out) && offset_fits(channel_offset),
+                ErrorKind::kUnsupported, "group_norm: ", x.describe(), " in ", groups,
+                " groups does not fit the one-kernel path");
   const int64_t channels = x.dim(-1), positions = positions_of(x);
   const Chunk chunk = chunk_of(channels, groups);
-  launch_pass<Pass::kWhole>(x, gamma, beta, groups, eps, fuse_silu, out, chunk, launch_of(positions, chunk),
-                            Slices{int(positions), nullptr}, 1);
+  launch_pass<Pass::kWhole>(x, gamma, beta, channel_offset, groups, eps, fuse_silu, out, chunk,
+                            launch_of(positions, chunk), Slices{int(positions), nullptr}, 1);
 }
 
 void group_norm_slices(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
-                       bool fuse_silu, const Tensor& out) {
+                       bool fuse_silu, const Tensor& out, const Tensor* channel_offset) {
   // group_norm_fits_slices, with the slice size it works out kept.
-  const int pixels = fits_chunks(x, gamma, beta, groups, out) ? slice_pixels_of(x, groups) : 0;
+  const int pixels = fits_chunks(x, gamma, beta, groups, out) && offset_fits(channel_offset)
+                         ? slice_pixels_of(x, groups)
+                         : 0;
   HD_CHECK_KIND(pixels > 0, ErrorKind::kUnsupported, "group_norm: ", x.describe(), " in ", groups,
                 " groups does not fit the sliced path");
   const int64_t samples = x.dim(0), channels = x.dim(-1), positions = positions_of(x);
@@ -407,8 +431,10 @@ void group_norm_slices(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   const size_t partials = size_t(samples) * (channels / chunk.channels) * count * chunk.groups;
   const Slices slices{pixels, static_cast<float2*>(scratch(x.device, partials * sizeof(float2)))};
   const Launch l = launch_of(pixels, chunk);
-  launch_pass<Pass::kStatistics>(x, gamma, beta, groups, eps, fuse_silu, out, chunk, l, slices, count);
-  launch_pass<Pass::kApply>(x, gamma, beta, groups, eps, fuse_silu, out, chunk, l, slices, count);
+  launch_pass<Pass::kStatistics>(x, gamma, beta, channel_offset, groups, eps, fuse_silu, out, chunk, l,
+                                 slices, count);
+  launch_pass<Pass::kApply>(x, gamma, beta, channel_offset, groups, eps, fuse_silu, out, chunk, l, slices,
+                            count);
 }
 
 }  // namespace hd::gpu

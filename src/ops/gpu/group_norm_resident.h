@@ -20,10 +20,11 @@ bool group_norm_fits_slices(const Tensor& x, const Tensor& gamma, const Tensor& 
 // What GroupNormPath::kAuto runs: kResident, kSlices or kTwoPass.
 GroupNormPath group_norm_path_for(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups,
                                   const Tensor& out);
-// Each kUnsupported where it does not fit.
+// Each kUnsupported where it does not fit (or where a channel offset, [N, C] of x's dtype as gpu::group_norm
+// takes it, is not 16-byte aligned).
 void group_norm_resident(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
-                         bool fuse_silu, const Tensor& out);
+                         bool fuse_silu, const Tensor& out, const Tensor* channel_offset);
 void group_norm_slices(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
-                       bool fuse_silu, const Tensor& out);
+                       bool fuse_silu, const Tensor& out, const Tensor* channel_offset);
 
 }  // namespace hd::gpu

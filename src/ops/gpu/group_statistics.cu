@@ -41,10 +41,10 @@ __global__ void __launch_bounds__(kThreads) partial_sums_vector_kernel(const T* 
   extern __shared__ float channel_sums[];  // [2][channels]
   const int slice = int(blockIdx.x), n = int(blockIdx.y);
   const int64_t begin = pixels * slice / slices, end = pixels * (slice + 1) / slices;
-  block_group_sums_vector<T>([&](int64_t p) { return x + at.offset(n, p); }, begin, end, channels, groups,
-                             channel_sums, [&](int g, float2 sums) {
-                               partial[(int64_t(n) * slices + slice) * groups + g] = sums;
-                             });
+  block_group_sums_vector<T>(
+      [&](int64_t p) { return x + at.offset(n, p); }, begin, end, channels, groups,
+      /*offset=*/nullptr, channel_sums,
+      [&](int g, float2 sums) { partial[(int64_t(n) * slices + slice) * groups + g] = sums; });
 }
 
 // Any dtype and channel count: a block per (slice, group, sample).

@@ -40,9 +40,11 @@ __device__ float2 block_group_sums(Value value, int64_t count, float* shared) {
 // (sum, squares) over pixels [begin, end), each thread walking one 8-channel column; the shift of each
 // group is its value at pixel 0. The threads' sums are added per channel, then per group, and
 // store(g, sums) is called once per group. channel_sums: 2 * channels floats of shared memory.
+// offset: nullptr, or the sample's C channel offsets, each added (in f32) to its channel's values. It
+// costs nothing a value: (x + offset[c]) - shift is x - (shift - offset[c]), one subtraction as before.
 template <class T, class Pixel, class Store>
 __device__ void block_group_sums_vector(Pixel pixel, int64_t begin, int64_t end, int channels, int groups,
-                                        float* channel_sums, Store store) {
+                                        const T* offset, float* channel_sums, Store store) {
   // 17, not 16, floats a thread: with 16, a warp's stores of one sum fell in 2 of the 32 banks (16-way
   // conflicts, 16 times a thread); an odd stride spreads them over all 32.
   __shared__ float per_thread[kGroupSumThreads][17];
@@ -52,7 +54,11 @@ __device__ void block_group_sums_vector(Pixel pixel, int64_t begin, int64_t end,
   if (row0 < rows_per_pass) {  // threads past the last whole row of columns idle
     const T* first = pixel(0);
     float shift[8], sum[8] = {}, squares[8] = {};
-    for (int j = 0; j < 8; ++j) shift[j] = to_float(first[((column * 8 + j) / per_group) * per_group]);
+    for (int j = 0; j < 8; ++j) {
+      const int c = column * 8 + j, group_first = c / per_group * per_group;
+      shift[j] = to_float(first[group_first]);
+      if (offset != nullptr) shift[j] += to_float(offset[group_first]) - to_float(offset[c]);
+    }
     const auto add = [&](const uint4& vector) HD_INLINE {
       const T* in = reinterpret_cast<const T*>(&vector);
       for (int j = 0; j < 8; ++j) {

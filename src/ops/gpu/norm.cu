@@ -6,7 +6,8 @@
 // sums in a fixed order, so that every run gives the same bits, and turns each group's mean and 1/std,
 // with gamma and beta, into one affine map per channel, y = x * scale + shift. The second pass applies it
 // (and SiLU) with 16-byte accesses. The partial sums are of x minus the group's first value, so a large
-// mean does not cancel the variance away.
+// mean does not cancel the variance away. A channel offset (a ResNet block's timestep embedding) costs
+// nothing in either pass: it moves each channel's shift in the first, and its affine map in the second.
 #include <algorithm>
 #include <cmath>
 #include <mutex>
@@ -43,10 +44,12 @@ __device__ inline float2 load_from_other_blocks(const float2* p) {
 // scale = gamma / std, shift = beta - mean * scale. Eight lanes share a group's slices (each adds every
 // eighth slice, four loads in flight), then the lanes' sums are added in lane order: in double, and in
 // the same order on every run. `statistics`: 2 * groups floats of shared memory.
+// offset: nullptr, or [N, C] added to x before the statistics (sums of x + offset minus the same shift).
 template <class T>
 __device__ void finalize_sample(int n, const T* __restrict__ x, const T* __restrict__ gamma,
-                                const T* __restrict__ beta, int64_t positions, int channels, int groups, int splits,
-                                float eps, const float2* partial, float2* __restrict__ affine, float* statistics) {
+                                const T* __restrict__ beta, const T* __restrict__ offset, int64_t positions,
+                                int channels, int groups, int splits, float eps, const float2* partial,
+                                float2* __restrict__ affine, float* statistics) {
   constexpr int kLanes = 8, kGroupsAtOnce = kThreads / kLanes;
   __shared__ double lane_sums[2][kThreads];
   const int per_group = channels / groups, lane = int(threadIdx.x) % kLanes;
@@ -75,7 +78,9 @@ __device__ void finalize_sample(int n, const T* __restrict__ x, const T* __restr
       const double count = double(positions) * per_group;
       const double shifted_mean = sum / count;
       const double var = fmax(squares / count - shifted_mean * shifted_mean, 0.0);
-      const float shift = to_float(x[int64_t(n) * positions * channels + int64_t(g) * per_group]);
+      const int first = g * per_group;
+      float shift = to_float(x[int64_t(n) * positions * channels + first]);
+      if (offset != nullptr) shift += to_float(offset[int64_t(n) * channels + first]);
       statistics[2 * g] = float(shift + shifted_mean);
       statistics[2 * g + 1] = float(1.0 / sqrt(var + double(eps)));
     }
@@ -84,35 +89,42 @@ __device__ void finalize_sample(int n, const T* __restrict__ x, const T* __restr
   for (int c = int(threadIdx.x); c < channels; c += kThreads) {
     const float mean = statistics[2 * (c / per_group)], rstd = statistics[2 * (c / per_group) + 1];
     const float scale = rstd * to_float(gamma[c]);
-    affine[int64_t(n) * channels + c] = make_float2(scale, to_float(beta[c]) - mean * scale);
+    // (x + offset - mean) * scale + beta, as x * scale + shift.
+    const float moved = offset != nullptr ? to_float(offset[int64_t(n) * channels + c]) - mean : -mean;
+    affine[int64_t(n) * channels + c] = make_float2(scale, fmaf(moved, scale, to_float(beta[c])));
   }
 }
 
 // Partial sums for any dtype and channel count: a block per (slice, group, sample).
 template <class T>
-__global__ void __launch_bounds__(kThreads) group_partial_sums_kernel(const T* __restrict__ x, int64_t positions, int channels,
-                                                                      int groups, int splits, float2* __restrict__ partial) {
+__global__ void __launch_bounds__(kThreads)
+    group_partial_sums_kernel(const T* __restrict__ x, const T* __restrict__ offset, int64_t positions,
+                              int channels, int groups, int splits, float2* __restrict__ partial) {
   __shared__ float shared[kThreads / kFragmentLanes];
   const int split = int(blockIdx.x), g = int(blockIdx.y), n = int(blockIdx.z);
   const int per_group = channels / groups;
   const int64_t begin = positions * split / splits, end = positions * (split + 1) / splits;
   const T* base = x + int64_t(n) * positions * channels + int64_t(g) * per_group;
-  const float shift = to_float(base[0]);
+  const T* moved = offset != nullptr ? offset + int64_t(n) * channels + int64_t(g) * per_group : nullptr;
+  const float shift = to_float(base[0]) + (moved != nullptr ? to_float(moved[0]) : 0.f);
   const float2 sums = block_group_sums(
-      [&](int64_t e) { return to_float(base[(begin + e / per_group) * channels + e % per_group]) - shift; },
+      [&](int64_t e) {
+        const float v = to_float(base[(begin + e / per_group) * channels + e % per_group]);
+        return (moved != nullptr ? v + to_float(moved[e % per_group]) : v) - shift;
+      },
       (end - begin) * per_group, shared);
   if (threadIdx.x == 0) partial[(int64_t(n) * groups + g) * splits + split] = sums;
 }
 
 // ...and their combination, a block per sample (after the kernel above).
 template <class T>
-__global__ void __launch_bounds__(kThreads) group_finalize_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
-                                                                  const T* __restrict__ beta, int64_t positions,
-                                                                  int channels, int groups, int splits, float eps,
-                                                                  const float2* partial, float2* __restrict__ affine) {
+__global__ void __launch_bounds__(kThreads)
+    group_finalize_kernel(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
+                          const T* __restrict__ offset, int64_t positions, int channels, int groups,
+                          int splits, float eps, const float2* partial, float2* __restrict__ affine) {
   extern __shared__ float statistics[];
-  finalize_sample(int(blockIdx.x), x, gamma, beta, positions, channels, groups, splits, eps, partial, affine,
-                  statistics);
+  finalize_sample(int(blockIdx.x), x, gamma, beta, offset, positions, channels, groups, splits, eps, partial,
+                  affine, statistics);
 }
 
 // The partial sums with 16-byte loads (C % 8 == 0, C <= 2048, 16-bit types), a block per (slice, sample):
@@ -120,20 +132,20 @@ __global__ void __launch_bounds__(kThreads) group_finalize_kernel(const T* __res
 // per channel in a fixed order (not with atomics), and per group. The sample's last block to finish
 // then finalizes the sample (`arrived` counts a sample's finished blocks and is left at zero).
 template <class T>
-__global__ void __launch_bounds__(kThreads) group_statistics_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
-                                                                    const T* __restrict__ beta, int64_t positions,
-                                                                    int channels, int groups, int splits, float eps,
-                                                                    float2* partial, float2* __restrict__ affine,
-                                                                    unsigned* arrived) {
+__global__ void __launch_bounds__(kThreads)
+    group_statistics_kernel(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
+                            const T* __restrict__ offset, int64_t positions, int channels, int groups,
+                            int splits, float eps, float2* partial, float2* __restrict__ affine,
+                            unsigned* arrived) {
   extern __shared__ float channel_sums[];  // [2][channels]: sums, then sums of squares
   __shared__ bool last;
   const int split = int(blockIdx.x), n = int(blockIdx.y);
   const int64_t begin = positions * split / splits, end = positions * (split + 1) / splits;
   const T* sample = x + int64_t(n) * positions * channels;
-  block_group_sums_vector<T>([&](int64_t p) { return sample + p * channels; }, begin, end, channels, groups,
-                             channel_sums, [&](int g, float2 sums) {
-                               partial[(int64_t(n) * groups + g) * splits + split] = sums;
-                             });
+  block_group_sums_vector<T>(
+      [&](int64_t p) { return sample + p * channels; }, begin, end, channels, groups,
+      offset != nullptr ? offset + int64_t(n) * channels : nullptr, channel_sums,
+      [&](int g, float2 sums) { partial[(int64_t(n) * groups + g) * splits + split] = sums; });
   // The classic last-block pattern: publish this block's sums, then count it; the block that brings the
   // count to `splits` sees every other block's sums.
   __threadfence();
@@ -142,7 +154,8 @@ __global__ void __launch_bounds__(kThreads) group_statistics_kernel(const T* __r
   __syncthreads();
   if (!last) return;
   __threadfence();
-  finalize_sample(n, x, gamma, beta, positions, channels, groups, splits, eps, partial, affine, channel_sums);
+  finalize_sample(n, x, gamma, beta, offset, positions, channels, groups, splits, eps, partial, affine,
+                  channel_sums);
   if (threadIdx.x == 0) arrived[n] = 0;  // ready for the next call (and the next replay of a graph)
 }
 
@@ -257,8 +270,8 @@ void group_norm_apply_typed(const Tensor& x, const float2* affine, bool fuse_sil
 }
 
 template <class T>
-void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps, bool fuse_silu,
-                      const Tensor& out) {
+void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
+                      bool fuse_silu, const Tensor& out, const Tensor* channel_offset) {
   const int64_t samples = x.dim(0), channels = x.dim(-1), total = x.numel();
   const int64_t positions = total / (samples * channels);
   const bool vector = channels % 8 == 0 && channels / 8 <= kThreads && is_aligned(x.data, 16) &&
@@ -283,6 +296,7 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
   const T* xp = static_cast<const T*>(x.data);
   const auto* g = static_cast<const T*>(gamma.data);
   const auto* b = static_cast<const T*>(beta.data);
+  const T* offset = channel_offset != nullptr ? static_cast<const T*>(channel_offset->data) : nullptr;
   if (vector) {
     // The apply kernel has a grid row per sample.
     HD_CHECK_KIND(samples <= 65535, ErrorKind::kUnsupported, "group_norm: ", samples, " samples (at most 65535)");
@@ -290,18 +304,20 @@ void group_norm_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
     const size_t channel_sums = 2 * channels * sizeof(float);  // also holds the statistics of 2 * groups
     for (int64_t first = 0; first < samples; first += kMaxCountedSamples) {  // a counter per sample
       const int64_t count = std::min<int64_t>(samples - first, kMaxCountedSamples);
-      const int64_t offset = first * positions * channels;
-      group_statistics_kernel<T><<<dim3(unsigned(slices), unsigned(count)), kThreads, channel_sums,
-                                   current_stream()>>>(xp + offset, g, b, positions, int(channels), groups, slices,
-                                                       eps, partial, affine + first * channels, arrived);
+      const int64_t start = first * positions * channels;
+      group_statistics_kernel<T>
+          <<<dim3(unsigned(slices), unsigned(count)), kThreads, channel_sums, current_stream()>>>(
+              xp + start, g, b, offset != nullptr ? offset + first * channels : nullptr, positions,
+              int(channels), groups, slices, eps, partial, affine + first * channels, arrived);
       HD_GPU_CHECK_LAUNCH();
     }
   } else {
-    group_partial_sums_kernel<T><<<dim3(unsigned(slices), unsigned(groups), unsigned(samples)), kThreads, 0,
-                                   current_stream()>>>(xp, positions, int(channels), groups, slices, partial);
+    group_partial_sums_kernel<T>
+        <<<dim3(unsigned(slices), unsigned(groups), unsigned(samples)), kThreads, 0, current_stream()>>>(
+            xp, offset, positions, int(channels), groups, slices, partial);
     HD_GPU_CHECK_LAUNCH();
     group_finalize_kernel<T><<<unsigned(samples), kThreads, 2 * groups * sizeof(float), current_stream()>>>(
-        xp, g, b, positions, int(channels), groups, slices, eps, partial, affine);
+        xp, g, b, offset, positions, int(channels), groups, slices, eps, partial, affine);
   }
   HD_GPU_CHECK_LAUNCH();
   group_norm_apply_typed<T>(x, affine, fuse_silu, out);
@@ -396,16 +412,25 @@ void check_same_dtype(const char* op, const Tensor& x, const Tensor& gamma, cons
 }  // namespace
 
 void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
-                bool fuse_silu, const Tensor& out, GroupNormPath path) {
+                bool fuse_silu, const Tensor& out, const Tensor* channel_offset, GroupNormPath path) {
   check_same_dtype("group_norm", x, gamma, beta, out);
+  HD_CHECK_KIND(channel_offset == nullptr || channel_offset->dtype == x.dtype, ErrorKind::kUnsupported,
+                "group_norm: on the GPU, the channel offset shares the input's dtype");
   if (x.numel() == 0) return;
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
-  if (path == GroupNormPath::kAuto) path = group_norm_path_for(x, gamma, beta, groups, out);
+  if (path == GroupNormPath::kAuto) {
+    path = group_norm_path_for(x, gamma, beta, groups, out);
+    // The register-held kernels read a thread's 8 offsets as one 16-byte vector; the two passes read
+    // them one by one.
+    if (channel_offset != nullptr && !is_aligned(channel_offset->data, 16)) path = GroupNormPath::kTwoPass;
+  }
   if (path == GroupNormPath::kResident)
-    return group_norm_resident(x, gamma, beta, groups, eps, fuse_silu, out);
-  if (path == GroupNormPath::kSlices) return group_norm_slices(x, gamma, beta, groups, eps, fuse_silu, out);
+    return group_norm_resident(x, gamma, beta, groups, eps, fuse_silu, out, channel_offset);
+  if (path == GroupNormPath::kSlices)
+    return group_norm_slices(x, gamma, beta, groups, eps, fuse_silu, out, channel_offset);
   with_element_type(x.dtype, [&](auto* type) {
-    group_norm_typed<std::remove_pointer_t<decltype(type)>>(x, gamma, beta, groups, eps, fuse_silu, out);
+    group_norm_typed<std::remove_pointer_t<decltype(type)>>(x, gamma, beta, groups, eps, fuse_silu, out,
+                                                            channel_offset);
   });
 }
 

@@ -49,6 +49,37 @@ TEST(GroupNorm, MatchesTwoPassDoubleReferenceWithAndWithoutSilu) {
   }
 }
 
+// A channel offset [N, C] is x + offset[n, c] normalised: the same as adding it first (what a ResNet
+// block did before the offset was fused), with and without SiLU.
+TEST(GroupNorm, WithAChannelOffsetEqualsAddingItFirst) {
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const Shape shape{2, 5, 6, 12};
+  const auto x = test::random_tensor(rng, shape, 2.0f);
+  const auto offset = test::random_tensor(rng, Shape{2, 12}, 3.0f);
+  const auto gamma = test::random_tensor(rng, Shape{12});
+  const auto beta = test::random_tensor(rng, Shape{12});
+  OwnedTensor sum(shape, DType::kF32);
+  ops::add(x, offset.view().reshape(Shape{2, 1, 1, 12}), sum);
+  for (bool fuse : {false, true}) {
+    auto fused = test::poisoned_tensor(shape), separate = test::poisoned_tensor(shape);
+    ops::group_norm(x, gamma, beta, 4, 1e-5f, fuse, fused, &offset.view());
+    ops::group_norm(sum, gamma, beta, 4, 1e-5f, fuse, separate);
+    const std::vector<float> expected = test::to_vector(separate);
+    EXPECT_LT(test::relative_l2(fused, std::vector<double>(expected.begin(), expected.end())), 1e-6)
+        << "fuse_silu " << fuse;
+  }
+}
+
+TEST(GroupNorm, RejectsAChannelOffsetOfAnotherShape) {
+  OwnedTensor x(Shape{2, 2, 2, 8}, DType::kF32), g(Shape{8}, DType::kF32),
+      out(Shape{2, 2, 2, 8}, DType::kF32);
+  for (const Shape& wrong : {Shape{1, 8}, Shape{2, 4}, Shape{2, 1, 1, 8}}) {
+    OwnedTensor offset(wrong, DType::kF32);
+    EXPECT_THROW(ops::group_norm(x, g, g, 4, 1e-5f, false, out, &offset.view()), Error) << wrong.to_string();
+  }
+}
+
 TEST(GroupNorm, RejectsGroupsThatDoNotDivideChannels) {
   OwnedTensor x(Shape{1, 2, 2, 10}, DType::kF32), g(Shape{10}, DType::kF32), out(Shape{1, 2, 2, 10}, DType::kF32);
   EXPECT_THROW(ops::group_norm(x, g, g, 3, 1e-5f, false, out), Error);

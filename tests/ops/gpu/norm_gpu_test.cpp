@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "ops/gpu/gpu_ops.h"
@@ -125,19 +126,99 @@ TEST(GpuGroupNorm, EachPathMatchesCpu) {
                            (path == GroupNormPath::kSlices && c.slices);
         if (!takes) {
           try {
-            gpu::group_norm(x_gpu, gamma_gpu, beta_gpu, c.groups, 1e-5f, true, out, path);
+            gpu::group_norm(x_gpu, gamma_gpu, beta_gpu, c.groups, 1e-5f, true, out, nullptr, path);
             ADD_FAILURE() << "a path took a tensor it does not fit";
           } catch (const Error& e) {
             EXPECT_EQ(e.kind(), ErrorKind::kUnsupported) << e.what();
           }
           continue;
         }
-        gpu::group_norm(x_gpu, gamma_gpu, beta_gpu, c.groups, 1e-5f, true, out, path);
+        gpu::group_norm(x_gpu, gamma_gpu, beta_gpu, c.groups, 1e-5f, true, out, nullptr, path);
         OwnedTensor expected(c.shape, DType::kF32);
         ops::group_norm(test::rounded_to(x, t), test::rounded_to(gamma, t), test::rounded_to(beta, t),
                         c.groups, 1e-5f, true, expected);
         EXPECT_LE(test::relative_l2(test::to_host_f32(out), test::reference_of(expected)), tolerance(t));
       }
+    }
+  }
+}
+
+// A channel offset [N, C] (a ResNet block's timestep embedding) normalised with x, on every path that
+// takes the shape, against the CPU's x + offset. The register-held paths round x + offset to x's type
+// (as a separate addition would), so their offsets stay near the spread; offsets a hundred times the
+// spread run the two passes (16-byte and scalar), whose shifts must follow each channel's offset.
+TEST(GpuGroupNorm, AddsAChannelOffsetOnEveryPath) {
+  using gpu::GroupNormPath;
+  struct Case {
+    Shape shape;
+    int groups;
+    float offset_mean;
+    std::vector<GroupNormPath> paths;
+  };
+  const std::vector<GroupNormPath> all = {GroupNormPath::kTwoPass, GroupNormPath::kResident,
+                                          GroupNormPath::kSlices};
+  const std::vector<GroupNormPath> two_pass = {GroupNormPath::kTwoPass};
+  const Case cases[] = {
+      {Shape{2, 8, 8, 1280}, 32, 0.5f, all},    // SD's 8x8 level
+      {Shape{2, 32, 32, 320}, 32, -0.5f, all},  // 4 groups to a 40-channel chunk
+      {Shape{1, 37, 29, 64}, 32, 0.f, all},     // slices whose last is shorter
+      {Shape{2, 64, 64, 320}, 32, 0.3f, {GroupNormPath::kTwoPass, GroupNormPath::kSlices}},
+      {Shape{2, 16, 16, 320}, 32, 100.f, two_pass},  // offsets far above the spread
+      {Shape{2, 7, 5, 96}, 32, 100.f, two_pass},     // 3 channels a group: the 16-byte two passes only
+      {Shape{1, 3, 3, 30}, 3, 100.f, two_pass},      // C % 8 != 0: the scalar two passes
+  };
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const auto& c : cases) {
+      for (GroupNormPath path : c.paths) {
+        if (t == DType::kF32 && path != GroupNormPath::kTwoPass) continue;  // 16-bit types only
+        SCOPED_TRACE(testing::Message() << dtype_name(t) << " " << c.shape.to_string() << " groups "
+                                        << c.groups << " offsets " << c.offset_mean << " path " << int(path));
+        test::Rng rng;
+        HD_SEED_TRACE(rng);
+        const auto [x, gamma, beta] = random_norm_inputs(rng, c.shape, 0.f);
+        const auto offset =
+            random_with_mean(rng, Shape{c.shape[0], c.shape[c.shape.rank() - 1]}, c.offset_mean, 1.f);
+        const auto out = test::poisoned_gpu(c.shape, t);
+        const auto offset_gpu = test::to_gpu(offset, t);
+        gpu::group_norm(test::to_gpu(x, t), test::to_gpu(gamma, t), test::to_gpu(beta, t), c.groups, 1e-5f,
+                        true, out, &offset_gpu.view(), path);
+        OwnedTensor expected(c.shape, DType::kF32);
+        const auto offset_host = test::rounded_to(offset, t);
+        ops::group_norm(test::rounded_to(x, t), test::rounded_to(gamma, t), test::rounded_to(beta, t),
+                        c.groups, 1e-5f, true, expected, &offset_host.view());
+        EXPECT_LE(test::relative_l2(test::to_host_f32(out), test::reference_of(expected)), tolerance(t));
+      }
+    }
+  }
+}
+
+// An offset whose data is not 16-byte aligned (a dense view one element into its buffer): the automatic
+// choice reads it on the two passes, and a forced register-held path refuses it.
+TEST(GpuGroupNorm, AChannelOffsetOffSixteenBytesTakesTheTwoPasses) {
+  using gpu::GroupNormPath;
+  test::Rng rng;
+  HD_SEED_TRACE(rng);
+  const Shape shape{2, 16, 16, 320};
+  const auto [x, gamma, beta] = random_norm_inputs(rng, shape, 0.f);
+  auto padded = test::random_tensor(rng, Shape{2 * 320 + 1}, 1.f);
+  const auto padded_gpu = test::to_gpu(padded, DType::kF16);
+  const Tensor offset_gpu = padded_gpu.view().slice(0, 1, 2 * 320).reshape(Shape{2, 320});
+  const auto x_gpu = test::to_gpu(x, DType::kF16), gamma_gpu = test::to_gpu(gamma, DType::kF16),
+             beta_gpu = test::to_gpu(beta, DType::kF16);
+  const auto out = test::poisoned_gpu(shape, DType::kF16);
+  ops::group_norm(x_gpu, gamma_gpu, beta_gpu, 32, 1e-5f, true, out, &offset_gpu);
+  const auto offset_host = test::rounded_to(padded, DType::kF16);
+  const Tensor offset = offset_host.view().slice(0, 1, 2 * 320).reshape(Shape{2, 320});
+  OwnedTensor expected(shape, DType::kF32);
+  ops::group_norm(test::rounded_to(x, DType::kF16), test::rounded_to(gamma, DType::kF16),
+                  test::rounded_to(beta, DType::kF16), 32, 1e-5f, true, expected, &offset);
+  EXPECT_LE(test::relative_l2(test::to_host_f32(out), test::reference_of(expected)), tolerance(DType::kF16));
+  for (GroupNormPath path : {GroupNormPath::kResident, GroupNormPath::kSlices}) {
+    try {
+      gpu::group_norm(x_gpu, gamma_gpu, beta_gpu, 32, 1e-5f, true, out, &offset_gpu, path);
+      ADD_FAILURE() << "path " << int(path) << " took an offset off 16 bytes";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUnsupported) << e.what();
     }
   }
 }
@@ -187,8 +268,8 @@ TEST(GpuGroupNorm, RepeatsItselfBitForBit) {
        {gpu::GroupNormPath::kTwoPass, gpu::GroupNormPath::kResident, gpu::GroupNormPath::kSlices}) {
     const auto first = test::poisoned_gpu(shape, DType::kF16),
                second = test::poisoned_gpu(shape, DType::kF16);
-    gpu::group_norm(x, gamma, beta, 32, 1e-5f, true, first, path);
-    for (int i = 0; i < 5; ++i) gpu::group_norm(x, gamma, beta, 32, 1e-5f, true, second, path);
+    gpu::group_norm(x, gamma, beta, 32, 1e-5f, true, first, nullptr, path);
+    for (int i = 0; i < 5; ++i) gpu::group_norm(x, gamma, beta, 32, 1e-5f, true, second, nullptr, path);
     EXPECT_EQ(test::to_vector(test::to_host_f32(first)), test::to_vector(test::to_host_f32(second)));
   }
 }
