@@ -109,8 +109,10 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionParam
 
 // GroupNorm over channels-last x [N, ..., C]: each of `groups` contiguous channel groups is normalised
 // over all positions of its sample; then · gamma[C] + beta[C]; then SiLU if fuse_silu. Where
-// channel_offset is given (dense [N, C], x's dtype and device), what is normalised is x + offset[n, c]
-// (added in f32): a ResNet block's timestep embedding, added without a pass of its own.
+// channel_offset is given (dense [N, C], x's dtype and device), what is normalised is x + offset[n, c]:
+// a ResNet block's timestep embedding, added without a pass of its own. The CPU and the GPU's two
+// passes add in f32; the GPU's register-held paths round the sum to x's dtype first, as a separate
+// addition would store it.
 void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
                 bool fuse_silu, const Tensor& out, const Tensor* channel_offset = nullptr);
 // LayerNorm over the last dimension of x [..., C], then · gamma[C] + beta[C].

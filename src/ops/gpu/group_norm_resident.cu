@@ -408,9 +408,11 @@ GroupNormPath group_norm_path_for(const Tensor& x, const Tensor& gamma, const Te
 
 void group_norm_resident(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
                          bool fuse_silu, const Tensor& out, const Tensor* channel_offset) {
-  HD_CHECK_KIND(group_norm_fits_resident(x, gamma, beta, groups, out) && offset_fits(channel_offset),
-                ErrorKind::kUnsupported, "group_norm: ", x.describe(), " in ", groups,
-                " groups does not fit the one-kernel path");
+  HD_CHECK_KIND(group_norm_fits_resident(x, gamma, beta, groups, out), ErrorKind::kUnsupported,
+                "group_norm: ", x.describe(), " in ", groups, " groups does not fit the one-kernel path");
+  HD_CHECK_KIND(offset_fits(channel_offset), ErrorKind::kUnsupported,
+                "group_norm: the one-kernel path reads the channel offset 16 bytes at a time; it is not "
+                "16-byte aligned");
   const int64_t channels = x.dim(-1), positions = positions_of(x);
   const Chunk chunk = chunk_of(channels, groups);
   launch_pass<Pass::kWhole>(x, gamma, beta, channel_offset, groups, eps, fuse_silu, out, chunk,
@@ -419,10 +421,11 @@ void group_norm_resident(const Tensor& x, const Tensor& gamma, const Tensor& bet
 
 void group_norm_slices(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
                        bool fuse_silu, const Tensor& out, const Tensor* channel_offset) {
+  HD_CHECK_KIND(offset_fits(channel_offset), ErrorKind::kUnsupported,
+                "group_norm: the sliced path reads the channel offset 16 bytes at a time; it is not 16-byte "
+                "aligned");
   // group_norm_fits_slices, with the slice size it works out kept.
-  const int pixels = fits_chunks(x, gamma, beta, groups, out) && offset_fits(channel_offset)
-                         ? slice_pixels_of(x, groups)
-                         : 0;
+  const int pixels = fits_chunks(x, gamma, beta, groups, out) ? slice_pixels_of(x, groups) : 0;
   HD_CHECK_KIND(pixels > 0, ErrorKind::kUnsupported, "group_norm: ", x.describe(), " in ", groups,
                 " groups does not fit the sliced path");
   const int64_t samples = x.dim(0), channels = x.dim(-1), positions = positions_of(x);

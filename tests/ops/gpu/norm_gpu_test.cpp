@@ -145,7 +145,7 @@ TEST(GpuGroupNorm, EachPathMatchesCpu) {
 
 // A channel offset [N, C] (a ResNet block's timestep embedding) normalised with x, on every path that
 // takes the shape, against the CPU's x + offset. The register-held paths round x + offset to x's type
-// (as a separate addition would), so their offsets stay near the spread; offsets a hundred times the
+// (as a separate addition would), so their offsets stay near the spread; offsets fifty times x's
 // spread run the two passes (16-byte and scalar), whose shifts must follow each channel's offset.
 TEST(GpuGroupNorm, AddsAChannelOffsetOnEveryPath) {
   using gpu::GroupNormPath;
