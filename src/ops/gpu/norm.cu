@@ -424,7 +424,9 @@ void group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int gr
                 bool fuse_silu, const Tensor& out, const Tensor* channel_offset, GroupNormPath path) {
   check_same_dtype("group_norm", x, gamma, beta, out);
   HD_CHECK_KIND(channel_offset == nullptr || channel_offset->dtype == x.dtype, ErrorKind::kUnsupported,
-                "group_norm: on the GPU, the channel offset shares the input's dtype");
+                "group_norm: on the GPU, the channel offset shares the input's dtype; got ",
+                dtype_name(channel_offset != nullptr ? channel_offset->dtype : x.dtype), " and ",
+                dtype_name(x.dtype));
   if (x.numel() == 0) return;
   HD_GPU_CHECK(cudaSetDevice(x.device.index));
   if (path == GroupNormPath::kAuto) {

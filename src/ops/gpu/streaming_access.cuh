@@ -3,9 +3,11 @@
 // would otherwise push out the ones other kernels come back for.
 #pragma once
 
+#include "ops/gpu/common.cuh"
+
 namespace hd::gpu {
 
-#if defined(__HIP_PLATFORM_AMD__)
+#if defined(HD_GPU_HIP)
 using StreamingVector =
     unsigned __attribute__((ext_vector_type(4)));  // what the builtins take; uint4 is a struct
 
